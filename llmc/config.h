@@ -1,0 +1,271 @@
+// Run configuration: model presets, command-line flags (shared by both trainers),
+// and the checks that turn a nonsense flag into one clear message.
+#pragma once
+#include <ctype.h>
+#include "schedule.h"
+#include "utils.h"
+
+typedef struct {
+    // model
+    int V, Vp, C, L, NH, NKV, F, T;
+    float rope_base, rms_eps;
+    // position scheme (the hook)
+    int pos_scheme;
+    float alpha_min, alpha_max, alpha_fixed;
+    // optimization
+    int B, total_batch, steps, warmup;
+    float lr, min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip;
+    long long seed;
+    // data and files
+    char model[32], train_data[512], val_data[512], out_dir[512], resume[512], tokenizer[512];
+    int ckpt_every, val_every, val_batches, stop_after;
+    // evaluation
+    int eval_len, eval_n, indist_start, eval_only;
+    // generation
+    int generate;
+    char prompt[512];
+    float temperature;
+    int threads;
+} Config;
+
+typedef struct {
+    const char *name;
+    int C, L, NH, NKV, F, T, total_batch, warmup, steps;
+    float lr, min_lr;
+    const char *what;
+} Preset;
+
+// Paper sizes (PosAug paper Tables 1 and 16; Deep/Wide/33.6M shapes). Batch in sequences.
+static const Preset PRESETS[] = {
+    {"tiny", 128, 4, 4, 2, 384, 128, 16, 30, 600, 3e-3f, 3e-4f, "laptop default for the built-in corpus (~0.8M params)"},
+    {"10m", 384, 6, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "10.6M, the ablation model"},
+    {"42m", 768, 6, 12, 12, 2048, 2048, 128, 1000, 3242, 6e-4f, 6e-5f, "42.5M"},
+    {"113m", 768, 12, 12, 12, 3072, 2048, 128, 1000, 8773, 3e-4f, 3e-5f, "113M"},
+    {"425m", 1280, 24, 20, 4, 3584, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "425M, GQA"},
+    {"1b", 2048, 24, 32, 8, 5632, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "1.08B, GQA"},
+    {"deep", 288, 12, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Deep 15.3M (Table 9)"},
+    {"wide", 448, 3, 7, 7, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Wide 7.6M (Table 9)"},
+    {"33m", 512, 8, 8, 8, 2048, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "33.6M, F = 4C"},
+};
+#define N_PRESETS ((int)(sizeof(PRESETS) / sizeof(PRESETS[0])))
+
+static void apply_preset(Config *c, const Preset *p) {
+    snprintf(c->model, sizeof(c->model), "%s", p->name);
+    c->C = p->C; c->L = p->L; c->NH = p->NH; c->NKV = p->NKV; c->F = p->F; c->T = p->T;
+    c->total_batch = p->total_batch; c->warmup = p->warmup; c->steps = p->steps;
+    c->lr = p->lr; c->min_lr = p->min_lr;
+    c->B = p->total_batch < 16 ? p->total_batch : 16;
+    if (p->T >= 2048) c->B = 4;
+    c->eval_len = 8 * p->T < 16384 ? 8 * p->T : 16384;
+}
+
+static void config_defaults(Config *c) {
+    memset(c, 0, sizeof(*c));
+    c->V = 257;  // the byte tokenizer: 256 bytes + end-of-text
+    c->rope_base = 10000.0f; c->rms_eps = 1e-5f;
+    c->pos_scheme = POS_ROPE; c->alpha_min = 0.125f; c->alpha_max = 8.0f; c->alpha_fixed = 4.0f;
+    c->weight_decay = 0.1f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f; c->grad_clip = 1.0f;
+    c->seed = 42;
+    snprintf(c->train_data, sizeof(c->train_data), "data/builtin/train.bin");
+    snprintf(c->val_data, sizeof(c->val_data), "data/builtin/val.bin");
+    c->ckpt_every = 0; c->val_every = 100; c->val_batches = 4;
+    c->eval_n = 20; c->indist_start = 64;
+    c->temperature = 0.0f;
+    c->threads = 0;
+    apply_preset(c, &PRESETS[0]);
+}
+
+enum { ARG_INT, ARG_FLOAT, ARG_STR, ARG_FLAG, ARG_SCHEME, ARG_RANGE, ARG_I64 };
+typedef struct {
+    const char *name;
+    int type;
+    size_t offset, size;
+    const char *help;
+} ArgSpec;
+
+#define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help}
+static const ArgSpec ARGS[] = {
+    A("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m"),
+    A("--vocab_size", ARG_INT, V, "real vocab size V (default 257: bytes + end-of-text)"),
+    A("--n_embd", ARG_INT, C, "model width C"),
+    A("--n_layer", ARG_INT, L, "layers L"),
+    A("--n_head", ARG_INT, NH, "query heads NH"),
+    A("--n_kv_head", ARG_INT, NKV, "key/value heads NKV (NH % NKV == 0)"),
+    A("--ffn_hidden", ARG_INT, F, "SwiGLU hidden size F"),
+    A("--seq_len", ARG_INT, T, "training window T (= w)"),
+    A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
+    A("--pos", ARG_SCHEME, pos_scheme, "position scheme: rope (default), posaug, posaug-log, fixed"),
+    A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
+    A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
+    A("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
+    A("--total_batch", ARG_INT, total_batch, "sequences per optimizer step (multiple of --batch_size)"),
+    A("--steps", ARG_INT, steps, "optimizer steps"),
+    A("--warmup", ARG_INT, warmup, "linear warmup steps"),
+    A("--lr", ARG_FLOAT, lr, "peak learning rate"),
+    A("--min_lr", ARG_FLOAT, min_lr, "final learning rate of the cosine"),
+    A("--weight_decay", ARG_FLOAT, weight_decay, "AdamW weight decay on matrices (0.1)"),
+    A("--grad_clip", ARG_FLOAT, grad_clip, "global-norm clip (1.0; 0 disables)"),
+    A("--seed", ARG_I64, seed, "seed for init, data order and the position schedule (42)"),
+    A("--train_data", ARG_STR, train_data, "glob of training shards"),
+    A("--val_data", ARG_STR, val_data, "glob of validation shards"),
+    A("--tokenizer", ARG_STR, tokenizer, "tokenizer.bin of a BPE vocab (decode only; default: bytes)"),
+    A("--out_dir", ARG_STR, out_dir, "run folder for log, checkpoints, evaluation (default runs/<model>_<pos>)"),
+    A("--ckpt_every", ARG_INT, ckpt_every, "checkpoint every N steps (0: only at the end)"),
+    A("--val_every", ARG_INT, val_every, "validation loss every N steps (0: never)"),
+    A("--val_batches", ARG_INT, val_batches, "micro-batches per validation loss"),
+    A("--stop_after", ARG_INT, stop_after, "stop (with a checkpoint) after this step; --resume continues"),
+    A("--resume", ARG_STR, resume, "checkpoint to resume training from (or to evaluate / generate with)"),
+    A("--eval_len", ARG_INT, eval_len, "L_eval of the final per-position evaluation (default 8*T, 0: skip)"),
+    A("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
+    A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64)"),
+    A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
+    A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),
+    A("--prompt", ARG_STR, prompt, "prompt text for --generate"),
+    A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
+    A("--threads", ARG_INT, threads, "OpenMP threads (default: all cores)"),
+};
+#undef A
+#define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))
+
+static void print_help(const char *prog) {
+    printf("usage: %s [flags]\n\nTrains a Llama-style GPT with hand-written forward and backward passes,\n"
+           "then evaluates per-position loss past the training window (the cliff).\n\n", prog);
+    for (int i = 0; i < N_ARGS; i++) printf("  %-16s %s\n", ARGS[i].name, ARGS[i].help);
+    printf("  %-16s %s\n\npresets:\n", "--help", "this text");
+    for (int i = 0; i < N_PRESETS; i++) {
+        const Preset *p = &PRESETS[i];
+        printf("  %-6s C=%-4d L=%-2d NH=%-2d NKV=%-2d F=%-4d T=%-4d batch=%-3d lr=%g  %s\n", p->name, p->C, p->L,
+               p->NH, p->NKV, p->F, p->T, p->total_batch, p->lr, p->what);
+    }
+}
+
+static long long parse_int_or_fail(const char *flag, const char *s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s == 0 || *end != 0) fail("%s expects an integer, got '%s'", flag, s);
+    return v;
+}
+
+static float parse_float_or_fail(const char *flag, const char *s) {
+    char *end;
+    float v = strtof(s, &end);
+    if (*s == 0 || *end != 0 || !isfinite(v)) fail("%s expects a number, got '%s'", flag, s);
+    return v;
+}
+
+static void set_arg(Config *c, const ArgSpec *a, const char *val) {
+    char *dst = (char *)c + a->offset;
+    switch (a->type) {
+    case ARG_INT: {
+        long long v = parse_int_or_fail(a->name, val);
+        if (v < -2147483647LL || v > 2147483647LL) fail("%s: %s is out of range", a->name, val);
+        *(int *)dst = (int)v;
+        break;
+    }
+    case ARG_I64: *(long long *)dst = parse_int_or_fail(a->name, val); break;
+    case ARG_FLOAT: *(float *)dst = parse_float_or_fail(a->name, val); break;
+    case ARG_STR:
+        if (strlen(val) >= a->size) fail("%s: value is too long", a->name);
+        snprintf(dst, a->size, "%s", val);
+        break;
+    case ARG_SCHEME: {
+        int found = -1;
+        for (int i = 0; i < POS_N_SCHEMES; i++)
+            if (strcmp(val, POS_SCHEME_NAMES[i]) == 0) found = i;
+        if (found < 0) fail("--pos: unknown scheme '%s' (rope, posaug, posaug-log, fixed)", val);
+        *(int *)dst = found;
+        break;
+    }
+    case ARG_RANGE: {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%s", val);
+        char *comma = strchr(buf, ',');
+        if (!comma) fail("%s expects a,b (for example 0.125,8), got '%s'", a->name, val);
+        *comma = 0;
+        c->alpha_min = parse_float_or_fail(a->name, buf);
+        c->alpha_max = parse_float_or_fail(a->name, comma + 1);
+        break;
+    }
+    default: break;
+    }
+}
+
+static const ArgSpec *find_arg(const char *name) {
+    for (int i = 0; i < N_ARGS; i++)
+        if (strcmp(ARGS[i].name, name) == 0) return &ARGS[i];
+    return NULL;
+}
+
+static void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
+
+static void validate_config(Config *c) {
+#define REQUIRE(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
+    REQUIRE(c->V >= 2, "--vocab_size must be at least 2, got %d", c->V);
+    REQUIRE(c->C > 0 && c->L > 0 && c->NH > 0 && c->NKV > 0 && c->F > 0 && c->T > 0,
+            "sizes must be positive (--n_embd %d --n_layer %d --n_head %d --n_kv_head %d --ffn_hidden %d --seq_len %d)",
+            c->C, c->L, c->NH, c->NKV, c->F, c->T);
+    REQUIRE(c->L <= MAX_LAYERS, "--n_layer %d exceeds the maximum %d", c->L, MAX_LAYERS);
+    REQUIRE(c->C % c->NH == 0, "--n_embd %d must be divisible by --n_head %d", c->C, c->NH);
+    REQUIRE(c->NH % c->NKV == 0, "--n_head %d must be divisible by --n_kv_head %d", c->NH, c->NKV);
+    int hd = c->C / c->NH;
+    REQUIRE(hd % 2 == 0, "head dim C/NH = %d must be even for RoPE", hd);
+    REQUIRE(hd / 2 <= MAX_HALF_HD, "head dim %d exceeds the maximum %d", hd, 2 * MAX_HALF_HD);
+    REQUIRE(c->rope_base > 1.0f, "--rope_base must be > 1, got %g", c->rope_base);
+    REQUIRE(c->alpha_min > 0 && c->alpha_min <= c->alpha_max, "--alpha_range needs 0 < a <= b, got %g,%g", c->alpha_min, c->alpha_max);
+    REQUIRE(c->alpha_fixed > 0, "--alpha must be > 0, got %g", c->alpha_fixed);
+    REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
+    REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
+    REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
+    REQUIRE(c->warmup >= 0, "--warmup must be >= 0, got %d", c->warmup);
+    REQUIRE(c->lr > 0 && c->min_lr >= 0 && c->min_lr <= c->lr, "need 0 <= --min_lr <= --lr and --lr > 0 (got %g, %g)", c->min_lr, c->lr);
+    REQUIRE(c->weight_decay >= 0, "--weight_decay must be >= 0");
+    REQUIRE(c->grad_clip >= 0, "--grad_clip must be >= 0");
+    REQUIRE(c->ckpt_every >= 0 && c->val_every >= 0 && c->val_batches > 0, "--ckpt_every/--val_every must be >= 0, --val_batches > 0");
+    REQUIRE(c->stop_after >= 0, "--stop_after must be >= 0");
+    REQUIRE(c->eval_len >= 0, "--eval_len must be >= 0");
+    REQUIRE(c->eval_len == 0 || c->eval_len > c->T, "--eval_len %d must exceed the training window --seq_len %d (or be 0)", c->eval_len, c->T);
+    REQUIRE(c->eval_n > 0, "--eval_n must be positive");
+    REQUIRE(c->indist_start >= 0 && c->indist_start < c->T, "--indist_start %d must lie in [0, --seq_len %d)", c->indist_start, c->T);
+    REQUIRE(c->generate >= 0, "--generate must be >= 0");
+    REQUIRE(c->temperature >= 0, "--temperature must be >= 0");
+    REQUIRE(c->threads >= 0, "--threads must be >= 0");
+    REQUIRE(!c->eval_only || c->resume[0], "--eval_only needs --resume CHECKPOINT");
+    REQUIRE(!c->generate || c->resume[0] || c->steps > 0, "--generate needs --resume CHECKPOINT or training steps");
+#undef REQUIRE
+}
+
+// Two passes: --model first (the preset), then every other flag overrides it.
+static void parse_args(Config *c, int argc, char **argv) {
+    config_defaults(c);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_help(argv[0]);
+            exit(0);
+        }
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            int found = 0;
+            for (int p = 0; p < N_PRESETS; p++)
+                if (strcmp(argv[i + 1], PRESETS[p].name) == 0) { apply_preset(c, &PRESETS[p]); found = 1; }
+            if (!found) fail("--model: unknown preset '%s' (see --help)", argv[i + 1]);
+        }
+    }
+    int eval_len_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const ArgSpec *a = find_arg(argv[i]);
+        if (!a) fail("unknown flag '%s' (see --help)", argv[i]);
+        if (a->type == ARG_FLAG) { *(int *)((char *)c + a->offset) = 1; continue; }
+        if (i + 1 >= argc) fail("%s needs a value", argv[i]);
+        if (strcmp(a->name, "--eval_len") == 0) eval_len_set = 1;
+        if (strcmp(a->name, "--model") != 0) set_arg(c, a, argv[i + 1]);
+        i++;
+    }
+    if (!eval_len_set) c->eval_len = 8 * c->T < 16384 ? 8 * c->T : 16384;
+    round_vocab(c);
+    validate_config(c);
+    if (!c->out_dir[0]) snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s", c->model, POS_SCHEME_NAMES[c->pos_scheme]);
+}
+
+static PosConfig pos_config_of(const Config *c) {
+    PosConfig p = {c->pos_scheme, c->alpha_min, c->alpha_max, c->alpha_fixed, c->rope_base, c->C / c->NH, c->L, (uint64_t)c->seed};
+    return p;
+}

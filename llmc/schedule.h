@@ -1,0 +1,80 @@
+// The position schedule (the PosAug hook's host side) and the learning-rate schedule.
+// Both trainers call pos_schedule_step() once per optimizer step; the RoPE kernels then
+// compute every angle on the fly as  angle = (alpha_l * t + offset) * inv_freq[j].
+// Adding a position scheme means adding a case here, not touching a kernel.
+#pragma once
+#include "rng.h"
+#include "utils.h"
+
+#define MAX_LAYERS 64
+#define MAX_HALF_HD 128
+
+enum {
+    POS_ROPE = 0,     // p_t = t
+    POS_POSAUG,       // alpha ~ U[a,b] per optimizer step, shared by every layer
+    POS_POSAUG_LOG,   // ln alpha ~ U[ln a, ln b]
+    POS_FIXED,        // constant alpha
+    POS_N_SCHEMES
+};
+static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {"rope", "posaug", "posaug-log", "fixed"};
+
+typedef struct {
+    int scheme;
+    float alpha_min, alpha_max;  // PosAug range [a,b]
+    float alpha_fixed;           // for "fixed"
+    float rope_base;             // B in theta_j = B^(-2j/hd)
+    int head_dim, n_layer;
+    uint64_t seed;
+} PosConfig;
+
+// What one step's RoPE kernels read.
+typedef struct {
+    float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset
+    float offset;
+    float inv_freq[MAX_HALF_HD];    // theta_j, fp32
+    float mscale;                   // attention factor: multiplies cos and sin (1 in training)
+} PosStep;
+
+static void pos_inv_freq(float *inv_freq, int head_dim, double base) {
+    for (int j = 0; j < head_dim / 2; j++) inv_freq[j] = (float)pow(base, -2.0 * j / head_dim);
+}
+
+// Standard positions (alpha 1, offset 0): evaluation and plain RoPE.
+static PosStep pos_standard(const PosConfig *pc) {
+    PosStep ps;
+    for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
+    ps.offset = 0.0f;
+    ps.mscale = 1.0f;
+    pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
+    return ps;
+}
+
+// Draw this optimizer step's alpha. Counter-based (a fresh stream per step from the seed),
+// so the sequence is a pure function of (seed, step): resume needs no extra state and the
+// CPU and GPU trainers draw identical numbers.
+static float pos_draw_alpha(const PosConfig *pc, long step) {
+    Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+    float u = rng_f32(&r), a = pc->alpha_min, b = pc->alpha_max;
+    switch (pc->scheme) {
+    case POS_POSAUG: return a + (b - a) * u;
+    case POS_POSAUG_LOG: return expf(logf(a) + (logf(b) - logf(a)) * u);
+    case POS_FIXED: return pc->alpha_fixed;
+    default: return 1.0f;
+    }
+}
+
+// THE POSAUG HOOK (host side): positions and frequencies for optimizer step `step`.
+static PosStep pos_schedule_step(const PosConfig *pc, long step) {
+    PosStep ps = pos_standard(pc);
+    float alpha = pos_draw_alpha(pc, step);
+    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = alpha;
+    return ps;
+}
+
+// Linear warmup, then cosine from lr to min_lr (0-based step).
+static float lr_at_step(long step, long warmup, long steps, float lr, float min_lr) {
+    if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
+    double r = (double)(step - warmup) / (double)(steps - warmup > 1 ? steps - warmup : 1);
+    if (r > 1.0) r = 1.0;
+    return (float)(min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(3.14159265358979323846 * r)));
+}

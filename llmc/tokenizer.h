@@ -1,0 +1,46 @@
+// Decoding tokens to text: bytes by default (id = byte, end-of-text = 256), or a
+// tokenizer.bin in llm.c's format written by data/prepare.py:
+//   256 uint32 header: [0] 20240328, [1] 2, [2] vocab size, [3] end-of-text id;
+//   then per token id: uint8 length, that many bytes.
+#pragma once
+#include "utils.h"
+
+typedef struct {
+    int vocab_size, eot;
+    char **pieces;  // NULL: the byte tokenizer
+    unsigned char *lens;
+} Tokenizer;
+
+static void tokenizer_init_bytes(Tokenizer *t) {
+    t->vocab_size = 257;
+    t->eot = 256;
+    t->pieces = NULL;
+    t->lens = NULL;
+}
+
+static void tokenizer_load(Tokenizer *t, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail("--tokenizer: cannot open '%s'", path);
+    uint32_t h[256];
+    xfread(h, sizeof(h), f, path, "the tokenizer header");
+    if (h[0] != 20240328) fail("--tokenizer: '%s' has wrong magic %u (expected 20240328)", path, h[0]);
+    if (h[1] != 2) fail("--tokenizer: '%s' has version %u (expected 2)", path, h[1]);
+    t->vocab_size = (int)h[2];
+    t->eot = (int)h[3];
+    t->pieces = (char **)xmalloc(t->vocab_size * sizeof(char *));
+    t->lens = (unsigned char *)xmalloc(t->vocab_size);
+    for (int i = 0; i < t->vocab_size; i++) {
+        xfread(&t->lens[i], 1, f, path, "a token length");
+        t->pieces[i] = (char *)xmalloc(t->lens[i] + 1);
+        xfread(t->pieces[i], t->lens[i], f, path, "a token");
+        t->pieces[i][t->lens[i]] = 0;
+    }
+    fclose(f);
+}
+
+// Write the text of one token to `out`.
+static void tokenizer_print(const Tokenizer *t, int id, FILE *out) {
+    if (id == t->eot) { fputs("<|endoftext|>", out); return; }
+    if (!t->pieces) { fputc(id & 0xff, out); return; }
+    if (id >= 0 && id < t->vocab_size) fwrite(t->pieces[id], 1, t->lens[id], out);
+}

@@ -1,0 +1,563 @@
+// test_gpt.c: checks the CPU reference against an independent PyTorch reference
+// (dev/reference_tiny.bin), finite differences, resume exactness, the position hook,
+// the data and checkpoint formats, and bad inputs. The GPU part runs train_gpt.cu's
+// dump mode when a GPU is present and reports skipped otherwise.
+// Output: one line per check, then "N passed, N failed, N skipped".
+#define TESTING
+#include "train_gpt_cpu.c"
+#include <sys/wait.h>
+
+static int n_pass, n_fail, n_skip;
+static const char *TMP = "test_tmp";
+
+static void check(int ok, const char *name, const char *fmt, ...) {
+    char msg[512] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    printf("%s: %s%s%s\n", ok ? "PASS" : "FAIL", name, msg[0] ? ": " : "", msg);
+    if (ok) n_pass++; else n_fail++;
+}
+
+static void skip(const char *name, const char *why) {
+    printf("SKIP: %s: %s\n", name, why);
+    n_skip++;
+}
+
+// ||a - b|| / ||b||
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num) / (sqrt(den) + 1e-30);
+}
+
+// ----------------------------------------------------------------------------
+// 1. CPU vs the PyTorch reference
+
+static void config_from_reference(Config *c, const TensorFile *tf) {
+    const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
+    const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
+    config_defaults(c);
+    c->V = ci[0]; c->Vp = ci[1]; c->C = ci[2]; c->L = ci[3]; c->NH = ci[4]; c->NKV = ci[5]; c->F = ci[6]; c->T = ci[7];
+    c->B = ci[8]; c->total_batch = ci[8] * ci[9]; c->steps = ci[10]; c->warmup = ci[11];
+    c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
+    c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
+}
+
+static void load_reference_params(GPT *g, const TensorFile *tf, const char *prefix) {
+    char name[TF_MAX_NAME];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "%s%s", prefix, PARAM_NAMES[i]);
+        memcpy(g->params[i], tf_get(tf, name, TF_F32, g->shapes[i].numel), g->shapes[i].numel * sizeof(float));
+    }
+}
+
+static void test_reference(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { check(0, "reference file present", "%s missing (python dev/pytorch_reference.py)", path); return; }
+    fclose(f);
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_REFERENCE);
+    Config c;
+    config_from_reference(&c, &tf);
+    const int32_t *ci = (const int32_t *)tf_get(&tf, "config_i", TF_I32, 12);
+    int B = c.B, T = c.T, micro = ci[9], steps = c.steps;
+    check(c.NKV < c.NH, "reference uses GQA", "NH %d NKV %d", c.NH, c.NKV);
+    float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
+    const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
+    int has8 = check_alpha == 8.0f;
+    for (int s = 0; s < steps; s++) has8 |= alphas[s] == 8.0f;
+    check(has8, "reference alphas include 8", "check alpha %g", check_alpha);
+    const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
+
+    GPT g;
+    gpt_alloc(&g, &c, 1);
+    load_reference_params(&g, &tf, "");
+    acts_alloc(&g.acts, &c, B, T, 1);
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
+
+    // forward + backward on tokens[0,0] at the check alpha
+    int *inp = (int *)xmalloc(B * T * sizeof(int)), *tgt = (int *)xmalloc(B * T * sizeof(int));
+    for (int b = 0; b < B; b++) {
+        memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
+        memcpy(tgt + b * T, tokens + b * (T + 1) + 1, T * sizeof(int));
+    }
+    memset(g.grads_mem, 0, g.n_params * sizeof(float));
+    float loss = gpt_forward(&g, &g.acts, inp, tgt, &ps);
+    float *logits = (float *)xmalloc((size_t)B * T * c.V * sizeof(float));
+    for (int i = 0; i < B * T; i++) memcpy(logits + (size_t)i * c.V, g.acts.logits + (size_t)i * c.Vp, c.V * sizeof(float));
+    const float *ref_logits = (const float *)tf_get(&tf, "logits", TF_F32, (size_t)B * T * c.V);
+    double e = rel_err(logits, ref_logits, (size_t)B * T * c.V);
+    check(e < 1e-5, "reference logits (alpha 8)", "rel err %.2e", e);
+    float ref_loss = *(const float *)tf_get(&tf, "loss", TF_F32, 1);
+    e = fabs(loss - ref_loss) / fabs(ref_loss);
+    check(e < 1e-5, "reference loss", "%.7f vs %.7f, rel err %.2e", loss, ref_loss, e);
+    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
+    char name[TF_MAX_NAME], label[TF_MAX_NAME + 32];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
+        e = rel_err(g.grads[i], (const float *)tf_get(&tf, name, TF_F32, g.shapes[i].numel), g.shapes[i].numel);
+        snprintf(label, sizeof(label), "reference %s", name);
+        check(e < 1e-5, label, "rel err %.2e", e);
+    }
+
+    // 10 AdamW steps with gradient accumulation and the file's alphas
+    load_reference_params(&g, &tf, "");
+    memset(g.m_mem, 0, g.n_params * sizeof(float));
+    memset(g.v_mem, 0, g.n_params * sizeof(float));
+    const float *ref_losses = (const float *)tf_get(&tf, "losses", TF_F32, steps);
+    const float *ref_norms = (const float *)tf_get(&tf, "grad_norms", TF_F32, steps);
+    float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
+    for (int s = 0; s < steps; s++) {
+        PosStep st = pos_standard(&pc);
+        for (int l = 0; l < c.L; l++) st.alpha[l] = alphas[s];
+        float lr = lr_at_step(s, c.warmup, c.steps, c.lr, c.min_lr);
+        losses[s] = train_step(&g, tokens + (size_t)s * micro * B * (T + 1), micro, &st, lr, s + 1, &norms[s]);
+    }
+    e = rel_err(losses, ref_losses, steps);
+    check(e < 1e-5, "reference 10-step losses", "rel err %.2e (last %.6f vs %.6f)", e, losses[steps - 1], ref_losses[steps - 1]);
+    e = rel_err(norms, ref_norms, steps);
+    check(e < 1e-5, "reference 10-step grad norms", "rel err %.2e", e);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
+        double ei = rel_err(g.params[i], (const float *)tf_get(&tf, name, TF_F32, g.shapes[i].numel), g.shapes[i].numel);
+        if (ei > worst) { worst = ei; worst_name = PARAM_NAMES[i]; }
+    }
+    check(worst < 1e-5, "reference weights after 10 steps", "worst rel err %.2e (%s)", worst, worst_name);
+    free(losses); free(norms); free(logits); free(inp); free(tgt);
+    gpt_free(&g);
+    tf_free(&tf);
+}
+
+// ----------------------------------------------------------------------------
+// 2. finite differences on a tiny model (central differences of the fp32 loss,
+// on the coordinates with the largest gradients, where the fp32 signal is clear)
+
+static void test_finite_differences(void) {
+    Config c;
+    config_defaults(&c);
+    c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
+    round_vocab(&c);
+    GPT g;
+    gpt_alloc(&g, &c, 1);
+    gpt_init(&g, 7);
+    Rng r = rng_make(11, 99);
+    // break the symmetry of unit norm gains so their gradients are generic
+    for (int i = 0; i < NP; i++)
+        if (!PARAM_DECAY[i])
+            for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] = 1.0f + 0.3f * rng_normal(&r);
+    for (int i = 0; i < NP; i++)
+        if (PARAM_DECAY[i])
+            for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] *= 10.0f;  // larger signal
+    acts_alloc(&g.acts, &c, c.B, c.T, 1);
+    int inp[16], tgt[16];
+    for (int i = 0; i < 16; i++) { inp[i] = (int)rng_below(&r, c.V); tgt[i] = (int)rng_below(&r, c.V); }
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
+    ps.offset = 5.0f;
+    memset(g.grads_mem, 0, g.n_params * sizeof(float));
+    gpt_forward(&g, &g.acts, inp, tgt, &ps);
+    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
+    for (int i = 0; i < NP; i++) {
+        double worst = 0;
+        for (int pick = 0; pick < 3; pick++) {  // the 3 largest |grad| entries
+            size_t best = 0;
+            float bestv = -1;
+            for (size_t j = 0; j < g.shapes[i].numel; j++)
+                if (fabsf(g.grads[i][j]) > bestv) { bestv = fabsf(g.grads[i][j]); best = j; }
+            float *p = &g.params[i][best];
+            float orig = *p, h = 1e-2f * (fabsf(orig) > 0.1f ? fabsf(orig) : 0.1f);
+            *p = orig + h;
+            double lp = gpt_forward(&g, &g.acts, inp, tgt, &ps);
+            *p = orig - h;
+            double lm = gpt_forward(&g, &g.acts, inp, tgt, &ps);
+            *p = orig;
+            double fd = (lp - lm) / (2.0 * h), an = g.grads[i][best];
+            double e = fabs(fd - an) / (fabs(an) + 1e-12);
+            if (e > worst) worst = e;
+            g.grads[i][best] = 0.0f;  // the next pick takes the next largest
+        }
+        char label[64];
+        snprintf(label, sizeof(label), "finite differences %s", PARAM_NAMES[i]);
+        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
+    }
+    gpt_free(&g);
+}
+
+// ----------------------------------------------------------------------------
+// 3. the position hook
+
+static void test_position_hook(void) {
+    PosConfig pc = {POS_POSAUG, 0.125f, 8.0f, 4.0f, 10000.0f, 32, 4, 42};
+    float a1[1000], a2[1000];
+    int in_range = 1;
+    double mean = 0;
+    for (int s = 0; s < 1000; s++) {
+        a1[s] = pos_draw_alpha(&pc, s);
+        in_range &= a1[s] >= 0.125f && a1[s] <= 8.0f;
+        mean += a1[s] / 1000.0;
+    }
+    for (int s = 999; s >= 0; s--) a2[s] = pos_draw_alpha(&pc, s);  // order-independent
+    check(memcmp(a1, a2, sizeof(a1)) == 0, "alpha sequence is a function of (seed, step)", "");
+    check(in_range, "uniform alphas lie in [a,b]", "");
+    // mean of U[1/8, 8] is 4.0625, std 2.27: 1000 draws give a standard error of 0.072
+    check(fabs(mean - 4.0625) < 4 * 0.072, "uniform alpha mean", "%.4f vs 4.0625", mean);
+    PosConfig pc2 = pc;
+    pc2.seed = 43;
+    int differ = 0;
+    for (int s = 0; s < 10; s++) differ += pos_draw_alpha(&pc2, s) != a1[s];
+    check(differ == 10, "another seed gives other alphas", "%d of 10 differ", differ);
+    PosStep ps = pos_schedule_step(&pc, 17);
+    int shared = 1;
+    for (int l = 0; l < pc.n_layer; l++) shared &= ps.alpha[l] == a1[17];
+    check(shared, "one alpha per step, shared by every layer", "");
+    pc.scheme = POS_POSAUG_LOG;
+    double lmean = 0;
+    for (int s = 0; s < 1000; s++) lmean += log(pos_draw_alpha(&pc, s)) / 1000.0;
+    // ln alpha ~ U[-ln 8, ln 8]: mean 0, std 1.2: standard error 0.038
+    check(fabs(lmean) < 4 * 0.038, "log-uniform alpha: mean of ln alpha", "%.4f vs 0", lmean);
+    pc.scheme = POS_ROPE;
+    check(pos_draw_alpha(&pc, 5) == 1.0f, "plain RoPE has alpha 1", "");
+
+    // angles at large positions: alpha 8, positions to 16384, angle = fp32(p * theta_j)
+    int T = 16384, hd = 64, half = 32;
+    float *x = (float *)xmalloc((size_t)T * hd * sizeof(float)), *x0 = (float *)xmalloc((size_t)T * hd * sizeof(float));
+    Rng r = rng_make(5, 5);
+    for (int i = 0; i < T * hd; i++) x0[i] = x[i] = rng_normal(&r);
+    PosConfig pc3 = {POS_FIXED, 1, 1, 8.0f, 10000.0f, hd, 1, 1};
+    PosStep p3 = pos_schedule_step(&pc3, 0);
+    rope_forward(x, 1, T, 1, hd, &p3, 0);
+    double max_err = 0, max_angle = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < half; j++) {
+            float angle = (8.0f * (float)t) * p3.inv_freq[j];  // the fp32 angle the kernel uses
+            double ca = cos((double)angle), sa = sin((double)angle);
+            double e0 = x0[t * hd + j] * ca - x0[t * hd + j + half] * sa;
+            double e1 = x0[t * hd + j + half] * ca + x0[t * hd + j] * sa;
+            double err = fmax(fabs(x[t * hd + j] - e0), fabs(x[t * hd + j + half] - e1));
+            if (err > max_err) max_err = err;
+            if (angle > max_angle) max_angle = angle;
+        }
+    check(max_err < 2e-6 && max_angle > 1e5, "RoPE sin/cos accurate at large angles",
+          "max abs err %.2e at angles up to %.0f rad", max_err, max_angle);
+    rope_backward(x, 1, T, 1, hd, &p3, 0);
+    check(rel_err(x, x0, (size_t)T * hd) < 1e-6, "RoPE backward is the inverse rotation", "rel err %.2e",
+          rel_err(x, x0, (size_t)T * hd));
+    free(x); free(x0);
+    // lr schedule: warmup is linear, the cosine ends at min_lr
+    check(lr_at_step(0, 10, 100, 1.0f, 0.1f) == 0.1f && fabsf(lr_at_step(99, 10, 100, 1.0f, 0.1f) - 0.1f) < 1e-3f &&
+              lr_at_step(9, 10, 100, 1.0f, 0.1f) == 1.0f, "lr warmup and cosine", "");
+}
+
+// ----------------------------------------------------------------------------
+// 4. metrics on hand-made per-position losses
+
+static void test_metrics(void) {
+    double loss[512];
+    for (int i = 0; i < 512; i++) loss[i] = i < 128 ? 2.0 : 3.5;
+    for (int i = 0; i < 64; i++) loss[i] = 9.0;  // excluded from the in-distribution mean
+    CliffSummary s = cliff_summary(loss, 512, 128, 64);
+    check(fabs(s.in_dist - 2.0) < 1e-12 && fabs(s.ood - 3.5) < 1e-12 && fabs(s.cliff - 1.5) < 1e-12,
+          "cliff on hand-made losses", "in %.3f ood %.3f cliff %.3f", s.in_dist, s.ood, s.cliff);
+    for (int i = 0; i < 512; i++) loss[i] = i;
+    s = cliff_summary(loss, 512, 128, 64);
+    // mean of 64..127 = 95.5, of 128..511 = 319.5
+    check(fabs(s.in_dist - 95.5) < 1e-9 && fabs(s.ood - 319.5) < 1e-9, "cliff ranges are [64,w) and [w,L)", "");
+}
+
+// ----------------------------------------------------------------------------
+// 5. files: shards, data order, tensor files
+
+static void write_shard(const char *path, int magic, int version, long n_header, const void *tok, size_t tok_bytes) {
+    int32_t h[256] = {0};
+    h[0] = magic; h[1] = version; h[2] = (int32_t)n_header;
+    FILE *f = xfopen(path, "wb");
+    fwrite(h, 4, 256, f);
+    fwrite(tok, 1, tok_bytes, f);
+    fclose(f);
+}
+
+static void test_files(void) {
+    char p[256];
+    uint16_t t16[1000];
+    uint32_t t32[1000];
+    for (int i = 0; i < 1000; i++) { t16[i] = (uint16_t)(i % 257); t32[i] = (uint32_t)(i * 37 % 70000); }
+    snprintf(p, sizeof(p), "%s/s16.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U16, 1, 1000, t16, sizeof(t16));
+    long n;
+    int *tok = shard_load(p, 257, &n);
+    int ok = n == 1000;
+    for (int i = 0; i < 1000 && ok; i++) ok = tok[i] == t16[i];
+    check(ok, "uint16 shard round trip", "");
+    free(tok);
+    snprintf(p, sizeof(p), "%s/s32.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U32, 7, 1000, t32, sizeof(t32));
+    tok = shard_load(p, 70000, &n);
+    ok = n == 1000;
+    for (int i = 0; i < 1000 && ok; i++) ok = tok[i] == (int)t32[i];
+    check(ok, "uint32 shard round trip", "");
+    free(tok);
+
+    // data order: a permutation of every window per epoch, fixed by the seed
+    snprintf(p, sizeof(p), "%s/order_*.bin", TMP);
+    char q[256];
+    for (int s = 0; s < 2; s++) {
+        uint16_t tk[801];
+        for (int i = 0; i < 801; i++) tk[i] = (uint16_t)((s * 801 + i) % 250);
+        snprintf(q, sizeof(q), "%s/order_%d.bin", TMP, s);
+        write_shard(q, SHARD_MAGIC_U16, 1, 801, tk, sizeof(tk));
+    }
+    DataLoader a, b, c;
+    loader_init(&a, p, 257, 16, 1);
+    loader_init(&b, p, 257, 16, 1);
+    loader_init(&c, p, 257, 16, 2);
+    int ra[17 * 100], rb[17 * 100], rc[17 * 100];
+    loader_next_batch(&a, 100, ra);
+    loader_next_batch(&b, 100, rb);
+    loader_next_batch(&c, 100, rc);
+    check(memcmp(ra, rb, sizeof(ra)) == 0, "data order is fixed by the seed", "");
+    check(memcmp(ra, rc, sizeof(ra)) != 0, "another seed gives another data order", "");
+    // an epoch is 2 shards x 50 windows: every window exactly once
+    int seen[2][50] = {{0}};
+    for (int i = 0; i < 100; i++) {
+        int first = ra[i * 17];  // token value identifies shard and offset
+        int sh = -1, w = -1;
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < 50; k++)
+                if (((s * 801 + k * 16) % 250) == first && ((s * 801 + k * 16 + 1) % 250) == ra[i * 17 + 1] &&
+                    ((s * 801 + k * 16 + 16) % 250) == ra[i * 17 + 16])
+                    { sh = s; w = k; }
+        if (sh >= 0) seen[sh][w]++;
+    }
+    int once = 1;
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 50; k++) once &= seen[s][k] == 1;
+    check(once, "an epoch visits every window once", "");
+    loader_free(&a); loader_free(&b); loader_free(&c);
+
+    // tensor file round trip, written atomically
+    snprintf(p, sizeof(p), "%s/t.bin", TMP);
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    int shape[2] = {2, 3};
+    uint64_t u = 0xFFFFFFFFFFFFull;
+    TensorWriter w;
+    tw_open(&w, p, TF_KIND_DUMP, 2);
+    tw_add(&w, "x", TF_F32, 2, shape, data);
+    tw_add1(&w, "u", TF_U64, 1, &u);
+    tw_close(&w);
+    TensorFile tf;
+    tf_load(&tf, p, TF_KIND_DUMP);
+    const float *x = (const float *)tf_get(&tf, "x", TF_F32, 6);
+    check(memcmp(x, data, sizeof(data)) == 0 && *(const uint64_t *)tf_get(&tf, "u", TF_U64, 1) == u,
+          "tensor file round trip", "");
+    tf_free(&tf);
+    snprintf(q, sizeof(q), "%s/t.bin.tmp", TMP);
+    FILE *f = fopen(q, "rb");
+    check(!f, "tensor file leaves no temporary file", "");
+    if (f) fclose(f);
+}
+
+// ----------------------------------------------------------------------------
+// 6. the trainer binary: resume exactness, bad inputs
+
+// Runs a shell command, returns its exit status; its output goes to `out` (size n).
+static int run_cmd(const char *cmd, char *out, size_t n) {
+    char full[2048];
+    snprintf(full, sizeof(full), "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t got = 0;
+    if (out && n) out[0] = 0;
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof(buf), p)) > 0) {
+        if (out && got + 1 < n) {
+            size_t c = k < n - 1 - got ? k : n - 1 - got;
+            memcpy(out + got, buf, c);
+            got += c;
+            out[got] = 0;
+        }
+    }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    while (eq) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) eq = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
+}
+
+// the losses column of a log.jsonl, as text
+static void read_losses(const char *path, char *out, size_t n) {
+    FILE *f = fopen(path, "r");
+    out[0] = 0;
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof(line), f)) {
+        char *l = strstr(line, "\"loss\": ");
+        if (!l) continue;
+        char *e = strchr(l, ',');
+        if (e) *e = 0;
+        strncat(out, l + 8, n - strlen(out) - 2);
+        strncat(out, " ", n - strlen(out) - 1);
+    }
+    fclose(f);
+}
+
+static const char *SMALL = "./train_gpt_cpu --n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
+                           "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
+                           "--pos posaug --indist_start 8";
+
+static void test_resume(void) {
+    char cmd[1024], out[8192], la[2048], lb[2048];
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/full", SMALL, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/part --stop_after 3", SMALL, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/part --resume %s/part/checkpoint.bin", SMALL, TMP, TMP);
+    int r3 = run_cmd(cmd, out, sizeof(out));
+    if (r1 || r2 || r3) {
+        check(0, "resume runs", "exit codes %d %d %d: %s", r1, r2, r3, out);
+        return;
+    }
+    char a[512], b[512];
+    snprintf(a, sizeof(a), "%s/full/log.jsonl", TMP);
+    snprintf(b, sizeof(b), "%s/part/log.jsonl", TMP);
+    read_losses(a, la, sizeof(la));
+    read_losses(b, lb, sizeof(lb));
+    check(strcmp(la, lb) == 0 && strlen(la) > 20, "resume gives bit-identical losses", "[%s] vs [%s]", la, lb);
+    snprintf(a, sizeof(a), "%s/full/checkpoint.bin", TMP);
+    snprintf(b, sizeof(b), "%s/part/checkpoint.bin", TMP);
+    check(files_equal(a, b), "resume gives a byte-identical final checkpoint", "");
+    // generation from the checkpoint
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, a);
+    int rg = run_cmd(cmd, out, sizeof(out));
+    check(rg == 0 && strstr(out, "The ") != NULL, "generation from a checkpoint", "exit %d", rg);
+}
+
+typedef struct {
+    const char *name, *args, *expect;
+} BadCase;
+
+static void test_bad_inputs(void) {
+    char p[512], cmd[2048], out[8192];
+    uint16_t tk[600];
+    for (int i = 0; i < 600; i++) tk[i] = (uint16_t)(i % 200);
+    snprintf(p, sizeof(p), "%s/bad_magic.bin", TMP);
+    write_shard(p, 12345, 1, 600, tk, sizeof(tk));
+    snprintf(p, sizeof(p), "%s/bad_version.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U16, 3, 600, tk, sizeof(tk));
+    snprintf(p, sizeof(p), "%s/truncated.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, 500);
+    tk[321] = 300;
+    snprintf(p, sizeof(p), "%s/big_token.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, sizeof(tk));
+    // a truncated copy of a good checkpoint
+    char good[512], trunc[512];
+    snprintf(good, sizeof(good), "%s/full/checkpoint.bin", TMP);
+    snprintf(trunc, sizeof(trunc), "%s/truncated_ckpt.bin", TMP);
+    FILE *f = fopen(good, "rb");
+    if (f) {
+        long n = file_size(f);
+        char *buf = (char *)xmalloc(n);
+        xfread(buf, n, f, good, "checkpoint");
+        fclose(f);
+        FILE *g = xfopen(trunc, "wb");
+        fwrite(buf, 1, n - 1000, g);
+        fclose(g);
+        free(buf);
+    }
+    char a_magic[600], a_ver[600], a_trunc[600], a_tok[600], a_ck[600], a_cfg[600];
+    snprintf(a_magic, sizeof(a_magic), "--train_data %s/bad_magic.bin", TMP);
+    snprintf(a_ver, sizeof(a_ver), "--train_data %s/bad_version.bin", TMP);
+    snprintf(a_trunc, sizeof(a_trunc), "--train_data %s/truncated.bin", TMP);
+    snprintf(a_tok, sizeof(a_tok), "--train_data %s/big_token.bin", TMP);
+    snprintf(a_ck, sizeof(a_ck), "--resume %s", trunc);
+    snprintf(a_cfg, sizeof(a_cfg), "--resume %s --ffn_hidden 96", good);
+    BadCase cases[] = {
+        {"shard with wrong magic", a_magic, "wrong magic"},
+        {"shard with wrong version", a_ver, "version 3"},
+        {"truncated shard", a_trunc, "truncated"},
+        {"token id >= V", a_tok, "token 300 at index 321 is >= vocab size 257"},
+        {"truncated checkpoint", a_ck, "truncated"},
+        {"checkpoint of another config", a_cfg, "another config: it has --ffn_hidden 64, this run has 96"},
+        {"missing data file", "--train_data nothing_here_*.bin", "no file matches"},
+        {"unknown flag", "--nonsense 3", "unknown flag '--nonsense'"},
+        {"flag without value", "--steps", "--steps needs a value"},
+        {"non-numeric value", "--lr fast", "--lr expects a number"},
+        {"alpha range a > b", "--alpha_range 8,2", "0 < a <= b"},
+        {"alpha range a = 0", "--alpha_range 0,8", "0 < a <= b"},
+        {"alpha range syntax", "--alpha_range 8", "expects a,b"},
+        {"NH % NKV", "--n_kv_head 3", "divisible by --n_kv_head 3"},
+        {"odd head dim", "--n_embd 36 --n_head 4", "must be even"},
+        {"C % NH", "--n_embd 30", "divisible by --n_head"},
+        {"negative size", "--seq_len -5", "sizes must be positive"},
+        {"zero batch", "--batch_size 0", "--batch_size must be positive"},
+        {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
+        {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
+        {"unknown scheme", "--pos magic", "unknown scheme 'magic'"},
+        {"unknown preset", "--model 7b", "unknown preset '7b'"},
+        {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad %s", SMALL, TMP, cases[i].args);
+        int rc = run_cmd(cmd, out, sizeof(out));
+        int ok = rc == 1 && strstr(out, "error: ") && strstr(out, cases[i].expect);
+        char label[128];
+        snprintf(label, sizeof(label), "bad input: %s", cases[i].name);
+        char *nl = strstr(out, "error: ");
+        if (nl) { char *e = strchr(nl, '\n'); if (e) *e = 0; }
+        check(ok, label, "exit %d, %s", rc, nl ? nl : "no error message");
+    }
+    // a good checkpoint was never replaced by a damaged one: the last save left no .tmp
+    snprintf(p, sizeof(p), "%s/full/checkpoint.bin.tmp", TMP);
+    f = fopen(p, "rb");
+    check(!f, "checkpoint writes leave no temporary file", "");
+    if (f) fclose(f);
+}
+
+// ----------------------------------------------------------------------------
+// 7. GPU vs CPU (train_gpt.cu), when a GPU and the binary are present
+
+static void test_gpu(void) {
+    char out[256];
+    int has_gpu = run_cmd("nvidia-smi -L", out, sizeof(out)) == 0 && strstr(out, "GPU");
+    if (!has_gpu) { skip("GPU vs CPU", "no GPU on this machine"); return; }
+    FILE *f = fopen("train_gpt", "rb");
+    if (!f) { skip("GPU vs CPU", "train_gpt (the CUDA trainer) is not built"); return; }
+    fclose(f);
+    skip("GPU vs CPU", "the CUDA trainer's dump mode is not written yet");
+}
+
+int main(int argc, char **argv) {
+    const char *ref = argc > 1 ? argv[1] : "dev/reference_tiny.bin";
+    mkdir(TMP, 0755);
+    test_reference(ref);
+    test_finite_differences();
+    test_position_hook();
+    test_metrics();
+    test_files();
+    test_resume();
+    test_bad_inputs();
+    test_gpu();
+    printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+    return n_fail ? 1 : 0;
+}

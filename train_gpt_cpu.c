@@ -1,0 +1,947 @@
+// train_gpt_cpu.c: the fp32 reference trainer. A Llama-style GPT (RMSNorm, RoPE, GQA,
+// SwiGLU, tied embeddings) with every forward and backward pass written by hand, AdamW,
+// and the per-position evaluation that shows the extrapolation cliff.
+// Each layer's forward is followed by its backward; doc/model.md derives every backward.
+//
+// The PosAug hook: rope_forward() below computes angle = (alpha_l * t + offset) * theta_j;
+// the host side that chooses alpha each step is pos_schedule_step() in llmc/schedule.h.
+#define _DEFAULT_SOURCE
+#include <math.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/metrics.h"
+#include "llmc/schedule.h"
+#include "llmc/tensorfile.h"
+#include "llmc/tokenizer.h"
+
+// ----------------------------------------------------------------------------
+// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), all row-major.
+// Each output element is summed by one thread in a fixed order, so results do not
+// depend on the thread count (resume is bit-exact).
+
+#define GEMM_RB 4
+#define GEMM_CB 64
+static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate) {
+    int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int cb = 0; cb < ncb; cb++) {
+        for (int rb = 0; rb < nrb; rb++) {
+            int r0 = rb * GEMM_RB, c0 = cb * GEMM_CB;
+            int nr = N - r0 < GEMM_RB ? N - r0 : GEMM_RB, nc = M - c0 < GEMM_CB ? M - c0 : GEMM_CB;
+            float acc[GEMM_RB][GEMM_CB];
+            for (int r = 0; r < GEMM_RB; r++)
+                for (int c = 0; c < GEMM_CB; c++)
+                    acc[r][c] = (accumulate && r < nr && c < nc) ? out[(size_t)(r0 + r) * M + c0 + c] : 0.0f;
+            if (nr == GEMM_RB && nc == GEMM_CB) {
+                const float *a = A + (size_t)r0 * K;
+                for (int k = 0; k < K; k++) {
+                    const float *b = Bm + (size_t)k * M + c0;
+                    float a0 = a[k], a1 = a[K + k], a2 = a[2 * K + k], a3 = a[3 * K + k];
+#pragma omp simd
+                    for (int c = 0; c < GEMM_CB; c++) {
+                        acc[0][c] += a0 * b[c];
+                        acc[1][c] += a1 * b[c];
+                        acc[2][c] += a2 * b[c];
+                        acc[3][c] += a3 * b[c];
+                    }
+                }
+            } else {
+                for (int r = 0; r < nr; r++)
+                    for (int k = 0; k < K; k++) {
+                        float a = A[(size_t)(r0 + r) * K + k];
+                        const float *b = Bm + (size_t)k * M + c0;
+                        for (int c = 0; c < nc; c++) acc[r][c] += a * b[c];
+                    }
+            }
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) out[(size_t)(r0 + r) * M + c0 + c] = acc[r][c];
+        }
+    }
+}
+
+// dst (cols,rows) = src (rows,cols)^T
+static void transpose(float *dst, const float *src, int rows, int cols) {
+#pragma omp parallel for
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+// out (N,OC) = inp (N,IC) . weight (OC,IC)^T      (a bias-free nn.Linear)
+static void matmul_forward(float *out, const float *inp, const float *weight, int N, int IC, int OC) {
+    float *wt = (float *)xmalloc((size_t)IC * OC * sizeof(float));  // (IC,OC)
+    transpose(wt, weight, OC, IC);
+    gemm_nn(out, inp, wt, N, IC, OC, 0);
+    free(wt);
+}
+
+// dinp (N,IC) (+)= dout (N,OC) . weight (OC,IC);   dweight (OC,IC) += dout^T . inp
+static void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                            int N, int IC, int OC, int accumulate_dinp) {
+    gemm_nn(dinp, dout, weight, N, OC, IC, accumulate_dinp);
+    float *dt = (float *)xmalloc((size_t)N * OC * sizeof(float));  // (OC,N)
+    transpose(dt, dout, N, OC);
+    gemm_nn(dweight, dt, inp, OC, N, IC, 1);
+    free(dt);
+}
+
+// ----------------------------------------------------------------------------
+// embedding: x (N,C) = wte[tokens]
+
+static void encoder_forward(float *x, const int *tokens, const float *wte, int N, int C) {
+    for (int i = 0; i < N; i++) memcpy(x + (size_t)i * C, wte + (size_t)tokens[i] * C, C * sizeof(float));
+}
+
+// dwte[tokens[i]] += dx[i]; serial so repeated tokens accumulate in a fixed order
+static void encoder_backward(float *dwte, const float *dx, const int *tokens, int N, int C) {
+    for (int i = 0; i < N; i++) {
+        float *d = dwte + (size_t)tokens[i] * C;
+        const float *g = dx + (size_t)i * C;
+        for (int c = 0; c < C; c++) d[c] += g[c];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// RMSNorm: out = x * rstd * w,  rstd = 1/sqrt(mean(x^2) + eps)
+// x (N,C), w (C), out (N,C), rstd (N)
+
+static void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += xi[c] * xi[c];
+        float r = 1.0f / sqrtf(ss / C + eps);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = xi[c] * r * w[c];
+        rstd[i] = r;
+    }
+}
+
+// dx (+)= rstd * (dout*w - xhat * mean(dout*w*xhat)),  dw += sum_i dout*xhat
+static void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                             const float *rstd, int N, int C, int accumulate) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C, *g = dout + (size_t)i * C;
+        float r = rstd[i], dot = 0.0f;
+        for (int c = 0; c < C; c++) dot += g[c] * w[c] * xi[c] * r;
+        dot /= C;
+        float *d = dx + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            float v = r * (g[c] * w[c] - xi[c] * r * dot);
+            d[c] = accumulate ? d[c] + v : v;
+        }
+    }
+    // dw: columns split across threads, rows summed in order
+#pragma omp parallel for
+    for (int c = 0; c < C; c++) {
+        float s = 0.0f;
+        for (int i = 0; i < N; i++) s += dout[(size_t)i * C + c] * x[(size_t)i * C + c] * rstd[i];
+        dw[c] += s;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// RoPE, rotate-half layout: element j pairs with j + hd/2.
+// THE POSAUG HOOK: p_t = alpha * t + offset, angle = p_t * inv_freq[j], in fp32, computed
+// here when needed; cos and sin are scaled by mscale (YaRN's attention factor).
+// x (B,T,H,hd) rotated in place; sign = +1 forward, -1 backward (rotation by -angle).
+
+static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, float offset, const float *inv_freq,
+                        float mscale, float sign) {
+    int half = hd / 2;
+    float *cs = (float *)xmalloc((size_t)T * half * 2 * sizeof(float));  // (T, half, {cos,sin})
+#pragma omp parallel for
+    for (int t = 0; t < T; t++) {
+        float p = alpha * (float)t + offset;
+        for (int j = 0; j < half; j++) {
+            float angle = p * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
+            cs[((size_t)t * half + j) * 2 + 0] = cosf(angle) * mscale;
+            cs[((size_t)t * half + j) * 2 + 1] = sign * sinf(angle) * mscale;
+        }
+    }
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *c = cs + (size_t)t * half * 2;
+            for (int h = 0; h < H; h++) {
+                float *v = x + (((size_t)b * T + t) * H + h) * hd;
+                for (int j = 0; j < half; j++) {
+                    float x0 = v[j], x1 = v[j + half], co = c[2 * j], si = c[2 * j + 1];
+                    v[j] = x0 * co - x1 * si;
+                    v[j + half] = x1 * co + x0 * si;
+                }
+            }
+        }
+    free(cs);
+}
+
+static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
+    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f);
+}
+
+// The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
+static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
+    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f);
+}
+
+// ----------------------------------------------------------------------------
+// causal GQA attention. q (B,T,NH,hd), k,v (B,T,NKV,hd), y (B,T,NH,hd)
+// att (B,NH,T,T) softmax probabilities, kept for backward (NULL: forward only).
+// Query head h reads key/value head h / (NH/NKV): no copy of K/V.
+
+static void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int B, int T,
+                              int NH, int NKV, int hd) {
+    int group = NH / NKV;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+    {
+        float *scratch = att ? NULL : (float *)xmalloc((size_t)T * sizeof(float));
+#pragma omp for collapse(3) schedule(dynamic, 8)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    int kvh = h / group;
+                    const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
+                    float *a = att ? att + (((size_t)b * NH + h) * T + t) * T : scratch;
+                    float maxv = -INFINITY;
+                    for (int s = 0; s <= t; s++) {
+                        const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
+                        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                        for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                        a[s] = dot * scale;
+                        if (a[s] > maxv) maxv = a[s];
+                    }
+                    float sum = 0.0f;
+                    for (int s = 0; s <= t; s++) {
+                        a[s] = expf(a[s] - maxv);
+                        sum += a[s];
+                    }
+                    float inv = 1.0f / sum;
+                    float *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+                    for (int i = 0; i < hd; i++) yt[i] = 0.0f;
+                    for (int s = 0; s <= t; s++) {
+                        a[s] *= inv;
+                        const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
+                        float w = a[s];
+#pragma omp simd
+                        for (int i = 0; i < hd; i++) yt[i] += w * vs[i];
+                    }
+                    if (att)
+                        for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+                }
+        free(scratch);
+    }
+}
+
+// dq, dk, dv overwritten. Parallel over (b, kv head): every dk/dv element has one writer.
+static void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att, const float *q,
+                               const float *k, const float *v, int B, int T, int NH, int NKV, int hd) {
+    int group = NH / NKV;
+    float scale = 1.0f / sqrtf((float)hd);
+    memset(dk, 0, (size_t)B * T * NKV * hd * sizeof(float));
+    memset(dv, 0, (size_t)B * T * NKV * hd * sizeof(float));
+#pragma omp parallel
+    {
+        float *datt = (float *)xmalloc((size_t)T * sizeof(float));
+#pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int b = 0; b < B; b++)
+            for (int kvh = 0; kvh < NKV; kvh++)
+                for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                    for (int t = 0; t < T; t++) {
+                        const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                        const float *dyt = dy + (((size_t)b * T + t) * NH + h) * hd;
+                        const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
+                        float *dqt = dq + (((size_t)b * T + t) * NH + h) * hd;
+                        // datt[s] = dy . v[s];  dv[s] += att[s] * dy
+                        float dsum = 0.0f;
+                        for (int s = 0; s <= t; s++) {
+                            const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
+                            float *dvs = dv + (((size_t)b * T + s) * NKV + kvh) * hd;
+                            float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                            for (int i = 0; i < hd; i++) d += dyt[i] * vs[i];
+                            datt[s] = d;
+                            dsum += d * a[s];
+                            float w = a[s];
+#pragma omp simd
+                            for (int i = 0; i < hd; i++) dvs[i] += w * dyt[i];
+                        }
+                        // softmax backward: dpre[s] = att[s] * (datt[s] - sum_s' att datt)
+                        for (int i = 0; i < hd; i++) dqt[i] = 0.0f;
+                        for (int s = 0; s <= t; s++) {
+                            float dpre = a[s] * (datt[s] - dsum) * scale;
+                            const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
+                            float *dks = dk + (((size_t)b * T + s) * NKV + kvh) * hd;
+#pragma omp simd
+                            for (int i = 0; i < hd; i++) {
+                                dqt[i] += dpre * ks[i];
+                                dks[i] += dpre * qt[i];
+                            }
+                        }
+                    }
+        free(datt);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// SwiGLU: h = silu(gate) * up, silu(g) = g * sigmoid(g). gate, up, h (N,F)
+
+static void swiglu_forward(float *h, const float *gate, const float *up, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        h[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+// dgate = dh * up * sig(g) * (1 + g * (1 - sig(g))),  dup = dh * silu(g)
+static void swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+        dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+        dup[i] = dh[i] * g * sg;
+    }
+}
+
+// out = a + b (out may alias a)
+static void residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// ----------------------------------------------------------------------------
+// classifier: softmax over the V real columns of logits (N,Vp) (padded columns never
+// win), per-position loss (N), and dlogits = (probs - onehot) * dloss written in place
+// (no second logits buffer). targets NULL: losses not computed.
+
+static void classifier_forward_backward(float *logits, float *losses, const int *targets, int N, int V, int Vp,
+                                        float dloss, int backward) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        float *l = logits + (size_t)i * Vp;
+        float maxv = -INFINITY;
+        for (int c = 0; c < V; c++) maxv = l[c] > maxv ? l[c] : maxv;
+        double sum = 0.0;
+        for (int c = 0; c < V; c++) sum += expf(l[c] - maxv);
+        float lse = maxv + (float)log(sum);
+        if (targets) losses[i] = lse - l[targets[i]];
+        if (backward) {
+            for (int c = 0; c < V; c++) l[c] = expf(l[c] - lse) * dloss;
+            l[targets[i]] -= dloss;
+            for (int c = V; c < Vp; c++) l[c] = 0.0f;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Parameters: one contiguous buffer, a named view per kind (stacked over layers).
+
+enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM, NP };
+static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo",
+                                      "mlp_norm", "w_gate", "w_up", "w_down", "final_norm"};
+static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // AdamW decays matrices only
+
+typedef struct {
+    int ndim, shape[3];
+    size_t numel;
+} Shape;
+
+static void param_shapes(const Config *c, Shape s[NP]) {
+    int hd = c->C / c->NH, L = c->L;
+    int t[NP][4] = {  // ndim, shape
+        {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
+        {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
+        {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
+        {3, L, c->C, c->F},        {1, c->C, 0, 0},
+    };
+    for (int i = 0; i < NP; i++) {
+        s[i].ndim = t[i][0];
+        s[i].numel = 1;
+        for (int d = 0; d < 3; d++) s[i].shape[d] = t[i][d + 1];
+        for (int d = 0; d < s[i].ndim; d++) s[i].numel *= (size_t)s[i].shape[d];
+    }
+}
+
+static int param_index(const char *name) {
+    for (int i = 0; i < NP; i++)
+        if (strcmp(PARAM_NAMES[i], name) == 0) return i;
+    return -1;
+}
+
+// ----------------------------------------------------------------------------
+// Activations for a (B,T) batch, named views into one buffer. train = 0 (evaluation,
+// generation): layers share one set of buffers (layer stride 0) and attention keeps no
+// (T,T) matrix, so memory grows linearly with T.
+
+typedef struct {
+    int B, T, train;
+    size_t ls_C, ls_q, ls_kv, ls_F, ls_N, ls_att;  // per-layer strides (0 when !train)
+    float *mem;
+    float *resid;     // (L+1,B,T,C) input of each layer; resid[L] feeds the final norm
+    float *rstd1;     // (L,B,T)
+    float *n1;        // (L,B,T,C)
+    float *q;         // (L,B,T,NH*hd) after RoPE
+    float *k;         // (L,B,T,NKV*hd) after RoPE
+    float *v;         // (L,B,T,NKV*hd)
+    float *att;       // (L,B,NH,T,T) probabilities (train only)
+    float *atty;      // (L,B,T,NH*hd)
+    float *mid;       // (L,B,T,C) residual after attention
+    float *rstd2;     // (L,B,T)
+    float *n2;        // (L,B,T,C)
+    float *gate, *up; // (L,B,T,F) pre-activations
+    float *h;         // (L,B,T,F) silu(gate) * up
+    float *rstdf;     // (B,T)
+    float *nf;        // (B,T,C)
+    float *logits;    // (B,T,Vp), turned into dlogits in place by the backward
+    float *losses;    // (B,T)
+    // backward scratch (train only), one layer at a time
+    float *dres;      // (B,T,C) gradient of the residual stream
+    float *dC;        // (B,T,C)
+    float *dq, *dk, *dv, *datty;  // like q, k, v, atty
+    float *dgate, *dup, *dh;      // (B,T,F)
+} Acts;
+
+static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+    int hd = c->C / c->NH, L = c->L;
+    size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
+    size_t nl = train ? L : 1;
+    memset(a, 0, sizeof(*a));
+    a->B = B; a->T = T; a->train = train;
+    a->ls_C = train ? N * C : 0;
+    a->ls_q = train ? N * QD : 0;
+    a->ls_kv = train ? N * KD : 0;
+    a->ls_F = train ? N * F : 0;
+    a->ls_N = train ? N : 0;
+    a->ls_att = train ? (size_t)B * c->NH * T * T : 0;
+    size_t sizes[] = {
+        (train ? L + 1 : 1) * N * C, nl * N, nl * N * C, nl * N * QD, nl * N * KD, nl * N * KD,
+        train ? nl * B * c->NH * (size_t)T * T : 0, nl * N * QD, nl * N * C, nl * N, nl * N * C, nl * N * F,
+        nl * N * F, nl * N * F, N, N * C, N * c->Vp, N,
+        train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
+        train ? N * QD : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0,
+    };
+    float **views[] = {&a->resid, &a->rstd1, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid,
+                       &a->rstd2, &a->n2, &a->gate, &a->up, &a->h, &a->rstdf, &a->nf, &a->logits, &a->losses,
+                       &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->dgate, &a->dup, &a->dh};
+    int nv = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    size_t total = 0;
+    for (int i = 0; i < nv; i++) total += sizes[i];
+    a->mem = (float *)xcalloc(total, sizeof(float));
+    float *p = a->mem;
+    for (int i = 0; i < nv; i++) {
+        *views[i] = sizes[i] ? p : NULL;
+        p += sizes[i];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The model
+
+typedef struct {
+    Config cfg;
+    int hd;
+    Shape shapes[NP];
+    size_t n_params;
+    float *params_mem, *grads_mem, *m_mem, *v_mem;
+    float *params[NP], *grads[NP], *m[NP], *v[NP];  // named views
+    Acts acts;         // training batch (B,T)
+    float mean_loss;   // of the last forward
+} GPT;
+
+static void gpt_alloc(GPT *g, const Config *c, int train) {
+    memset(g, 0, sizeof(*g));
+    g->cfg = *c;
+    g->hd = c->C / c->NH;
+    param_shapes(c, g->shapes);
+    g->n_params = 0;
+    for (int i = 0; i < NP; i++) g->n_params += g->shapes[i].numel;
+    g->params_mem = (float *)xcalloc(g->n_params, sizeof(float));
+    if (train) {
+        g->grads_mem = (float *)xcalloc(g->n_params, sizeof(float));
+        g->m_mem = (float *)xcalloc(g->n_params, sizeof(float));
+        g->v_mem = (float *)xcalloc(g->n_params, sizeof(float));
+    }
+    size_t off = 0;
+    for (int i = 0; i < NP; i++) {
+        g->params[i] = g->params_mem + off;
+        g->grads[i] = train ? g->grads_mem + off : NULL;
+        g->m[i] = train ? g->m_mem + off : NULL;
+        g->v[i] = train ? g->v_mem + off : NULL;
+        off += g->shapes[i].numel;
+    }
+}
+
+static void gpt_free(GPT *g) {
+    free(g->params_mem);
+    free(g->grads_mem);
+    free(g->m_mem);
+    free(g->v_mem);
+    free(g->acts.mem);
+}
+
+// N(0, 0.02) matrices and embedding, wo and w_down scaled by 1/sqrt(2L), norm gains 1.
+static void gpt_init(GPT *g, uint64_t seed) {
+    Rng r = rng_make(seed, RNG_INIT);
+    float proj = 0.02f / sqrtf(2.0f * g->cfg.L);
+    for (int i = 0; i < NP; i++) {
+        float *p = g->params[i];
+        size_t n = g->shapes[i].numel;
+        if (!PARAM_DECAY[i]) {
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        } else {
+            float std = (i == P_WO || i == P_W_DOWN) ? proj : 0.02f;
+            for (size_t j = 0; j < n; j++) p[j] = std * rng_normal(&r);
+        }
+    }
+}
+
+// Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
+// losses stay in a->losses. Positions and frequencies come from the hook `ps`.
+static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
+    int N = B * T, QD = NH * hd, KD = NKV * hd;
+    float **P = g->params;
+    encoder_forward(a->resid, inputs, P[P_WTE], N, C);
+    for (int l = 0; l < c->L; l++) {
+        float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
+        float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
+        float *att = a->train ? a->att + l * a->ls_att : NULL, *atty = a->atty + l * a->ls_q;
+        float *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
+        float *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
+        rmsnorm_forward(n1, a->rstd1 + l * a->ls_N, x, P[P_ATTN_NORM] + (size_t)l * C, N, C, c->rms_eps);
+        matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
+        matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
+        matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
+        rope_forward(q, B, T, NH, hd, ps, l);
+        rope_forward(k, B, T, NKV, hd, ps, l);
+        attention_forward(atty, att, q, k, v, B, T, NH, NKV, hd);
+        matmul_forward(mid, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C);
+        residual_forward(mid, mid, x, (size_t)N * C);
+        rmsnorm_forward(n2, a->rstd2 + l * a->ls_N, mid, P[P_MLP_NORM] + (size_t)l * C, N, C, c->rms_eps);
+        matmul_forward(gate, n2, P[P_W_GATE] + (size_t)l * F * C, N, C, F);
+        matmul_forward(up, n2, P[P_W_UP] + (size_t)l * F * C, N, C, F);
+        swiglu_forward(h, gate, up, (size_t)N * F);
+        matmul_forward(xn, h, P[P_W_DOWN] + (size_t)l * C * F, N, F, C);
+        residual_forward(xn, xn, mid, (size_t)N * C);
+    }
+    float *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
+    rmsnorm_forward(a->nf, a->rstdf, xL, P[P_FINAL_NORM], N, C, c->rms_eps);
+    matmul_forward(a->logits, a->nf, P[P_WTE], N, C, c->Vp);
+    if (!targets) return 0.0f;
+    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, 0.0f, 0);
+    double s = 0.0;
+    for (int i = 0; i < N; i++) s += a->losses[i];
+    g->mean_loss = (float)(s / N);
+    return g->mean_loss;
+}
+
+// Backward of the last forward; gradients accumulate into g->grads (zero them per step).
+// dloss scales the mean loss: 1/(grad_accum) for gradient accumulation.
+static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps, float dloss) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
+    int N = B * T, QD = NH * hd, KD = NKV * hd;
+    float **P = g->params, **G = g->grads;
+    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, dloss / N, 1);
+    matmul_backward(a->dC, G[P_WTE], a->logits, a->nf, P[P_WTE], N, C, c->Vp, 0);
+    float *xL = a->resid + c->L * a->ls_C;
+    rmsnorm_backward(a->dres, G[P_FINAL_NORM], a->dC, xL, P[P_FINAL_NORM], a->rstdf, N, C, 0);
+    for (int l = c->L - 1; l >= 0; l--) {
+        float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
+        float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
+        float *att = a->att + l * a->ls_att, *atty = a->atty + l * a->ls_q;
+        float *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
+        float *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
+        // MLP: dres is d(xn); the residual passes it to mid unchanged
+        matmul_backward(a->dh, G[P_W_DOWN] + (size_t)l * C * F, a->dres, h, P[P_W_DOWN] + (size_t)l * C * F, N, F, C, 0);
+        swiglu_backward(a->dgate, a->dup, a->dh, gate, up, (size_t)N * F);
+        matmul_backward(a->dC, G[P_W_GATE] + (size_t)l * F * C, a->dgate, n2, P[P_W_GATE] + (size_t)l * F * C, N, C, F, 0);
+        matmul_backward(a->dC, G[P_W_UP] + (size_t)l * F * C, a->dup, n2, P[P_W_UP] + (size_t)l * F * C, N, C, F, 1);
+        rmsnorm_backward(a->dres, G[P_MLP_NORM] + (size_t)l * C, a->dC, mid, P[P_MLP_NORM] + (size_t)l * C,
+                         a->rstd2 + l * a->ls_N, N, C, 1);
+        // attention: dres is now d(mid)
+        matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
+        attention_backward(a->dq, a->dk, a->dv, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        rope_backward(a->dq, B, T, NH, hd, ps, l);
+        rope_backward(a->dk, B, T, NKV, hd, ps, l);
+        matmul_backward(a->dC, G[P_WQ] + (size_t)l * QD * C, a->dq, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD, 0);
+        matmul_backward(a->dC, G[P_WK] + (size_t)l * KD * C, a->dk, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD, 1);
+        matmul_backward(a->dC, G[P_WV] + (size_t)l * KD * C, a->dv, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD, 1);
+        rmsnorm_backward(a->dres, G[P_ATTN_NORM] + (size_t)l * C, a->dC, x, P[P_ATTN_NORM] + (size_t)l * C,
+                         a->rstd1 + l * a->ls_N, N, C, 1);
+    }
+    encoder_backward(G[P_WTE], a->dres, inputs, N, C);
+}
+
+// ----------------------------------------------------------------------------
+// optimizer
+
+static float grad_global_norm(const GPT *g) {
+    double s = 0.0;
+    for (size_t i = 0; i < g->n_params; i++) s += (double)g->grads_mem[i] * g->grads_mem[i];
+    return (float)sqrt(s);
+}
+
+// Scale gradients so their global norm is at most clip (0 disables). Returns the norm before.
+static float clip_gradients(GPT *g, float clip) {
+    float norm = grad_global_norm(g);
+    if (clip > 0 && norm > clip) {
+        float scale = clip / (norm + 1e-6f);
+        for (size_t i = 0; i < g->n_params; i++) g->grads_mem[i] *= scale;
+    }
+    return norm;
+}
+
+// AdamW (decoupled weight decay on matrices only); t is the 1-based step count.
+static void adamw_update(GPT *g, float lr, int t) {
+    const Config *c = &g->cfg;
+    float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
+    for (int k = 0; k < NP; k++) {
+        float wd = PARAM_DECAY[k] ? c->weight_decay : 0.0f;
+        float *p = g->params[k], *gr = g->grads[k], *m = g->m[k], *v = g->v[k];
+        size_t n = g->shapes[k].numel;
+#pragma omp parallel for
+        for (size_t i = 0; i < n; i++) {
+            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gr[i];
+            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gr[i] * gr[i];
+            float mhat = m[i] / bc1, vhat = v[i] / bc2;
+            p[i] -= lr * (mhat / (sqrtf(vhat) + c->adam_eps) + wd * p[i]);
+        }
+    }
+}
+
+// One optimizer step: forward and backward over `accum` micro-batches of rows (accum,B,T+1)
+// (inputs row[0..T-1], targets row[1..T]), clip, AdamW. t is the 1-based step count.
+// Returns the mean loss over the micro-batches; *norm gets the gradient norm before clipping.
+static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    Acts *a = &g->acts;
+    int B = a->B, T = a->T;
+    int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
+    memset(g->grads_mem, 0, g->n_params * sizeof(float));
+    double loss = 0.0;
+    for (int micro = 0; micro < accum; micro++) {
+        for (int b = 0; b < B; b++) {
+            const int *row = rows + ((size_t)micro * B + b) * (T + 1);
+            memcpy(inp + b * T, row, T * sizeof(int));
+            memcpy(tgt + b * T, row + 1, T * sizeof(int));
+        }
+        loss += gpt_forward(g, a, inp, tgt, ps) / accum;
+        gpt_backward(g, a, inp, tgt, ps, 1.0f / accum);
+    }
+    *norm = clip_gradients(g, g->cfg.grad_clip);
+    adamw_update(g, lr, t);
+    free(inp);
+    free(tgt);
+    return (float)loss;
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints (DESIGN.md section 4): a tensor file holding the config, fp32 master
+// weights, AdamW moments, the step, the seed and the data position. Written atomically.
+
+typedef struct {
+    long step;  // optimizer steps completed
+    long data_epoch;
+    int data_shard, data_sample;
+} TrainState;
+
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
+static const char *CKI_NAMES[CKI_N] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
+                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos"};
+
+static void checkpoint_save(const GPT *g, const TrainState *st, const char *path) {
+    const Config *c = &g->cfg;
+    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
+    float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
+    uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
+                         (uint64_t)st->data_sample};
+    TensorWriter w;
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + (g->m_mem ? 3 : 1) * NP);
+    tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
+    tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
+    tw_add1(&w, "meta.state", TF_U64, 5, state);
+    char name[TF_MAX_NAME];
+    const char *groups[3] = {"param", "adam_m", "adam_v"};
+    float *const *bufs[3] = {g->params, g->m, g->v};
+    for (int gi = 0; gi < (g->m_mem ? 3 : 1); gi++)
+        for (int i = 0; i < NP; i++) {
+            snprintf(name, sizeof(name), "%s.%s", groups[gi], PARAM_NAMES[i]);
+            tw_add(&w, name, TF_F32, g->shapes[i].ndim, g->shapes[i].shape, bufs[gi][i]);
+        }
+    tw_close(&w);
+}
+
+// Loads weights (and moments and state when training). The checkpoint's model must match
+// the command line; a mismatch names the flag.
+static void checkpoint_load(GPT *g, TrainState *st, const char *path) {
+    const Config *c = &g->cfg;
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
+    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
+    const uint64_t *state = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
+    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
+    for (int i = 0; i < CKI_POS; i++)  // the position scheme may change (PosAug fine-tuning)
+        if (ci[i] != want[i])
+            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
+    if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
+    char name[TF_MAX_NAME];
+    const char *groups[3] = {"param", "adam_m", "adam_v"};
+    float **bufs[3] = {g->params, g->m, g->v};
+    for (int gi = 0; gi < (g->m_mem ? 3 : 1); gi++)
+        for (int i = 0; i < NP; i++) {
+            snprintf(name, sizeof(name), "%s.%s", groups[gi], PARAM_NAMES[i]);
+            memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, g->shapes[i].numel), g->shapes[i].numel * sizeof(float));
+        }
+    if (st) {
+        if ((long long)state[1] != g->cfg.seed)
+            fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
+        st->step = (long)state[0];
+        st->data_epoch = (long)state[2];
+        st->data_shard = (int)state[3];
+        st->data_sample = (int)state[4];
+    }
+    tf_free(&tf);
+}
+
+// ----------------------------------------------------------------------------
+// evaluation: per-position loss at L_eval over n contiguous validation sequences at
+// offsets 0, L_eval, 2 L_eval, ... with standard positions (PosAug paper, Section 3).
+
+static void evaluate_per_position(GPT *g, const int *val, long n_val, int L_eval, int n_seq, double *loss_out) {
+    if ((long)n_seq * L_eval + 1 > n_val)
+        fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
+             (long)n_seq * L_eval + 1, n_seq, L_eval);
+    PosConfig pc = pos_config_of(&g->cfg);
+    PosStep ps = pos_standard(&pc);
+    Acts a;
+    acts_alloc(&a, &g->cfg, 1, L_eval, 0);
+    for (int i = 0; i < L_eval; i++) loss_out[i] = 0.0;
+    for (int s = 0; s < n_seq; s++) {
+        const int *seq = val + (long)s * L_eval;
+        gpt_forward(g, &a, seq, seq + 1, &ps);
+        for (int i = 0; i < L_eval; i++) loss_out[i] += a.losses[i] / n_seq;
+        fprintf(stderr, "\reval: sequence %d/%d", s + 1, n_seq);
+    }
+    fprintf(stderr, "\n");
+    free(a.mem);
+}
+
+// Mean loss over the first `batches` (B,T) windows of the validation stream.
+static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int batches) {
+    PosConfig pc = pos_config_of(&g->cfg);
+    PosStep ps = pos_standard(&pc);
+    int B = a->B, T = a->T;
+    int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
+    double s = 0.0;
+    int used = 0;
+    for (int k = 0; k < batches; k++) {
+        if ((long)(k + 1) * B * T + 1 > n_val) break;
+        for (int b = 0; b < B; b++) {
+            const int *src = val + ((long)k * B + b) * T;
+            memcpy(inp + b * T, src, T * sizeof(int));
+            memcpy(tgt + b * T, src + 1, T * sizeof(int));
+        }
+        s += gpt_forward(g, a, inp, tgt, &ps);
+        used++;
+    }
+    free(inp); free(tgt);
+    return used ? (float)(s / used) : NAN;
+}
+
+// ----------------------------------------------------------------------------
+// generation: greedy (temperature 0) or sampled continuation of a prompt.
+
+static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new, float temperature, uint64_t seed) {
+    const Config *c = &g->cfg;
+    int max_len = c->T;
+    int *ctx = (int *)xmalloc((size_t)(max_len + n_new + 2) * sizeof(int));
+    int n = 0;
+    ctx[n++] = tok->eot;
+    if (!tok->pieces)  // the byte tokenizer encodes a prompt directly
+        for (const unsigned char *p = (const unsigned char *)prompt; *p; p++) ctx[n++] = *p;
+    else if (prompt[0])
+        fprintf(stderr, "note: prompts are encoded only with the byte tokenizer; generating from end-of-text\n");
+    if (n > max_len) fail("--prompt is %d tokens, longer than the window %d", n, max_len);
+    PosConfig pc = pos_config_of(c);
+    PosStep ps = pos_standard(&pc);
+    Rng r = rng_make(seed, RNG_SAMPLE);
+    fputs(prompt, stdout);
+    for (int i = 0; i < n_new; i++) {
+        int start = n > max_len ? n - max_len : 0, len = n - start;
+        Acts a;
+        acts_alloc(&a, c, 1, len, 0);
+        gpt_forward(g, &a, ctx + start, NULL, &ps);
+        const float *l = a.logits + (size_t)(len - 1) * c->Vp;
+        int next = 0;
+        if (temperature <= 0.0f) {
+            for (int v = 1; v < c->V; v++)
+                if (l[v] > l[next]) next = v;
+        } else {
+            double maxv = l[0], sum = 0.0;
+            for (int v = 1; v < c->V; v++) maxv = l[v] > maxv ? l[v] : maxv;
+            for (int v = 0; v < c->V; v++) sum += exp((l[v] - maxv) / temperature);
+            double u = rng_f32(&r) * sum, acc = 0.0;
+            for (next = 0; next < c->V - 1; next++) {
+                acc += exp((l[next] - maxv) / temperature);
+                if (acc > u) break;
+            }
+        }
+        free(a.mem);
+        ctx[n++] = next;
+        tokenizer_print(tok, next, stdout);
+        fflush(stdout);
+    }
+    printf("\n");
+    free(ctx);
+}
+
+// ----------------------------------------------------------------------------
+// training loop
+
+#ifndef TESTING
+static void make_dir(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    if (mkdir(buf, 0755) != 0) {
+        struct stat sb;
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
+    }
+}
+
+static void run_evaluation(GPT *g, const Config *c) {
+    if (!c->eval_len) return;
+    long n_val;
+    int *val = val_stream_load(c->val_data, c->V, &n_val);
+    double *loss = (double *)xmalloc(c->eval_len * sizeof(double));
+    double t0 = wall_time();
+    evaluate_per_position(g, val, n_val, c->eval_len, c->eval_n, loss);
+    CliffSummary s = cliff_summary(loss, c->eval_len, c->T, c->indist_start);
+    char tag[64];
+    snprintf(tag, sizeof(tag), "eval_L%d", c->eval_len);
+    write_eval_files(c->out_dir, tag, loss, c->eval_len, c->T, c->indist_start, c->eval_n, POS_SCHEME_NAMES[c->pos_scheme], s);
+    printf("eval (%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f\n", POS_SCHEME_NAMES[c->pos_scheme],
+           c->eval_len, c->eval_n, wall_time() - t0, s.in_dist, s.ood, s.cliff);
+    printf("wrote %s/%s.csv and %s/%s.json\n", c->out_dir, tag, c->out_dir, tag);
+    free(loss);
+    free(val);
+}
+
+int main(int argc, char **argv) {
+    Config cfg;
+    parse_args(&cfg, argc, argv);
+#ifdef _OPENMP
+    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+    int nthreads = omp_get_max_threads();
+#else
+    int nthreads = 1;
+#endif
+    Tokenizer tok;
+    if (cfg.tokenizer[0]) {
+        tokenizer_load(&tok, cfg.tokenizer);
+        if (tok.vocab_size > cfg.V) fail("--tokenizer has %d tokens but --vocab_size is %d", tok.vocab_size, cfg.V);
+    } else {
+        tokenizer_init_bytes(&tok);
+    }
+    int train = !cfg.eval_only && !(cfg.generate && cfg.resume[0] && cfg.steps == 0);
+    GPT g;
+    gpt_alloc(&g, &cfg, train);
+    TrainState st = {0, 0, 0, 0};
+    if (cfg.resume[0]) {
+        checkpoint_load(&g, train ? &st : NULL, cfg.resume);
+        printf("loaded %s (step %ld)\n", cfg.resume, st.step);
+    } else {
+        gpt_init(&g, (uint64_t)cfg.seed);
+    }
+    make_dir(cfg.out_dir);
+    int hd = cfg.C / cfg.NH, accum = cfg.total_batch / cfg.B;
+    printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",
+           cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,
+           (g.n_params - g.shapes[P_WTE].numel) / 1e6);
+    if (cfg.eval_only) {
+        run_evaluation(&g, &cfg);
+        gpt_free(&g);
+        return 0;
+    }
+    if (train && st.step < cfg.steps) {
+        PosConfig pc = pos_config_of(&cfg);
+        printf("position scheme %s", POS_SCHEME_NAMES[cfg.pos_scheme]);
+        if (cfg.pos_scheme == POS_POSAUG || cfg.pos_scheme == POS_POSAUG_LOG) printf(" alpha in [%g, %g]", cfg.alpha_min, cfg.alpha_max);
+        if (cfg.pos_scheme == POS_FIXED) printf(" alpha %g", cfg.alpha_fixed);
+        printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %d threads | out %s\n", cfg.total_batch, cfg.T, cfg.B,
+               accum, cfg.steps, nthreads, cfg.out_dir);
+        DataLoader dl;
+        loader_init(&dl, cfg.train_data, cfg.V, cfg.T, (uint64_t)cfg.seed);
+        if (st.step > 0) loader_seek(&dl, st.data_epoch, st.data_shard, st.data_sample);
+        long n_val = 0;
+        int *val = cfg.val_every ? val_stream_load(cfg.val_data, cfg.V, &n_val) : NULL;
+        acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
+        int *rows = (int *)xmalloc((size_t)cfg.total_batch * (cfg.T + 1) * sizeof(int));  // (accum,B,T+1)
+        char log_path[1100], ckpt_path[1100];
+        snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg.out_dir);
+        snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg.out_dir);
+        FILE *log = xfopen(log_path, st.step > 0 ? "a" : "w");
+        double t_start = wall_time();
+        long first = st.step;
+        long last = cfg.stop_after ? (cfg.stop_after < cfg.steps ? cfg.stop_after : cfg.steps) : cfg.steps;
+        for (long step = st.step; step < last; step++) {
+            double t0 = wall_time();
+            PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's alpha
+            loader_next_batch(&dl, cfg.total_batch, rows);
+            float lr = lr_at_step(step, cfg.warmup, cfg.steps, cfg.lr, cfg.min_lr), norm;
+            float loss = train_step(&g, rows, accum, &ps, lr, (int)step + 1, &norm);
+            if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
+            double dt = wall_time() - t0, elapsed = wall_time() - t_start;
+            double tok_s = (double)cfg.total_batch * cfg.T / dt;
+            char eta[32];
+            format_duration(elapsed / (step + 1 - first) * (cfg.steps - step - 1), eta, sizeof(eta));
+            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.0f ms | %.0f tok/s | ETA %s\n",
+                   step + 1, cfg.steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, eta);
+            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f",
+                    step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s);
+            if (val && cfg.val_every && ((step + 1) % cfg.val_every == 0 || step + 1 == cfg.steps)) {
+                float vl = validation_loss(&g, &g.acts, val, n_val, cfg.val_batches);
+                printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg.steps, vl);
+                fprintf(log, ", \"val_loss\": %.6f", vl);
+            }
+            fprintf(log, "}\n");
+            fflush(log);
+            st.step = step + 1;
+            st.data_epoch = dl.epoch;
+            st.data_shard = dl.shard_pos;
+            st.data_sample = dl.sample_pos;
+            if ((cfg.ckpt_every && st.step % cfg.ckpt_every == 0) || st.step == last) {
+                checkpoint_save(&g, &st, ckpt_path);
+                printf("saved %s (step %ld)\n", ckpt_path, st.step);
+            }
+        }
+        fclose(log);
+        free(rows);
+        free(val);
+        loader_free(&dl);
+        if (st.step < cfg.steps) {
+            printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st.step, cfg.steps, ckpt_path);
+            gpt_free(&g);
+            return 0;
+        }
+    }
+    if (cfg.generate) {
+        generate(&g, &tok, cfg.prompt, cfg.generate, cfg.temperature, (uint64_t)cfg.seed);
+    } else {
+        run_evaluation(&g, &cfg);
+    }
+    gpt_free(&g);
+    return 0;
+}
+#endif
