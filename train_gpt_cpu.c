@@ -24,8 +24,8 @@
 // Each output element is summed by one thread in a fixed order, so results do not
 // depend on the thread count (resume is bit-exact).
 
-#define GEMM_RB 4
-#define GEMM_CB 64
+#define GEMM_RB 8   // rows of A per tile
+#define GEMM_CB 32  // columns of Bm per tile: 8x32 accumulators fit in AVX-512 registers
 static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate) {
     int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -41,14 +41,11 @@ static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, i
                 const float *a = A + (size_t)r0 * K;
                 for (int k = 0; k < K; k++) {
                     const float *b = Bm + (size_t)k * M + c0;
-                    float a0 = a[k], a1 = a[K + k], a2 = a[2 * K + k], a3 = a[3 * K + k];
+                    float av[GEMM_RB];
+                    for (int r = 0; r < GEMM_RB; r++) av[r] = a[(size_t)r * K + k];
+                    for (int r = 0; r < GEMM_RB; r++)
 #pragma omp simd
-                    for (int c = 0; c < GEMM_CB; c++) {
-                        acc[0][c] += a0 * b[c];
-                        acc[1][c] += a1 * b[c];
-                        acc[2][c] += a2 * b[c];
-                        acc[3][c] += a3 * b[c];
-                    }
+                        for (int c = 0; c < GEMM_CB; c++) acc[r][c] += av[r] * b[c];
                 }
             } else {
                 for (int r = 0; r < nr; r++)
