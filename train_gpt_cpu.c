@@ -367,12 +367,6 @@ static void param_shapes(const Config *c, Shape s[NP]) {
     }
 }
 
-static int param_index(const char *name) {
-    for (int i = 0; i < NP; i++)
-        if (strcmp(PARAM_NAMES[i], name) == 0) return i;
-    return -1;
-}
-
 // ----------------------------------------------------------------------------
 // Activations for a (B,T) batch, named views into one buffer. train = 0 (evaluation,
 // generation): layers share one set of buffers (layer stride 0) and attention keeps no

@@ -49,7 +49,7 @@ static const Preset PRESETS[] = {
 };
 #define N_PRESETS ((int)(sizeof(PRESETS) / sizeof(PRESETS[0])))
 
-static void apply_preset(Config *c, const Preset *p) {
+static inline void apply_preset(Config *c, const Preset *p) {
     snprintf(c->model, sizeof(c->model), "%s", p->name);
     c->C = p->C; c->L = p->L; c->NH = p->NH; c->NKV = p->NKV; c->F = p->F; c->T = p->T;
     c->total_batch = p->total_batch; c->warmup = p->warmup; c->steps = p->steps;
@@ -59,7 +59,7 @@ static void apply_preset(Config *c, const Preset *p) {
     c->eval_len = 8 * p->T < 16384 ? 8 * p->T : 16384;
 }
 
-static void config_defaults(Config *c) {
+static inline void config_defaults(Config *c) {
     memset(c, 0, sizeof(*c));
     c->V = 257;  // the byte tokenizer: 256 bytes + end-of-text
     c->rope_base = 10000.0f; c->rms_eps = 1e-5f;
@@ -127,7 +127,7 @@ static const ArgSpec ARGS[] = {
 #undef A
 #define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))
 
-static void print_help(const char *prog) {
+static inline void print_help(const char *prog) {
     printf("usage: %s [flags]\n\nTrains a Llama-style GPT with hand-written forward and backward passes,\n"
            "then evaluates per-position loss past the training window (the cliff).\n\n", prog);
     for (int i = 0; i < N_ARGS; i++) printf("  %-16s %s\n", ARGS[i].name, ARGS[i].help);
@@ -139,21 +139,21 @@ static void print_help(const char *prog) {
     }
 }
 
-static long long parse_int_or_fail(const char *flag, const char *s) {
+static inline long long parse_int_or_fail(const char *flag, const char *s) {
     char *end;
     long long v = strtoll(s, &end, 10);
     if (*s == 0 || *end != 0) fail("%s expects an integer, got '%s'", flag, s);
     return v;
 }
 
-static float parse_float_or_fail(const char *flag, const char *s) {
+static inline float parse_float_or_fail(const char *flag, const char *s) {
     char *end;
     float v = strtof(s, &end);
     if (*s == 0 || *end != 0 || !isfinite(v)) fail("%s expects a number, got '%s'", flag, s);
     return v;
 }
 
-static void set_arg(Config *c, const ArgSpec *a, const char *val) {
+static inline void set_arg(Config *c, const ArgSpec *a, const char *val) {
     char *dst = (char *)c + a->offset;
     switch (a->type) {
     case ARG_INT: {
@@ -190,15 +190,15 @@ static void set_arg(Config *c, const ArgSpec *a, const char *val) {
     }
 }
 
-static const ArgSpec *find_arg(const char *name) {
+static inline const ArgSpec *find_arg(const char *name) {
     for (int i = 0; i < N_ARGS; i++)
         if (strcmp(ARGS[i].name, name) == 0) return &ARGS[i];
     return NULL;
 }
 
-static void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
+static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
 
-static void validate_config(Config *c) {
+static inline void validate_config(Config *c) {
 #define REQUIRE(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
     REQUIRE(c->V >= 2, "--vocab_size must be at least 2, got %d", c->V);
     REQUIRE(c->C > 0 && c->L > 0 && c->NH > 0 && c->NKV > 0 && c->F > 0 && c->T > 0,
@@ -235,7 +235,7 @@ static void validate_config(Config *c) {
 }
 
 // Two passes: --model first (the preset), then every other flag overrides it.
-static void parse_args(Config *c, int argc, char **argv) {
+static inline void parse_args(Config *c, int argc, char **argv) {
     config_defaults(c);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -265,7 +265,7 @@ static void parse_args(Config *c, int argc, char **argv) {
     if (!c->out_dir[0]) snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s", c->model, POS_SCHEME_NAMES[c->pos_scheme]);
 }
 
-static PosConfig pos_config_of(const Config *c) {
+static inline PosConfig pos_config_of(const Config *c) {
     PosConfig p = {c->pos_scheme, c->alpha_min, c->alpha_max, c->alpha_fixed, c->rope_base, c->C / c->NH, c->L, (uint64_t)c->seed};
     return p;
 }

@@ -12,7 +12,7 @@
 #define SHARD_MAGIC_U32 20240801
 
 // Load one shard as int32 tokens; fails with a message naming the defect.
-static int *shard_load(const char *path, int vocab_size, long *n_out) {
+static inline int *shard_load(const char *path, int vocab_size, long *n_out) {
     FILE *f = fopen(path, "rb");
     if (!f) fail("cannot open data shard '%s'", path);
     int32_t h[256];
@@ -62,9 +62,9 @@ typedef struct {
     int n_files;
 } ShardList;
 
-static ShardList shards_glob(const char *pattern, const char *flag) {
+static inline ShardList shards_glob(const char *pattern, const char *flag) {
     glob_t g;
-    ShardList s = {0};
+    ShardList s = {NULL, 0};
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) fail("%s: no file matches '%s'", flag, pattern);
     s.n_files = (int)g.gl_pathc;
     s.files = (char **)xmalloc(s.n_files * sizeof(char *));
@@ -89,7 +89,7 @@ typedef struct {
     int *sample_order; int n_samples;
 } DataLoader;
 
-static void loader_load_current(DataLoader *d) {
+static inline void loader_load_current(DataLoader *d) {
     Rng r = rng_make(d->seed, RNG_DATA * 1000003ULL + (uint64_t)d->epoch);
     rng_permute(&r, d->shard_order, d->shards.n_files);
     int s = d->shard_order[d->shard_pos];
@@ -106,7 +106,7 @@ static void loader_load_current(DataLoader *d) {
     rng_permute(&r2, d->sample_order, d->n_samples);
 }
 
-static void loader_init(DataLoader *d, const char *pattern, int vocab_size, int T, uint64_t seed) {
+static inline void loader_init(DataLoader *d, const char *pattern, int vocab_size, int T, uint64_t seed) {
     memset(d, 0, sizeof(*d));
     d->shards = shards_glob(pattern, "--train_data");
     d->vocab_size = vocab_size;
@@ -118,7 +118,7 @@ static void loader_init(DataLoader *d, const char *pattern, int vocab_size, int 
 }
 
 // Jump to a saved position (from a checkpoint).
-static void loader_seek(DataLoader *d, long epoch, int shard_pos, int sample_pos) {
+static inline void loader_seek(DataLoader *d, long epoch, int shard_pos, int sample_pos) {
     if (shard_pos < 0 || shard_pos >= d->shards.n_files) fail("checkpoint data position: shard %d of %d (different --train_data?)", shard_pos, d->shards.n_files);
     d->epoch = epoch;
     d->shard_pos = shard_pos;
@@ -128,7 +128,7 @@ static void loader_seek(DataLoader *d, long epoch, int shard_pos, int sample_pos
 }
 
 // Fill B rows of T+1 tokens: inputs are row[0..T-1], targets row[1..T].
-static void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) */) {
+static inline void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) */) {
     for (int b = 0; b < B; b++) {
         if (d->sample_pos >= d->n_samples) {
             d->sample_pos = 0;
@@ -143,7 +143,7 @@ static void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) */) {
     }
 }
 
-static void loader_free(DataLoader *d) {
+static inline void loader_free(DataLoader *d) {
     for (int i = 0; i < d->shards.n_files; i++) free(d->shards.files[i]);
     free(d->shards.files);
     free(d->shard_order);
@@ -152,7 +152,7 @@ static void loader_free(DataLoader *d) {
 }
 
 // The validation stream: every matching shard, concatenated in file-name order.
-static int *val_stream_load(const char *pattern, int vocab_size, long *n_out) {
+static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_out) {
     ShardList s = shards_glob(pattern, "--val_data");
     long total = 0;
     int *all = NULL;

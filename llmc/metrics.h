@@ -10,13 +10,13 @@ typedef struct {
     double in_dist, ood, cliff;
 } CliffSummary;
 
-static double mean_range(const double *x, int lo, int hi) {
+static inline double mean_range(const double *x, int lo, int hi) {
     double s = 0;
     for (int i = lo; i < hi; i++) s += x[i];
     return hi > lo ? s / (hi - lo) : NAN;
 }
 
-static CliffSummary cliff_summary(const double *loss, int L_eval, int w, int indist_start) {
+static inline CliffSummary cliff_summary(const double *loss, int L_eval, int w, int indist_start) {
     CliffSummary s;
     s.in_dist = mean_range(loss, indist_start, w < L_eval ? w : L_eval);
     s.ood = mean_range(loss, w, L_eval);
@@ -25,7 +25,7 @@ static CliffSummary cliff_summary(const double *loss, int L_eval, int w, int ind
 }
 
 // Per-position CSV (one row per position) and a JSON summary, both in the run folder.
-static void write_eval_files(const char *out_dir, const char *tag, const double *loss, int L_eval, int w,
+static inline void write_eval_files(const char *out_dir, const char *tag, const double *loss, int L_eval, int w,
                              int indist_start, int n_seq, const char *pos_scheme, CliffSummary s) {
     char path[1100];
     snprintf(path, sizeof(path), "%s/%s.csv", out_dir, tag);

@@ -35,12 +35,12 @@ typedef struct {
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
 } PosStep;
 
-static void pos_inv_freq(float *inv_freq, int head_dim, double base) {
+static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
     for (int j = 0; j < head_dim / 2; j++) inv_freq[j] = (float)pow(base, -2.0 * j / head_dim);
 }
 
 // Standard positions (alpha 1, offset 0): evaluation and plain RoPE.
-static PosStep pos_standard(const PosConfig *pc) {
+static inline PosStep pos_standard(const PosConfig *pc) {
     PosStep ps;
     for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
     ps.offset = 0.0f;
@@ -52,7 +52,7 @@ static PosStep pos_standard(const PosConfig *pc) {
 // Draw this optimizer step's alpha. Counter-based (a fresh stream per step from the seed),
 // so the sequence is a pure function of (seed, step): resume needs no extra state and the
 // CPU and GPU trainers draw identical numbers.
-static float pos_draw_alpha(const PosConfig *pc, long step) {
+static inline float pos_draw_alpha(const PosConfig *pc, long step) {
     Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
     float u = rng_f32(&r), a = pc->alpha_min, b = pc->alpha_max;
     switch (pc->scheme) {
@@ -64,7 +64,7 @@ static float pos_draw_alpha(const PosConfig *pc, long step) {
 }
 
 // THE POSAUG HOOK (host side): positions and frequencies for optimizer step `step`.
-static PosStep pos_schedule_step(const PosConfig *pc, long step) {
+static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
     PosStep ps = pos_standard(pc);
     float alpha = pos_draw_alpha(pc, step);
     for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = alpha;
@@ -72,7 +72,7 @@ static PosStep pos_schedule_step(const PosConfig *pc, long step) {
 }
 
 // Linear warmup, then cosine from lr to min_lr (0-based step).
-static float lr_at_step(long step, long warmup, long steps, float lr, float min_lr) {
+static inline float lr_at_step(long step, long warmup, long steps, float lr, float min_lr) {
     if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
     double r = (double)(step - warmup) / (double)(steps - warmup > 1 ? steps - warmup : 1);
     if (r > 1.0) r = 1.0;

@@ -18,8 +18,8 @@ enum { TF_F32 = 0, TF_I32 = 1, TF_U64 = 2 };
 #define TF_MAX_NDIM 6
 #define TF_MAX_NAME 128
 
-static size_t tf_dtype_size(int dtype) { return dtype == TF_U64 ? 8 : 4; }
-static const char *tf_dtype_name(int dtype) { return dtype == TF_F32 ? "f32" : dtype == TF_I32 ? "i32" : "u64"; }
+static inline size_t tf_dtype_size(int dtype) { return dtype == TF_U64 ? 8 : 4; }
+static inline const char *tf_dtype_name(int dtype) { return dtype == TF_F32 ? "f32" : dtype == TF_I32 ? "i32" : "u64"; }
 
 typedef struct {
     FILE *f;
@@ -27,7 +27,7 @@ typedef struct {
     int n_expected, n_written;
 } TensorWriter;
 
-static void tw_open(TensorWriter *w, const char *path, int kind, int n_tensors) {
+static inline void tw_open(TensorWriter *w, const char *path, int kind, int n_tensors) {
     snprintf(w->path, sizeof(w->path), "%s", path);
     snprintf(w->tmp, sizeof(w->tmp), "%s.tmp", path);
     w->f = xfopen(w->tmp, "wb");
@@ -37,7 +37,7 @@ static void tw_open(TensorWriter *w, const char *path, int kind, int n_tensors) 
     xfwrite(h, sizeof(h), w->f, w->tmp);
 }
 
-static void tw_add(TensorWriter *w, const char *name, int dtype, int ndim, const int *shape, const void *data) {
+static inline void tw_add(TensorWriter *w, const char *name, int dtype, int ndim, const int *shape, const void *data) {
     int32_t len = (int32_t)strlen(name), dt = dtype, nd = ndim;
     size_t n = 1;
     xfwrite(&len, 4, w->f, w->tmp);
@@ -54,11 +54,11 @@ static void tw_add(TensorWriter *w, const char *name, int dtype, int ndim, const
 }
 
 // 1-D convenience
-static void tw_add1(TensorWriter *w, const char *name, int dtype, int n, const void *data) {
+static inline void tw_add1(TensorWriter *w, const char *name, int dtype, int n, const void *data) {
     tw_add(w, name, dtype, 1, &n, data);
 }
 
-static void tw_close(TensorWriter *w) {
+static inline void tw_close(TensorWriter *w) {
     if (w->n_written != w->n_expected)
         fail("internal: '%s' declared %d tensors but wrote %d", w->path, w->n_expected, w->n_written);
     int32_t end = TF_END;
@@ -83,7 +83,7 @@ typedef struct {
 } TensorFile;
 
 // Reads and validates the whole file; any defect is a clear error naming the file.
-static void tf_load(TensorFile *tf, const char *path, int expected_kind) {
+static inline void tf_load(TensorFile *tf, const char *path, int expected_kind) {
     snprintf(tf->path, sizeof(tf->path), "%s", path);
     FILE *f = fopen(path, "rb");
     if (!f) fail("cannot open tensor file '%s'", path);
@@ -141,21 +141,21 @@ static void tf_load(TensorFile *tf, const char *path, int expected_kind) {
 #undef TF_TAKE
 }
 
-static void tf_free(TensorFile *tf) {
+static inline void tf_free(TensorFile *tf) {
     free(tf->t);
     free(tf->buf);
     tf->t = NULL;
     tf->buf = NULL;
 }
 
-static const TensorEntry *tf_find(const TensorFile *tf, const char *name) {
+static inline const TensorEntry *tf_find(const TensorFile *tf, const char *name) {
     for (int i = 0; i < tf->n; i++)
         if (strcmp(tf->t[i].name, name) == 0) return &tf->t[i];
     return NULL;
 }
 
 // The tensor `name` with exactly `numel` elements of `dtype`, or a clear error.
-static const void *tf_get(const TensorFile *tf, const char *name, int dtype, size_t numel) {
+static inline const void *tf_get(const TensorFile *tf, const char *name, int dtype, size_t numel) {
     const TensorEntry *e = tf_find(tf, name);
     if (!e) fail("'%s' has no tensor named '%s'", tf->path, name);
     if (e->dtype != dtype) fail("'%s': tensor '%s' is %s, expected %s", tf->path, name, tf_dtype_name(e->dtype), tf_dtype_name(dtype));

@@ -11,14 +11,14 @@ typedef struct {
     unsigned char *lens;
 } Tokenizer;
 
-static void tokenizer_init_bytes(Tokenizer *t) {
+static inline void tokenizer_init_bytes(Tokenizer *t) {
     t->vocab_size = 257;
     t->eot = 256;
     t->pieces = NULL;
     t->lens = NULL;
 }
 
-static void tokenizer_load(Tokenizer *t, const char *path) {
+static inline void tokenizer_load(Tokenizer *t, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) fail("--tokenizer: cannot open '%s'", path);
     uint32_t h[256];
@@ -39,7 +39,7 @@ static void tokenizer_load(Tokenizer *t, const char *path) {
 }
 
 // Write the text of one token to `out`.
-static void tokenizer_print(const Tokenizer *t, int id, FILE *out) {
+static inline void tokenizer_print(const Tokenizer *t, int id, FILE *out) {
     if (id == t->eot) { fputs("<|endoftext|>", out); return; }
     if (!t->pieces) { fputc(id & 0xff, out); return; }
     if (id >= 0 && id < t->vocab_size) fwrite(t->pieces[id], 1, t->lens[id], out);

@@ -9,7 +9,7 @@
 #include <time.h>
 
 // Print "error: <message>" and exit(1). Every user-facing failure goes through here.
-static void fail(const char *fmt, ...) {
+static inline void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: ");
@@ -19,34 +19,34 @@ static void fail(const char *fmt, ...) {
     exit(1);
 }
 
-static void *xmalloc(size_t n) {
+static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) fail("out of memory allocating %zu bytes", n);
     return p;
 }
 
-static void *xcalloc(size_t n, size_t size) {
+static inline void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) fail("out of memory allocating %zu bytes", n * size);
     return p;
 }
 
-static FILE *xfopen(const char *path, const char *mode) {
+static inline FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) fail("cannot open '%s' (mode %s)", path, mode);
     return f;
 }
 
 // Read exactly n bytes or fail naming the file and what was being read.
-static void xfread(void *dst, size_t n, FILE *f, const char *path, const char *what) {
+static inline void xfread(void *dst, size_t n, FILE *f, const char *path, const char *what) {
     if (n && fread(dst, 1, n, f) != n) fail("'%s' is truncated: could not read %s (%zu bytes)", path, what, n);
 }
 
-static void xfwrite(const void *src, size_t n, FILE *f, const char *path) {
+static inline void xfwrite(const void *src, size_t n, FILE *f, const char *path) {
     if (n && fwrite(src, 1, n, f) != n) fail("write to '%s' failed (disk full?)", path);
 }
 
-static long file_size(FILE *f) {
+static inline long file_size(FILE *f) {
     long cur = ftell(f);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
@@ -54,14 +54,14 @@ static long file_size(FILE *f) {
     return n;
 }
 
-static double wall_time(void) {
+static inline double wall_time(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 // "1h02m", "3m05s", "12s": for ETAs.
-static void format_duration(double s, char *buf, size_t n) {
+static inline void format_duration(double s, char *buf, size_t n) {
     if (s < 0) s = 0;
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
