@@ -12,8 +12,10 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "llmc/checkpoint.h"
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
+#include "llmc/evaluate.h"
 #include "llmc/metrics.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
@@ -339,35 +341,6 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
 }
 
 // ----------------------------------------------------------------------------
-// Parameters: one contiguous buffer, a named view per kind (stacked over layers).
-
-enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM, NP };
-static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo",
-                                      "mlp_norm", "w_gate", "w_up", "w_down", "final_norm"};
-static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // AdamW decays matrices only
-
-typedef struct {
-    int ndim, shape[3];
-    size_t numel;
-} Shape;
-
-static void param_shapes(const Config *c, Shape s[NP]) {
-    int hd = c->C / c->NH, L = c->L;
-    int t[NP][4] = {  // ndim, shape
-        {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
-        {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
-        {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
-        {3, L, c->C, c->F},        {1, c->C, 0, 0},
-    };
-    for (int i = 0; i < NP; i++) {
-        s[i].ndim = t[i][0];
-        s[i].numel = 1;
-        for (int d = 0; d < 3; d++) s[i].shape[d] = t[i][d + 1];
-        for (int d = 0; d < s[i].ndim; d++) s[i].numel *= (size_t)s[i].shape[d];
-    }
-}
-
-// ----------------------------------------------------------------------------
 // Activations for a (B,T) batch, named views into one buffer. train = 0 (evaluation,
 // generation): layers share one set of buffers (layer stride 0) and attention keeps no
 // (T,T) matrix, so memory grows linearly with T.
@@ -636,95 +609,35 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
 }
 
 // ----------------------------------------------------------------------------
-// checkpoints (DESIGN.md section 4): a tensor file holding the config, fp32 master
-// weights, AdamW moments, the step, the seed and the data position. Written atomically.
+// checkpoints: llmc/checkpoint.h writes and reads the named tensors
 
-typedef struct {
-    long step;  // optimizer steps completed
-    long data_epoch;
-    int data_shard, data_sample;
-} TrainState;
-
-enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
-static const char *CKI_NAMES[CKI_N] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
-                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos"};
-
-static void checkpoint_save(const GPT *g, const TrainState *st, const char *path) {
-    const Config *c = &g->cfg;
-    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
-    float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
-    uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
-                         (uint64_t)st->data_sample};
-    TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + (g->m_mem ? 3 : 1) * NP);
-    tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
-    tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
-    tw_add1(&w, "meta.state", TF_U64, 5, state);
-    char name[TF_MAX_NAME];
-    const char *groups[3] = {"param", "adam_m", "adam_v"};
-    float *const *bufs[3] = {g->params, g->m, g->v};
-    for (int gi = 0; gi < (g->m_mem ? 3 : 1); gi++)
-        for (int i = 0; i < NP; i++) {
-            snprintf(name, sizeof(name), "%s.%s", groups[gi], PARAM_NAMES[i]);
-            tw_add(&w, name, TF_F32, g->shapes[i].ndim, g->shapes[i].shape, bufs[gi][i]);
-        }
-    tw_close(&w);
+static void gpt_checkpoint_save(const GPT *g, const TrainState *st, const char *path) {
+    checkpoint_save(&g->cfg, st, path, g->params, g->m_mem ? g->m : NULL, g->m_mem ? g->v : NULL);
 }
 
-// Loads weights (and moments and state when training). The checkpoint's model must match
-// the command line; a mismatch names the flag.
-static void checkpoint_load(GPT *g, TrainState *st, const char *path) {
-    const Config *c = &g->cfg;
-    TensorFile tf;
-    tf_load(&tf, path, TF_KIND_CHECKPOINT);
-    const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
-    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
-    const uint64_t *state = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
-    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
-    for (int i = 0; i < CKI_POS; i++)  // the position scheme may change (PosAug fine-tuning)
-        if (ci[i] != want[i])
-            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
-    if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
-    char name[TF_MAX_NAME];
-    const char *groups[3] = {"param", "adam_m", "adam_v"};
-    float **bufs[3] = {g->params, g->m, g->v};
-    for (int gi = 0; gi < (g->m_mem ? 3 : 1); gi++)
-        for (int i = 0; i < NP; i++) {
-            snprintf(name, sizeof(name), "%s.%s", groups[gi], PARAM_NAMES[i]);
-            memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, g->shapes[i].numel), g->shapes[i].numel * sizeof(float));
-        }
-    if (st) {
-        if ((long long)state[1] != g->cfg.seed)
-            fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
-        st->step = (long)state[0];
-        st->data_epoch = (long)state[2];
-        st->data_shard = (int)state[3];
-        st->data_sample = (int)state[4];
-    }
-    tf_free(&tf);
+static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
+    checkpoint_load(&g->cfg, st, path, g->params, g->m_mem ? g->m : NULL, g->m_mem ? g->v : NULL);
 }
 
 // ----------------------------------------------------------------------------
-// evaluation: per-position loss at L_eval over n contiguous validation sequences at
-// offsets 0, L_eval, 2 L_eval, ... with standard positions (PosAug paper, Section 3).
+// evaluation (llmc/evaluate.h drives it): per-position losses of one sequence at
+// standard positions, with activations that grow linearly in L.
 
-static void evaluate_per_position(GPT *g, const int *val, long n_val, int L_eval, int n_seq, double *loss_out) {
-    if ((long)n_seq * L_eval + 1 > n_val)
-        fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
-             (long)n_seq * L_eval + 1, n_seq, L_eval);
-    PosConfig pc = pos_config_of(&g->cfg);
-    PosStep ps = pos_standard(&pc);
+typedef struct {
+    GPT *g;
     Acts a;
-    acts_alloc(&a, &g->cfg, 1, L_eval, 0);
-    for (int i = 0; i < L_eval; i++) loss_out[i] = 0.0;
-    for (int s = 0; s < n_seq; s++) {
-        const int *seq = val + (long)s * L_eval;
-        gpt_forward(g, &a, seq, seq + 1, &ps);
-        for (int i = 0; i < L_eval; i++) loss_out[i] += a.losses[i] / n_seq;
-        fprintf(stderr, "\reval: sequence %d/%d", s + 1, n_seq);
+} EvalCtx;
+
+static void gpt_sequence_losses(void *ctx, const int *tokens, int L, float *losses) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    if (!e->a.mem || e->a.T != L) {
+        free(e->a.mem);
+        acts_alloc(&e->a, &e->g->cfg, 1, L, 0);
     }
-    fprintf(stderr, "\n");
-    free(a.mem);
+    PosConfig pc = pos_config_of(&e->g->cfg);
+    PosStep ps = pos_standard(&pc);
+    gpt_forward(e->g, &e->a, tokens, tokens + 1, &ps);
+    memcpy(losses, e->a.losses, L * sizeof(float));
 }
 
 // Mean loss over the first `batches` (B,T) windows of the validation stream.
@@ -799,6 +712,12 @@ static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new
 // ----------------------------------------------------------------------------
 // training loop
 
+static void run_evaluation_cpu(GPT *g, const Config *c) {
+    EvalCtx e = {g, {0}};
+    run_evaluation(c, gpt_sequence_losses, &e);
+    free(e.a.mem);
+}
+
 #ifndef TESTING
 static void make_dir(const char *path) {
     char buf[1024];
@@ -809,24 +728,6 @@ static void make_dir(const char *path) {
         struct stat sb;
         if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
     }
-}
-
-static void run_evaluation(GPT *g, const Config *c) {
-    if (!c->eval_len) return;
-    long n_val;
-    int *val = val_stream_load(c->val_data, c->V, &n_val);
-    double *loss = (double *)xmalloc(c->eval_len * sizeof(double));
-    double t0 = wall_time();
-    evaluate_per_position(g, val, n_val, c->eval_len, c->eval_n, loss);
-    CliffSummary s = cliff_summary(loss, c->eval_len, c->T, c->indist_start);
-    char tag[64];
-    snprintf(tag, sizeof(tag), "eval_L%d", c->eval_len);
-    write_eval_files(c->out_dir, tag, loss, c->eval_len, c->T, c->indist_start, c->eval_n, POS_SCHEME_NAMES[c->pos_scheme], s);
-    printf("eval (%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f\n", POS_SCHEME_NAMES[c->pos_scheme],
-           c->eval_len, c->eval_n, wall_time() - t0, s.in_dist, s.ood, s.cliff);
-    printf("wrote %s/%s.csv and %s/%s.json\n", c->out_dir, tag, c->out_dir, tag);
-    free(loss);
-    free(val);
 }
 
 int main(int argc, char **argv) {
@@ -850,7 +751,7 @@ int main(int argc, char **argv) {
     gpt_alloc(&g, &cfg, train);
     TrainState st = {0, 0, 0, 0};
     if (cfg.resume[0]) {
-        checkpoint_load(&g, train ? &st : NULL, cfg.resume);
+        gpt_checkpoint_load(&g, train ? &st : NULL, cfg.resume);
         printf("loaded %s (step %ld)\n", cfg.resume, st.step);
     } else {
         gpt_init(&g, (uint64_t)cfg.seed);
@@ -861,7 +762,7 @@ int main(int argc, char **argv) {
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,
            (g.n_params - g.shapes[P_WTE].numel) / 1e6);
     if (cfg.eval_only) {
-        run_evaluation(&g, &cfg);
+        run_evaluation_cpu(&g, &cfg);
         gpt_free(&g);
         return 0;
     }
@@ -913,7 +814,7 @@ int main(int argc, char **argv) {
             st.data_shard = dl.shard_pos;
             st.data_sample = dl.sample_pos;
             if ((cfg.ckpt_every && st.step % cfg.ckpt_every == 0) || st.step == last) {
-                checkpoint_save(&g, &st, ckpt_path);
+                gpt_checkpoint_save(&g, &st, ckpt_path);
                 printf("saved %s (step %ld)\n", ckpt_path, st.step);
             }
         }
@@ -930,7 +831,7 @@ int main(int argc, char **argv) {
     if (cfg.generate) {
         generate(&g, &tok, cfg.prompt, cfg.generate, cfg.temperature, (uint64_t)cfg.seed);
     } else {
-        run_evaluation(&g, &cfg);
+        run_evaluation_cpu(&g, &cfg);
     }
     gpt_free(&g);
     return 0;

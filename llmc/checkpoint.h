@@ -1,0 +1,111 @@
+// The parameter contract (names, shapes, which ones AdamW decays) and checkpoints,
+// shared by both trainers so a checkpoint from either loads in the other.
+// A checkpoint is a tensor file (llmc/tensorfile.h) of kind 2:
+//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme]
+//   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
+//   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
+//   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below
+// Written to a temporary file, flushed, then renamed.
+#pragma once
+#include "config.h"
+#include "tensorfile.h"
+
+// Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
+// tensor, stacked over layers.
+enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM, NP };
+static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo",
+                                      "mlp_norm", "w_gate", "w_up", "w_down", "final_norm"};
+static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // AdamW decays matrices only
+
+typedef struct {
+    int ndim, shape[3];
+    size_t numel;
+} Shape;
+
+static inline void param_shapes(const Config *c, Shape s[NP]) {
+    int hd = c->C / c->NH, L = c->L;
+    int t[NP][4] = {  // ndim, shape
+        {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
+        {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
+        {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
+        {3, L, c->C, c->F},        {1, c->C, 0, 0},
+    };
+    for (int i = 0; i < NP; i++) {
+        s[i].ndim = t[i][0];
+        s[i].numel = 1;
+        for (int d = 0; d < 3; d++) s[i].shape[d] = t[i][d + 1];
+        for (int d = 0; d < s[i].ndim; d++) s[i].numel *= (size_t)s[i].shape[d];
+    }
+}
+
+typedef struct {
+    long step;  // optimizer steps completed
+    long data_epoch;
+    int data_shard, data_sample;
+} TrainState;
+
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
+static const char *CKI_NAMES[CKI_N] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
+                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos"};
+static const char *CK_GROUPS[3] = {"param", "adam_m", "adam_v"};
+
+// params, m, v: host arrays of NP views each; m and v NULL to write weights only.
+static inline void checkpoint_save(const Config *c, const TrainState *st, const char *path, float *const *params,
+                                   float *const *m, float *const *v) {
+    Shape shapes[NP];
+    param_shapes(c, shapes);
+    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
+    float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
+    uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
+                         (uint64_t)st->data_sample};
+    int groups = m ? 3 : 1;
+    float *const *bufs[3] = {params, m, v};
+    TensorWriter w;
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + groups * NP);
+    tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
+    tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
+    tw_add1(&w, "meta.state", TF_U64, 5, state);
+    char name[TF_MAX_NAME];
+    for (int gi = 0; gi < groups; gi++)
+        for (int i = 0; i < NP; i++) {
+            snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
+            tw_add(&w, name, TF_F32, shapes[i].ndim, shapes[i].shape, bufs[gi][i]);
+        }
+    tw_close(&w);
+}
+
+// Loads weights (and the moments and state when m, v, st are given). The checkpoint's
+// model must match the command line; a mismatch names the flag. The position scheme may
+// differ (PosAug fine-tuning from a baseline).
+static inline void checkpoint_load(const Config *c, TrainState *st, const char *path, float **params, float **m,
+                                   float **v) {
+    Shape shapes[NP];
+    param_shapes(c, shapes);
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
+    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
+    const uint64_t *state = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
+    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
+    for (int i = 0; i < CKI_POS; i++)
+        if (ci[i] != want[i])
+            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
+    if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
+    int groups = m ? 3 : 1;
+    float **bufs[3] = {params, m, v};
+    char name[TF_MAX_NAME];
+    for (int gi = 0; gi < groups; gi++)
+        for (int i = 0; i < NP; i++) {
+            snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
+            memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, shapes[i].numel), shapes[i].numel * sizeof(float));
+        }
+    if (st) {
+        if ((long long)state[1] != c->seed)
+            fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
+        st->step = (long)state[0];
+        st->data_epoch = (long)state[2];
+        st->data_shard = (int)state[3];
+        st->data_sample = (int)state[4];
+    }
+    tf_free(&tf);
+}
