@@ -451,21 +451,7 @@ static void gpt_free(GPT *g) {
     free(g->acts.mem);
 }
 
-// N(0, 0.02) matrices and embedding, wo and w_down scaled by 1/sqrt(2L), norm gains 1.
-static void gpt_init(GPT *g, uint64_t seed) {
-    Rng r = rng_make(seed, RNG_INIT);
-    float proj = 0.02f / sqrtf(2.0f * g->cfg.L);
-    for (int i = 0; i < NP; i++) {
-        float *p = g->params[i];
-        size_t n = g->shapes[i].numel;
-        if (!PARAM_DECAY[i]) {
-            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
-        } else {
-            float std = (i == P_WO || i == P_W_DOWN) ? proj : 0.02f;
-            for (size_t j = 0; j < n; j++) p[j] = std * rng_normal(&r);
-        }
-    }
-}
+static void gpt_init(GPT *g, uint64_t seed) { param_init(&g->cfg, g->params, seed); }
 
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
 // losses stay in a->losses. Positions and frequencies come from the hook `ps`.
@@ -668,14 +654,14 @@ static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int ba
 static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new, float temperature, uint64_t seed) {
     const Config *c = &g->cfg;
     int max_len = c->T;
-    int *ctx = (int *)xmalloc((size_t)(max_len + n_new + 2) * sizeof(int));
+    int n_prompt = tok->pieces ? 0 : (int)strlen(prompt);  // the byte tokenizer encodes a prompt directly
+    if (n_prompt + 1 > max_len) fail("--prompt is %d tokens, longer than the window %d", n_prompt + 1, max_len);
+    if (tok->pieces && prompt[0])
+        fprintf(stderr, "note: prompts are encoded only with the byte tokenizer; generating from end-of-text\n");
+    int *ctx = (int *)xmalloc((size_t)(n_prompt + n_new + 1) * sizeof(int));
     int n = 0;
     ctx[n++] = tok->eot;
-    if (!tok->pieces)  // the byte tokenizer encodes a prompt directly
-        for (const unsigned char *p = (const unsigned char *)prompt; *p; p++) ctx[n++] = *p;
-    else if (prompt[0])
-        fprintf(stderr, "note: prompts are encoded only with the byte tokenizer; generating from end-of-text\n");
-    if (n > max_len) fail("--prompt is %d tokens, longer than the window %d", n, max_len);
+    for (int i = 0; i < n_prompt; i++) ctx[n++] = (unsigned char)prompt[i];
     PosConfig pc = pos_config_of(c);
     PosStep ps = pos_standard(&pc);
     Rng r = rng_make(seed, RNG_SAMPLE);
@@ -749,10 +735,12 @@ int main(int argc, char **argv) {
     int train = !cfg.eval_only && !(cfg.generate && cfg.resume[0] && cfg.steps == 0);
     GPT g;
     gpt_alloc(&g, &cfg, train);
-    TrainState st = {0, 0, 0, 0};
+    TrainState st;
+    memset(&st, 0, sizeof(st));
     if (cfg.resume[0]) {
-        gpt_checkpoint_load(&g, train ? &st : NULL, cfg.resume);
-        printf("loaded %s (step %ld)\n", cfg.resume, st.step);
+        gpt_checkpoint_load(&g, &st, cfg.resume);
+        printf("loaded %s (step %ld, trained with --pos %s)\n", cfg.resume, st.step, POS_SCHEME_NAMES[st.pos_scheme]);
+        if (!train) adopt_checkpoint_scheme(&cfg, &st);
     } else {
         gpt_init(&g, (uint64_t)cfg.seed);
     }
@@ -778,12 +766,15 @@ int main(int argc, char **argv) {
         if (st.step > 0) loader_seek(&dl, st.data_epoch, st.data_shard, st.data_sample);
         long n_val = 0;
         int *val = cfg.val_every ? val_stream_load(cfg.val_data, cfg.V, &n_val) : NULL;
+        if (val && n_val < (long)cfg.B * cfg.T + 1)
+            fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
+                 n_val, cfg.B, cfg.T);
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
         int *rows = (int *)xmalloc((size_t)cfg.total_batch * (cfg.T + 1) * sizeof(int));  // (accum,B,T+1)
         char log_path[1100], ckpt_path[1100];
         snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg.out_dir);
         snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg.out_dir);
-        FILE *log = xfopen(log_path, st.step > 0 ? "a" : "w");
+        FILE *log = open_run_log(log_path, st.step);
         double t_start = wall_time();
         long first = st.step;
         long last = cfg.stop_after ? (cfg.stop_after < cfg.steps ? cfg.stop_after : cfg.steps) : cfg.steps;

@@ -38,10 +38,26 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     }
 }
 
+// Seeded init, identical in both trainers: N(0, 0.02) for matrices and wte (its padded
+// rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1.
+static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
+    Shape shapes[NP];
+    param_shapes(c, shapes);
+    Rng r = rng_make(seed, RNG_INIT);
+    float proj = 0.02f / sqrtf(2.0f * c->L);
+    for (int i = 0; i < NP; i++) {
+        float *p = views[i], std = (i == P_WO || i == P_W_DOWN) ? proj : 0.02f;
+        for (size_t j = 0; j < shapes[i].numel; j++) p[j] = PARAM_DECAY[i] ? std * rng_normal(&r) : 1.0f;
+    }
+    memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
+}
+
 typedef struct {
     long step;  // optimizer steps completed
     long data_epoch;
     int data_shard, data_sample;
+    int pos_scheme;  // the scheme the checkpoint was trained with
+    float alpha_min, alpha_max, alpha_fixed;
 } TrainState;
 
 enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
@@ -74,7 +90,8 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     tw_close(&w);
 }
 
-// Loads weights (and the moments and state when m, v, st are given). The checkpoint's
+// Loads weights, the training state into st, and the moments when m and v are given
+// (resuming training: then the seed must match too). The checkpoint's
 // model must match the command line; a mismatch names the flag. The position scheme may
 // differ (PosAug fine-tuning from a baseline).
 static inline void checkpoint_load(const Config *c, TrainState *st, const char *path, float **params, float **m,
@@ -99,13 +116,53 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
             snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
             memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, shapes[i].numel), shapes[i].numel * sizeof(float));
         }
-    if (st) {
-        if ((long long)state[1] != c->seed)
-            fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
-        st->step = (long)state[0];
-        st->data_epoch = (long)state[2];
-        st->data_shard = (int)state[3];
-        st->data_sample = (int)state[4];
-    }
+    if (m && (long long)state[1] != c->seed)
+        fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
+    st->step = (long)state[0];
+    st->data_epoch = (long)state[2];
+    st->data_shard = (int)state[3];
+    st->data_sample = (int)state[4];
+    st->pos_scheme = ci[CKI_POS];
+    st->alpha_min = cf[2];
+    st->alpha_max = cf[3];
+    st->alpha_fixed = cf[4];
     tf_free(&tf);
+}
+
+// Evaluating or sampling a checkpoint: label results with the scheme it was trained with.
+static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
+    c->pos_scheme = st->pos_scheme;
+    c->alpha_min = st->alpha_min;
+    c->alpha_max = st->alpha_max;
+    c->alpha_fixed = st->alpha_fixed;
+}
+
+// The run's log.jsonl: new, or on resume cut back to the steps the checkpoint holds
+// (steps logged after it, before a crash, are run again and logged again).
+static inline FILE *open_run_log(const char *path, long resume_step) {
+    if (resume_step > 0) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            long n = file_size(f);
+            char *buf = (char *)xcalloc(n + 1, 1), *keep = (char *)xcalloc(n + 1, 1);
+            xfread(buf, n, f, path, "the log");
+            fclose(f);
+            size_t used = 0;
+            for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+                long step;
+                if (sscanf(line, "{\"step\": %ld", &step) == 1 && step <= resume_step) {
+                    size_t len = strlen(line);
+                    memcpy(keep + used, line, len);
+                    keep[used + len] = '\n';
+                    used += len + 1;
+                }
+            }
+            FILE *out = xfopen(path, "w");
+            xfwrite(keep, used, out, path);
+            free(buf);
+            free(keep);
+            return out;
+        }
+    }
+    return xfopen(path, "w");
 }

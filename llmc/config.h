@@ -109,7 +109,7 @@ static const ArgSpec ARGS[] = {
     A("--train_data", ARG_STR, train_data, "glob of training shards"),
     A("--val_data", ARG_STR, val_data, "glob of validation shards"),
     A("--tokenizer", ARG_STR, tokenizer, "tokenizer.bin of a BPE vocab (decode only; default: bytes)"),
-    A("--out_dir", ARG_STR, out_dir, "run folder for log, checkpoints, evaluation (default runs/<model>_<pos>)"),
+    A("--out_dir", ARG_STR, out_dir, "run folder: log, checkpoint, evaluation (default runs/<model>_<pos>; with --eval_only the checkpoint's folder)"),
     A("--ckpt_every", ARG_INT, ckpt_every, "checkpoint every N steps (0: only at the end)"),
     A("--val_every", ARG_INT, val_every, "validation loss every N steps (0: never)"),
     A("--val_batches", ARG_INT, val_batches, "micro-batches per validation loss"),
@@ -262,6 +262,11 @@ static inline void parse_args(Config *c, int argc, char **argv) {
     if (!eval_len_set) c->eval_len = 8 * c->T < 16384 ? 8 * c->T : 16384;
     round_vocab(c);
     validate_config(c);
+    if (!c->out_dir[0] && c->eval_only) {  // evaluation results go next to the checkpoint
+        snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);
+        char *slash = strrchr(c->out_dir, '/');
+        if (slash) *slash = 0; else snprintf(c->out_dir, sizeof(c->out_dir), ".");
+    }
     if (!c->out_dir[0]) snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s", c->model, POS_SCHEME_NAMES[c->pos_scheme]);
 }
 

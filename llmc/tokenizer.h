@@ -27,6 +27,8 @@ static inline void tokenizer_load(Tokenizer *t, const char *path) {
     if (h[1] != 2) fail("--tokenizer: '%s' has version %u (expected 2)", path, h[1]);
     t->vocab_size = (int)h[2];
     t->eot = (int)h[3];
+    if (t->vocab_size <= 0 || t->eot < 0 || t->eot >= t->vocab_size)
+        fail("--tokenizer: '%s' is corrupt: vocab size %d, end-of-text id %d", path, t->vocab_size, t->eot);
     t->pieces = (char **)xmalloc(t->vocab_size * sizeof(char *));
     t->lens = (unsigned char *)xmalloc(t->vocab_size);
     for (int i = 0; i < t->vocab_size; i++) {

@@ -1,0 +1,1013 @@
+// train_gpt.cu: the GPU trainer. The same model, flags, data reader, position hook,
+// checkpoints and evaluation as train_gpt_cpu.c (the reference it is tested against);
+// cuBLAS for the matmuls, hand-written kernels for the rest. Each kernel names the CPU
+// function it mirrors. bf16 activations and matmuls with fp32 master weights, fp32 AdamW
+// moments and fp32 gradient accumulation by default; `make PRECISION=FP32` builds an
+// all-fp32 version for tight checks against the CPU.
+//
+// The PosAug hook: rope_kernel() computes angle = (alpha_l * t + offset) * theta_j in fp32;
+// the host side that picks alpha each step is pos_schedule_step() in llmc/schedule.h.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <float.h>
+#include <sys/stat.h>
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/evaluate.h"
+#include "llmc/schedule.h"
+#include "llmc/tensorfile.h"
+#include "llmc/tokenizer.h"
+
+#ifdef ENABLE_FP32
+typedef float floatX;
+#define CUDA_FX CUDA_R_32F
+#define PRECISION_NAME "fp32"
+__device__ __forceinline__ floatX to_x(float v) { return v; }
+#else
+typedef __nv_bfloat16 floatX;
+#define CUDA_FX CUDA_R_16BF
+#define PRECISION_NAME "bf16"
+__device__ __forceinline__ floatX to_x(float v) { return __float2bfloat16(v); }
+#endif
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+static void cuda_check(cudaError_t e, const char *file, int line) {
+    if (e != cudaSuccess) fail("CUDA error at %s:%d: %s", file, line, cudaGetErrorString(e));
+}
+#define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
+static void cublas_check(cublasStatus_t s, const char *file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error %d at %s:%d", (int)s, file, line);
+}
+#define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
+
+static cublasHandle_t cublas;
+static const float ONE = 1.0f, ZERO = 0.0f;
+
+static void *dmalloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes && cudaMalloc(&p, bytes) != cudaSuccess)
+        fail("out of GPU memory allocating %.2f GiB (lower --batch_size or --eval_len)", bytes / 1073741824.0);
+    return p;
+}
+
+static inline int ceil_div(size_t a, size_t b) { return (int)((a + b - 1) / b); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+// sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it
+__device__ float block_sum(float v) {
+    __shared__ float partial[32];
+    __shared__ float total;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float s = lane < nw ? partial[lane] : 0.0f;
+        s = warp_sum(s);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+__device__ float block_max(float v) {
+    __shared__ float partial[32];
+    __shared__ float total;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float s = lane < nw ? partial[lane] : -FLT_MAX;
+        s = warp_max(s);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+// ----------------------------------------------------------------------------
+// matmul (cuBLAS). Row-major X (r,c) is column-major X^T, so each call below is the
+// column-major form of the row-major product in its comment.
+
+// out (N,OC) = inp (N,IC) . weight (OC,IC)^T                 mirrors matmul_forward
+static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight, int N, int IC, int OC) {
+    cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &ONE, weight, CUDA_FX, IC, inp, CUDA_FX, IC,
+                             &ZERO, out, CUDA_FX, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// dinp (N,IC) (+)= dout (N,OC) . weight (OC,IC); dweight (OC,IC) fp32 += dout^T . inp
+//                                                             mirrors matmul_backward
+static void matmul_backward(floatX *dinp, float *dweight, const floatX *dout, const floatX *inp, const floatX *weight,
+                            int N, int IC, int OC, int accumulate_dinp) {
+    const float *beta = accumulate_dinp ? &ONE : &ZERO;
+    cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &ONE, weight, CUDA_FX, IC, dout, CUDA_FX, OC,
+                             beta, dinp, CUDA_FX, IC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &ONE, inp, CUDA_FX, IC, dout, CUDA_FX, OC,
+                             &ONE, dweight, CUDA_R_32F, IC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// ----------------------------------------------------------------------------
+// embedding: x (N,C) = wte[tokens]                            mirrors encoder_forward
+__global__ void encoder_forward_kernel(floatX *x, const int *tokens, const floatX *wte, int N, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C) return;
+    int n = (int)(i / C), c = (int)(i % C);
+    x[i] = wte[(size_t)tokens[n] * C + c];
+}
+
+// dwte[tokens[n]] += dx[n] (fp32 atomics)                      mirrors encoder_backward
+__global__ void encoder_backward_kernel(float *dwte, const floatX *dx, const int *tokens, int N, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C) return;
+    int n = (int)(i / C), c = (int)(i % C);
+    atomicAdd(&dwte[(size_t)tokens[n] * C + c], to_f(dx[i]));
+}
+
+// ----------------------------------------------------------------------------
+// RMSNorm, one warp per row. out (N,C) = x * rstd * w, rstd (N) fp32
+//                                                             mirrors rmsnorm_forward
+__global__ void rmsnorm_forward_kernel(floatX *out, float *rstd, const floatX *x, const floatX *w, int N, int C,
+                                       float eps) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const floatX *xr = x + (size_t)row * C;
+    float ss = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float v = to_f(xr[c]);
+        ss += v * v;
+    }
+    float r = rsqrtf(warp_sum(ss) / C + eps);
+    for (int c = lane; c < C; c += 32) out[(size_t)row * C + c] = to_x(to_f(xr[c]) * r * to_f(w[c]));
+    if (lane == 0) rstd[row] = r;
+}
+
+// dx (+)= rstd * (g*w - xhat * mean(g*w*xhat)); dw (fp32) += sum_rows g*xhat
+//                                                             mirrors rmsnorm_backward
+__global__ void rmsnorm_backward_kernel(floatX *dx, float *dw, const floatX *dout, const floatX *x, const floatX *w,
+                                        const float *rstd, int N, int C, int accumulate) {
+    extern __shared__ float dw_shared[];  // (C)
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dw_shared[c] = 0.0f;
+    __syncthreads();
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row < N) {
+        const floatX *xr = x + (size_t)row * C, *g = dout + (size_t)row * C;
+        float r = rstd[row], dot = 0.0f;
+        for (int c = lane; c < C; c += 32) dot += to_f(g[c]) * to_f(w[c]) * to_f(xr[c]) * r;
+        dot = warp_sum(dot) / C;
+        floatX *d = dx + (size_t)row * C;
+        for (int c = lane; c < C; c += 32) {
+            float xhat = to_f(xr[c]) * r, gc = to_f(g[c]);
+            float v = r * (gc * to_f(w[c]) - xhat * dot);
+            d[c] = to_x(accumulate ? to_f(d[c]) + v : v);
+            atomicAdd(&dw_shared[c], gc * xhat);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dw[c], dw_shared[c]);
+}
+
+// ----------------------------------------------------------------------------
+// RoPE, rotate-half layout (element j pairs with j + hd/2). THE POSAUG HOOK:
+// p_t = alpha * t + offset and angle = p_t * inv_freq[j] in fp32 with the same rounding
+// as the CPU (no fused multiply-add), then an accurate sincosf (this file is never built
+// with --use_fast_math: __sinf/__cosf are wrong on unreduced angles of 1e5 radians).
+// x (B,T,H,hd) rotated in place; sign -1 is the backward.  mirrors rope_forward/rope_backward
+__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+    int half = hd / 2;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
+    if (i >= (size_t)B * T * H * half) return;
+    int j = (int)(i % half);
+    size_t bth = i / half;
+    int t = (int)((bth / H) % T);
+    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float angle = __fmul_rn(p, ps.inv_freq[j]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    c *= ps.mscale;
+    s *= sign * ps.mscale;
+    floatX *v = x + bth * hd;
+    float x0 = to_f(v[j]), x1 = to_f(v[j + half]);
+    v[j] = to_x(x0 * c - x1 * s);
+    v[j + half] = to_x(x1 * c + x0 * s);
+}
+
+static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
+    size_t n = (size_t)B * T * H * (hd / 2);
+    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+    cudaCheck(cudaGetLastError());
+}
+
+// ----------------------------------------------------------------------------
+// causal GQA attention for training: scores through cuBLAS, one head at a time, batched
+// over the sequences. Query head h reads key/value head h / (NH/NKV) by pointer offset:
+// K and V are never copied. q (B,T,NH,hd), k, v (B,T,NKV,hd), att (B,NH,T,T).
+//                                                             mirrors attention_forward
+
+// in place: raw scores (B,NH,T,T) -> causal softmax probabilities, one warp per row
+__global__ void softmax_forward_kernel(floatX *att, int rows, int T, float scale) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    int t = row % T;
+    floatX *a = att + (size_t)row * T;
+    float maxv = -FLT_MAX;
+    for (int s = lane; s <= t; s += 32) maxv = fmaxf(maxv, to_f(a[s]) * scale);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int s = lane; s <= t; s += 32) sum += expf(to_f(a[s]) * scale - maxv);
+    float inv = 1.0f / warp_sum(sum);
+    for (int s = lane; s < T; s += 32) a[s] = to_x(s <= t ? expf(to_f(a[s]) * scale - maxv) * inv : 0.0f);
+}
+
+// in place: dP -> dS = P * (dP - sum(P * dP)) * scale
+__global__ void softmax_backward_kernel(floatX *datt, const floatX *att, int rows, int T, float scale) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    int t = row % T;
+    const floatX *a = att + (size_t)row * T;
+    floatX *d = datt + (size_t)row * T;
+    float dot = 0.0f;
+    for (int s = lane; s <= t; s += 32) dot += to_f(a[s]) * to_f(d[s]);
+    dot = warp_sum(dot);
+    for (int s = lane; s < T; s += 32) d[s] = to_x(s <= t ? to_f(a[s]) * (to_f(d[s]) - dot) * scale : 0.0f);
+}
+
+// strided-batched gemm over the B sequences (column-major arguments)
+static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const floatX *A, int lda,
+                         long long sa, const floatX *Bm, int ldb, long long sb, float beta, floatX *Cm, int ldc,
+                         long long sc, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas, ta, tb, m, n, k, &ONE, A, CUDA_FX, lda, sa, Bm, CUDA_FX, ldb, sb,
+                                           &beta, Cm, CUDA_FX, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static void attention_forward(floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                              int NH, int NKV, int hd) {
+    int group = NH / NKV;
+    long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
+    for (int h = 0; h < NH; h++) {  // S_h = Q_h K_kvh^T
+        int kvh = h / group;
+        gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
+                     att + (size_t)h * T * T, T, sa, B);
+    }
+    int rows = B * NH * T;
+    softmax_forward_kernel<<<ceil_div(rows, 8), 256>>>(att, rows, T, 1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+    for (int h = 0; h < NH; h++) {  // Y_h = P_h V_kvh
+        int kvh = h / group;
+        gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, v + kvh * hd, NKV * hd, skv, att + (size_t)h * T * T, T, sa,
+                     0.0f, y + h * hd, NH * hd, sq, B);
+    }
+}
+
+// dq, dk, dv overwritten; datt (B,NH,T,T) is scratch.         mirrors attention_backward
+static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt, const floatX *dy, const floatX *att,
+                               const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
+                               int hd) {
+    int group = NH / NKV;
+    long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
+    for (int h = 0; h < NH; h++) {  // dP_h = dY_h V_kvh^T
+        int kvh = h / group;
+        gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, v + kvh * hd, NKV * hd, skv, dy + h * hd, NH * hd, sq, 0.0f,
+                     datt + (size_t)h * T * T, T, sa, B);
+    }
+    int rows = B * NH * T;
+    softmax_backward_kernel<<<ceil_div(rows, 8), 256>>>(datt, att, rows, T, 1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+    for (int h = 0; h < NH; h++) {
+        int kvh = h / group;
+        float beta = (h % group) ? 1.0f : 0.0f;  // the group's query heads sum into one dK, dV
+        const floatX *ds = datt + (size_t)h * T * T, *p = att + (size_t)h * T * T;
+        // dQ_h = dS_h K_kvh
+        gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, k + kvh * hd, NKV * hd, skv, ds, T, sa, 0.0f, dq + h * hd,
+                     NH * hd, sq, B);
+        // dK_kvh += dS_h^T Q_h
+        gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hd, T, T, q + h * hd, NH * hd, sq, ds, T, sa, beta, dk + kvh * hd,
+                     NKV * hd, skv, B);
+        // dV_kvh += P_h^T dY_h
+        gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hd, T, T, dy + h * hd, NH * hd, sq, p, T, sa, beta, dv + kvh * hd,
+                     NKV * hd, skv, B);
+    }
+}
+
+// Forward-only attention for evaluation and generation: one warp per query row, online
+// softmax over key blocks of 32 (one key per lane), no (T,T) matrix, so memory grows
+// linearly with T (16K positions fit). hd <= 256.             mirrors attention_forward(att = NULL)
+#define ATT_MAX_HD 256
+__global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
+                                                int T, int NH, int NKV, int hd) {
+    extern __shared__ float qs[];  // (warps per block, hd)
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,T,NH)
+    if (row >= (size_t)B * T * NH) return;
+    int h = (int)(row % NH), t = (int)((row / NH) % T), b = (int)(row / ((size_t)NH * T));
+    int kvh = h / (NH / NKV);
+    float scale = 1.0f / sqrtf((float)hd);
+    float *qw = qs + warp * hd;
+    const floatX *qr = q + row * hd;
+    for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
+    __syncwarp();
+    float acc[ATT_MAX_HD / 32];
+    for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] = 0.0f;
+    float m = -FLT_MAX, l = 0.0f;
+    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+    size_t kstride = (size_t)NKV * hd;
+    for (int s0 = 0; s0 <= t; s0 += 32) {
+        int s = s0 + lane;
+        float score = -FLT_MAX;
+        if (s <= t) {
+            const floatX *ks = kb + s * kstride;
+            score = 0.0f;
+            for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
+        }
+        float m_new = fmaxf(m, warp_max(score));
+        float p = s <= t ? expf(score - m_new) : 0.0f;
+        float corr = expf(m - m_new);
+        l = l * corr + warp_sum(p);
+        for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] *= corr;
+        int n = t - s0 + 1 < 32 ? t - s0 + 1 : 32;
+        for (int j = 0; j < n; j++) {
+            float pj = __shfl_sync(0xffffffff, p, j);
+            const floatX *vs = vb + (s0 + j) * kstride;
+            for (int r = 0; r * 32 + lane < hd; r++) acc[r] += pj * to_f(vs[r * 32 + lane]);
+        }
+        m = m_new;
+    }
+    floatX *yr = y + row * hd;
+    for (int r = 0; r * 32 + lane < hd; r++) yr[r * 32 + lane] = to_x(acc[r] / l);
+}
+
+// ----------------------------------------------------------------------------
+// SwiGLU: h = silu(gate) * up                                 mirrors swiglu_forward
+__global__ void swiglu_forward_kernel(floatX *h, const floatX *gate, const floatX *up, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float g = to_f(gate[i]);
+    h[i] = to_x(g / (1.0f + expf(-g)) * to_f(up[i]));
+}
+
+// dgate = dh * up * sig(g) * (1 + g (1 - sig(g))), dup = dh * silu(g)   mirrors swiglu_backward
+__global__ void swiglu_backward_kernel(floatX *dgate, floatX *dup, const floatX *dh, const floatX *gate,
+                                       const floatX *up, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float g = to_f(gate[i]), sg = 1.0f / (1.0f + expf(-g)), d = to_f(dh[i]);
+    dgate[i] = to_x(d * to_f(up[i]) * sg * (1.0f + g * (1.0f - sg)));
+    dup[i] = to_x(d * g * sg);
+}
+
+// out = a + b                                                 mirrors residual_forward
+__global__ void residual_forward_kernel(floatX *out, const floatX *a, const floatX *b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = to_x(to_f(a[i]) + to_f(b[i]));
+}
+
+// ----------------------------------------------------------------------------
+// fused classifier, one block per row: softmax over the V real columns, the loss, and
+// dlogits written in place (no second logits buffer); padded columns get 0.
+//                                                             mirrors classifier_forward_backward
+__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, int N, int V, int Vp, float dloss,
+                                  int backward) {
+    int row = blockIdx.x;
+    if (row >= N) return;
+    floatX *l = logits + (size_t)row * Vp;
+    float maxv = -FLT_MAX;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) maxv = fmaxf(maxv, to_f(l[c]));
+    maxv = block_max(maxv);
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) sum += expf(to_f(l[c]) - maxv);
+    float lse = maxv + logf(block_sum(sum));
+    int target = targets[row];
+    float lt = to_f(l[target]);
+    __syncthreads();  // every thread has read l[target] before it is overwritten
+    if (threadIdx.x == 0) losses[row] = lse - lt;
+    if (!backward) return;
+    for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
+        float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+        l[c] = to_x(d);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// optimizer: sum of squares per block (a fixed grid, summed on the host in order, so the
+// norm is deterministic), then AdamW with the clip scale folded in.  mirrors grad_global_norm, adamw_update
+#define NORM_BLOCKS 512
+__global__ void sumsq_kernel(float *partial, const float *g, size_t n) {
+    float s = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += g[i] * g[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gi = g[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i] - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+    p[i] = pi;
+    px[i] = to_x(pi);
+}
+
+__global__ void copy_to_x_kernel(floatX *dst, const float *src, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = to_x(src[i]);
+}
+
+// ----------------------------------------------------------------------------
+// activations: the same named views as the CPU's Acts. train = 0: layers share one set of
+// buffers and attention keeps no (T,T) matrix.
+
+typedef struct {
+    int B, T, train;
+    size_t ls_C, ls_q, ls_kv, ls_F, ls_N, ls_att;  // per-layer strides (0 when !train)
+    void *mem;
+    floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
+    float *rstd1, *rstd2, *rstdf, *losses;
+    floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
+    int *inputs, *targets;  // (B,T)
+} Acts;
+
+static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+    int hd = c->C / c->NH, L = c->L;
+    size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
+    size_t nl = train ? L : 1, att = (size_t)B * c->NH * T * T;
+    memset(a, 0, sizeof(*a));
+    a->B = B; a->T = T; a->train = train;
+    a->ls_C = train ? N * C : 0;
+    a->ls_q = train ? N * QD : 0;
+    a->ls_kv = train ? N * KD : 0;
+    a->ls_F = train ? N * F : 0;
+    a->ls_N = train ? N : 0;
+    a->ls_att = train ? att : 0;
+    size_t xs[] = {(train ? L + 1 : 1) * N * C, nl * N * C, nl * N * QD, nl * N * KD, nl * N * KD, train ? nl * att : 0,
+                   nl * N * QD, nl * N * C, nl * N * C, nl * N * F, nl * N * F, nl * N * F, N * C, N * c->Vp,
+                   train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
+                   train ? N * QD : 0, train ? att : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0};
+    floatX **xv[] = {&a->resid, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid, &a->n2, &a->gate, &a->up,
+                     &a->h, &a->nf, &a->logits, &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->datt,
+                     &a->dgate, &a->dup, &a->dh};
+    size_t fs[] = {nl * N, nl * N, N, N};
+    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses};
+    size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), total = 0;
+    for (size_t i = 0; i < nx; i++) total += xs[i] * sizeof(floatX);
+    for (size_t i = 0; i < nf; i++) total += fs[i] * sizeof(float);
+    total += 2 * N * sizeof(int) + 64 * (nx + nf + 2);
+    a->mem = dmalloc(total);
+    char *p = (char *)a->mem;
+    for (size_t i = 0; i < nf; i++) { *fv[i] = (float *)p; p += (fs[i] * sizeof(float) + 63) / 64 * 64; }
+    a->inputs = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
+    a->targets = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
+    for (size_t i = 0; i < nx; i++) { *xv[i] = xs[i] ? (floatX *)p : NULL; p += (xs[i] * sizeof(floatX) + 63) / 64 * 64; }
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+typedef struct {
+    Config cfg;
+    int hd;
+    Shape shapes[NP];
+    size_t n_params, offsets[NP];
+    float *params, *grads, *m, *v;  // fp32 master weights, gradients, moments (device)
+    floatX *params_x;               // compute copy (aliases params in the FP32 build)
+    float *norm_partial;
+    Acts acts;
+} GPT;
+
+// host copies of the NP parameter views (checkpoints, init, dumps)
+typedef struct {
+    float *mem, *views[NP];
+} HostParams;
+
+static void host_params(HostParams *h, const GPT *g) {
+    h->mem = (float *)xmalloc(g->n_params * sizeof(float));
+    for (int i = 0; i < NP; i++) h->views[i] = h->mem + g->offsets[i];
+}
+
+static floatX *P(const GPT *g, int i) { return g->params_x + g->offsets[i]; }
+static float *G(const GPT *g, int i) { return g->grads + g->offsets[i]; }
+
+static void gpt_alloc(GPT *g, const Config *c, int train) {
+    memset(g, 0, sizeof(*g));
+    g->cfg = *c;
+    g->hd = c->C / c->NH;
+    param_shapes(c, g->shapes);
+    for (int i = 0; i < NP; i++) {
+        g->offsets[i] = g->n_params;
+        g->n_params += g->shapes[i].numel;
+    }
+    size_t bytes = g->n_params * sizeof(float);
+    g->params = (float *)dmalloc(bytes);
+#ifdef ENABLE_FP32
+    g->params_x = g->params;
+#else
+    g->params_x = (floatX *)dmalloc(g->n_params * sizeof(floatX));
+#endif
+    if (train) {
+        g->grads = (float *)dmalloc(bytes);
+        g->m = (float *)dmalloc(bytes);
+        g->v = (float *)dmalloc(bytes);
+        cudaCheck(cudaMemset(g->m, 0, bytes));
+        cudaCheck(cudaMemset(g->v, 0, bytes));
+        g->norm_partial = (float *)dmalloc(NORM_BLOCKS * sizeof(float));
+    }
+}
+
+static void gpt_free(GPT *g) {
+    cudaFree(g->params);
+#ifndef ENABLE_FP32
+    cudaFree(g->params_x);
+#endif
+    cudaFree(g->grads);
+    cudaFree(g->m);
+    cudaFree(g->v);
+    cudaFree(g->norm_partial);
+    cudaFree(g->acts.mem);
+}
+
+// host fp32 weights (NP views) -> device master weights and compute copy
+static void gpt_upload(GPT *g, float *const *host) {
+    for (int i = 0; i < NP; i++)
+        cudaCheck(cudaMemcpy(g->params + g->offsets[i], host[i], g->shapes[i].numel * sizeof(float), cudaMemcpyHostToDevice));
+#ifndef ENABLE_FP32
+    copy_to_x_kernel<<<ceil_div(g->n_params, 256), 256>>>(g->params_x, g->params, g->n_params);
+    cudaCheck(cudaGetLastError());
+#endif
+}
+
+// The CPU's init (llmc/checkpoint.h), drawn on the host.
+static void gpt_init(GPT *g, uint64_t seed) {
+    HostParams h;
+    host_params(&h, g);
+    param_init(&g->cfg, h.views, seed);
+    gpt_upload(g, h.views);
+    free(h.mem);
+}
+
+#define LAUNCH_ROWS(kernel, rows, smem, ...)                                  \
+    do {                                                                      \
+        kernel<<<ceil_div((rows), 8), 256, (smem)>>>(__VA_ARGS__);            \
+        cudaCheck(cudaGetLastError());                                        \
+    } while (0)
+#define LAUNCH_ELEMS(kernel, n, ...)                                          \
+    do {                                                                      \
+        kernel<<<ceil_div((n), 256), 256>>>(__VA_ARGS__);                      \
+        cudaCheck(cudaGetLastError());                                        \
+    } while (0)
+
+// Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
+// with_loss. Mirrors gpt_forward.
+static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
+    int N = B * T, QD = NH * hd, KD = NKV * hd;
+    size_t NC = (size_t)N * C, NF = (size_t)N * F;
+    LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
+    for (int l = 0; l < c->L; l++) {
+        floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
+        floatX *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
+        floatX *atty = a->atty + l * a->ls_q, *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
+        floatX *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
+        LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, n1, a->rstd1 + l * a->ls_N, x, P(g, P_ATTN_NORM) + (size_t)l * C, N, C,
+                    c->rms_eps);
+        matmul_forward(q, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
+        matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
+        matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
+        rope(q, B, T, NH, hd, ps, l, 1.0f);
+        rope(k, B, T, NKV, hd, ps, l, 1.0f);
+        if (a->train) {
+            attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd);
+        } else {
+            size_t rows = (size_t)B * T * NH;
+            attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(atty, q, k, v, B, T,
+                                                                                                 NH, NKV, hd);
+            cudaCheck(cudaGetLastError());
+        }
+        matmul_forward(mid, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C);
+        LAUNCH_ELEMS(residual_forward_kernel, NC, mid, mid, x, NC);
+        LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, n2, a->rstd2 + l * a->ls_N, mid, P(g, P_MLP_NORM) + (size_t)l * C, N,
+                    C, c->rms_eps);
+        matmul_forward(gate, n2, P(g, P_W_GATE) + (size_t)l * F * C, N, C, F);
+        matmul_forward(up, n2, P(g, P_W_UP) + (size_t)l * F * C, N, C, F);
+        LAUNCH_ELEMS(swiglu_forward_kernel, NF, h, gate, up, NF);
+        matmul_forward(xn, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C);
+        LAUNCH_ELEMS(residual_forward_kernel, NC, xn, xn, mid, NC);
+    }
+    floatX *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
+    LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, C, c->rms_eps);
+    matmul_forward(a->logits, a->nf, P(g, P_WTE), N, C, c->Vp);
+    if (with_loss) {
+        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, 0.0f, 0);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// Backward of the last forward (which must not have run the classifier): gradients
+// accumulate into g->grads. Mirrors gpt_backward.
+static void gpt_backward(GPT *g, Acts *a, const PosStep *ps, float dloss) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
+    int N = B * T, QD = NH * hd, KD = NKV * hd;
+    size_t NC = (size_t)N * C, NF = (size_t)N * F, smem = C * sizeof(float);
+    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, dloss / N, 1);
+    cudaCheck(cudaGetLastError());
+    matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, C, c->Vp, 0);
+    floatX *xL = a->resid + c->L * a->ls_C;
+    LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_FINAL_NORM), a->dC, xL, P(g, P_FINAL_NORM), a->rstdf,
+                N, C, 0);
+    for (int l = c->L - 1; l >= 0; l--) {
+        floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
+        floatX *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
+        floatX *att = a->att + l * a->ls_att, *atty = a->atty + l * a->ls_q;
+        floatX *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
+        floatX *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
+        matmul_backward(a->dh, G(g, P_W_DOWN) + (size_t)l * C * F, a->dres, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C, 0);
+        LAUNCH_ELEMS(swiglu_backward_kernel, NF, a->dgate, a->dup, a->dh, gate, up, NF);
+        matmul_backward(a->dC, G(g, P_W_GATE) + (size_t)l * F * C, a->dgate, n2, P(g, P_W_GATE) + (size_t)l * F * C, N, C, F, 0);
+        matmul_backward(a->dC, G(g, P_W_UP) + (size_t)l * F * C, a->dup, n2, P(g, P_W_UP) + (size_t)l * F * C, N, C, F, 1);
+        LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dC, mid,
+                    P(g, P_MLP_NORM) + (size_t)l * C, a->rstd2 + l * a->ls_N, N, C, 1);
+        matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
+        attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        rope(a->dq, B, T, NH, hd, ps, l, -1.0f);
+        rope(a->dk, B, T, NKV, hd, ps, l, -1.0f);
+        matmul_backward(a->dC, G(g, P_WQ) + (size_t)l * QD * C, a->dq, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD, 0);
+        matmul_backward(a->dC, G(g, P_WK) + (size_t)l * KD * C, a->dk, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD, 1);
+        matmul_backward(a->dC, G(g, P_WV) + (size_t)l * KD * C, a->dv, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD, 1);
+        LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dC, x,
+                    P(g, P_ATTN_NORM) + (size_t)l * C, a->rstd1 + l * a->ls_N, N, C, 1);
+    }
+    LAUNCH_ELEMS(encoder_backward_kernel, NC, G(g, P_WTE), a->dres, a->inputs, N, C);
+}
+
+static float grad_global_norm(GPT *g) {
+    sumsq_kernel<<<NORM_BLOCKS, 512>>>(g->norm_partial, g->grads, g->n_params);
+    cudaCheck(cudaGetLastError());
+    float partial[NORM_BLOCKS];
+    cudaCheck(cudaMemcpy(partial, g->norm_partial, sizeof(partial), cudaMemcpyDeviceToHost));
+    double s = 0.0;
+    for (int i = 0; i < NORM_BLOCKS; i++) s += partial[i];
+    return (float)sqrt(s);
+}
+
+// One optimizer step over rows (accum,B,T+1) on the host. Mirrors train_step.
+static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    Acts *a = &g->acts;
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T;
+    int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
+    float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
+    cudaCheck(cudaMemset(g->grads, 0, g->n_params * sizeof(float)));
+    double loss = 0.0;
+    for (int micro = 0; micro < accum; micro++) {
+        for (int b = 0; b < B; b++) {
+            const int *row = rows + ((size_t)micro * B + b) * (T + 1);
+            memcpy(inp + b * T, row, T * sizeof(int));
+            memcpy(tgt + b * T, row + 1, T * sizeof(int));
+        }
+        cudaCheck(cudaMemcpy(a->inputs, inp, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(a->targets, tgt, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+        gpt_forward(g, a, ps, 0);
+        gpt_backward(g, a, ps, 1.0f / accum);
+        cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
+        double s = 0.0;
+        for (int i = 0; i < B * T; i++) s += losses[i];
+        loss += s / (B * T) / accum;
+    }
+    *norm = grad_global_norm(g);
+    float scale = (c->grad_clip > 0 && *norm > c->grad_clip) ? c->grad_clip / (*norm + 1e-6f) : 1.0f;
+    float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
+    for (int i = 0; i < NP; i++) {
+        size_t n = g->shapes[i].numel, o = g->offsets[i];
+        LAUNCH_ELEMS(adamw_kernel, n, g->params + o, g->params_x + o, g->grads + o, g->m + o, g->v + o, n, lr, c->beta1,
+                     c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale);
+    }
+    free(inp);
+    free(tgt);
+    free(losses);
+    return (float)loss;
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints: the CPU's format (llmc/checkpoint.h), through host copies
+
+static void gpt_checkpoint_save(const GPT *g, const TrainState *st, const char *path) {
+    HostParams hp[3];
+    const float *src[3] = {g->params, g->m, g->v};
+    for (int k = 0; k < 3; k++) {
+        host_params(&hp[k], g);
+        cudaCheck(cudaMemcpy(hp[k].mem, src[k], g->n_params * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    checkpoint_save(&g->cfg, st, path, hp[0].views, hp[1].views, hp[2].views);
+    for (int k = 0; k < 3; k++) free(hp[k].mem);
+}
+
+static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
+    int train = g->m != NULL;
+    HostParams hp[3];
+    for (int k = 0; k < 3; k++) host_params(&hp[k], g);
+    checkpoint_load(&g->cfg, st, path, hp[0].views, train ? hp[1].views : NULL, train ? hp[2].views : NULL);
+    gpt_upload(g, hp[0].views);
+    if (train) {
+        cudaCheck(cudaMemcpy(g->m, hp[1].mem, g->n_params * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(g->v, hp[2].mem, g->n_params * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    for (int k = 0; k < 3; k++) free(hp[k].mem);
+}
+
+// ----------------------------------------------------------------------------
+// evaluation (llmc/evaluate.h): per-position losses of one sequence, forward-only
+// activations (memory linear in L: 16K positions fit)
+
+typedef struct {
+    GPT *g;
+    Acts a;
+} EvalCtx;
+
+static void gpt_sequence_losses(void *ctx, const int *tokens, int L, float *losses) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    if (!e->a.mem || e->a.T != L) {
+        cudaFree(e->a.mem);
+        acts_alloc(&e->a, &e->g->cfg, 1, L, 0);
+    }
+    PosConfig pc = pos_config_of(&e->g->cfg);
+    PosStep ps = pos_standard(&pc);
+    cudaCheck(cudaMemcpy(e->a.inputs, tokens, L * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(e->a.targets, tokens + 1, L * sizeof(int), cudaMemcpyHostToDevice));
+    gpt_forward(e->g, &e->a, &ps, 1);
+    cudaCheck(cudaMemcpy(losses, e->a.losses, L * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+static void run_evaluation_gpu(GPT *g, const Config *c) {
+    EvalCtx e;
+    memset(&e, 0, sizeof(e));
+    e.g = g;
+    run_evaluation(c, gpt_sequence_losses, &e);
+    cudaFree(e.a.mem);
+}
+
+// Mean loss over the first `batches` (B,T) windows of the validation stream.
+static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
+    Acts *a = &g->acts;
+    PosConfig pc = pos_config_of(&g->cfg);
+    PosStep ps = pos_standard(&pc);
+    int B = a->B, T = a->T;
+    float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
+    double s = 0.0;
+    int used = 0;
+    for (int k = 0; k < batches && (long)(k + 1) * B * T + 1 <= n_val; k++, used++) {
+        for (int b = 0; b < B; b++) {
+            const int *src = val + ((long)k * B + b) * T;
+            cudaCheck(cudaMemcpy(a->inputs + b * T, src, T * sizeof(int), cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(a->targets + b * T, src + 1, T * sizeof(int), cudaMemcpyHostToDevice));
+        }
+        gpt_forward(g, a, &ps, 1);
+        cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < B * T; i++) s += losses[i] / (B * T);
+    }
+    free(losses);
+    return used ? (float)(s / used) : NAN;
+}
+
+// ----------------------------------------------------------------------------
+// dump mode, for test_gpt's GPU-vs-CPU check: reads a case file (the input part of the
+// PyTorch reference format: config_i, config_f, alphas, tokens, initial weights), runs
+// the check pass at config_f[9]'s alpha and the training steps, writes the same names
+// the reference uses (logits, loss, grad.*, losses, grad_norms, final.*).
+
+static void dump_case(const char *in_path, const char *out_path) {
+    TensorFile tf;
+    tf_load(&tf, in_path, TF_KIND_REFERENCE);
+    const int32_t *ci = (const int32_t *)tf_get(&tf, "config_i", TF_I32, 12);
+    const float *cf = (const float *)tf_get(&tf, "config_f", TF_F32, 10);
+    Config c;
+    config_defaults(&c);
+    c.V = ci[0]; c.Vp = ci[1]; c.C = ci[2]; c.L = ci[3]; c.NH = ci[4]; c.NKV = ci[5]; c.F = ci[6]; c.T = ci[7];
+    c.B = ci[8]; c.total_batch = ci[8] * ci[9]; c.steps = ci[10]; c.warmup = ci[11];
+    c.rope_base = cf[0]; c.rms_eps = cf[1]; c.lr = cf[2]; c.min_lr = cf[3]; c.weight_decay = cf[4];
+    c.beta1 = cf[5]; c.beta2 = cf[6]; c.adam_eps = cf[7]; c.grad_clip = cf[8];
+    int B = c.B, T = c.T, micro = ci[9], steps = c.steps, N = B * T;
+    const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
+    const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
+    GPT g;
+    gpt_alloc(&g, &c, 1);
+    float *init[NP];
+    for (int i = 0; i < NP; i++) init[i] = (float *)tf_get(&tf, PARAM_NAMES[i], TF_F32, g.shapes[i].numel);
+    gpt_upload(&g, init);
+    acts_alloc(&g.acts, &c, B, T, 1);
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    for (int l = 0; l < c.L; l++) ps.alpha[l] = cf[9];
+
+    // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
+    int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));
+    for (int b = 0; b < B; b++) {
+        memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
+        memcpy(tgt + b * T, tokens + b * (T + 1) + 1, T * sizeof(int));
+    }
+    cudaCheck(cudaMemcpy(g.acts.inputs, inp, N * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(g.acts.targets, tgt, N * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(g.grads, 0, g.n_params * sizeof(float)));
+    gpt_forward(&g, &g.acts, &ps, 0);
+    floatX *lx = (floatX *)xmalloc((size_t)N * c.Vp * sizeof(floatX));
+    cudaCheck(cudaMemcpy(lx, g.acts.logits, (size_t)N * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < c.V; v++) {
+#ifdef ENABLE_FP32
+            logits[(size_t)i * c.V + v] = lx[(size_t)i * c.Vp + v];
+#else
+            logits[(size_t)i * c.V + v] = __bfloat162float(lx[(size_t)i * c.Vp + v]);
+#endif
+        }
+    gpt_backward(&g, &g.acts, &ps, 1.0f);
+    float *losses_bt = (float *)xmalloc(N * sizeof(float));
+    cudaCheck(cudaMemcpy(losses_bt, g.acts.losses, N * sizeof(float), cudaMemcpyDeviceToHost));
+    double s = 0.0;
+    for (int i = 0; i < N; i++) s += losses_bt[i];
+    float loss = (float)(s / N);
+    HostParams grads;
+    host_params(&grads, &g);
+    cudaCheck(cudaMemcpy(grads.mem, g.grads, g.n_params * sizeof(float), cudaMemcpyDeviceToHost));
+
+    // the training steps
+    float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
+    for (int st = 0; st < steps; st++) {
+        PosStep p = pos_standard(&pc);
+        for (int l = 0; l < c.L; l++) p.alpha[l] = alphas[st];
+        float lr = lr_at_step(st, c.warmup, c.steps, c.lr, c.min_lr);
+        losses[st] = train_step(&g, tokens + (size_t)st * micro * B * (T + 1), micro, &p, lr, st + 1, &norms[st]);
+    }
+    HostParams fin;
+    host_params(&fin, &g);
+    cudaCheck(cudaMemcpy(fin.mem, g.params, g.n_params * sizeof(float), cudaMemcpyDeviceToHost));
+
+    TensorWriter w;
+    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * NP);
+    int lshape[3] = {B, T, c.V};
+    tw_add(&w, "logits", TF_F32, 3, lshape, logits);
+    tw_add1(&w, "loss", TF_F32, 1, &loss);
+    char name[TF_MAX_NAME];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
+        tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, grads.views[i]);
+    }
+    tw_add1(&w, "losses", TF_F32, steps, losses);
+    tw_add1(&w, "grad_norms", TF_F32, steps, norms);
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
+        tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, fin.views[i]);
+    }
+    tw_close(&w);
+    printf("dump (%s): loss %.6f, last step loss %.6f -> %s\n", PRECISION_NAME, loss, losses[steps - 1], out_path);
+    free(inp); free(tgt); free(lx); free(logits); free(losses_bt); free(losses); free(norms);
+    free(grads.mem); free(fin.mem);
+    gpt_free(&g);
+    tf_free(&tf);
+}
+
+// ----------------------------------------------------------------------------
+// training loop (the same as train_gpt_cpu.c's main, plus MFU)
+
+static void make_dir(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    if (mkdir(buf, 0755) != 0) {
+        struct stat sb;
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
+    }
+}
+
+// Model FLOPs per trained token: 6 per weight (embedding as the LM head) plus causal
+// attention (QK^T and PV, forward and backward: 6 * L * T * C).
+static double flops_per_token(const Config *c, size_t n_params) {
+    return 6.0 * n_params + 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
+}
+
+static cudaDeviceProp gpu_init(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) fail("no CUDA device found (use ./train_gpt_cpu on a CPU)");
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    cublasCheck(cublasCreate(&cublas));
+    return prop;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt's GPU-vs-CPU check
+        if (argc != 4) fail("usage: %s --dump_case CASE_FILE OUT_FILE", argv[0]);
+        gpu_init();
+        dump_case(argv[2], argv[3]);
+        return 0;
+    }
+    Config cfg;
+    parse_args(&cfg, argc, argv);
+    cudaDeviceProp prop = gpu_init();
+    int train = !cfg.eval_only;
+    if (cfg.generate) fail("--generate runs on the CPU trainer: ./train_gpt_cpu --resume CKPT --steps 0 --generate N");
+    GPT g;
+    gpt_alloc(&g, &cfg, train);
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    if (cfg.resume[0]) {
+        gpt_checkpoint_load(&g, &st, cfg.resume);
+        printf("loaded %s (step %ld, trained with --pos %s)\n", cfg.resume, st.step, POS_SCHEME_NAMES[st.pos_scheme]);
+        if (!train) adopt_checkpoint_scheme(&cfg, &st);
+    } else {
+        gpt_init(&g, (uint64_t)cfg.seed);
+    }
+    make_dir(cfg.out_dir);
+    int hd = cfg.C / cfg.NH, accum = cfg.total_batch / cfg.B;
+    printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,
+           PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);
+    if (!cfg.eval_only && st.step < cfg.steps) {
+        PosConfig pc = pos_config_of(&cfg);
+        printf("position scheme %s | batch %d x %d (micro %d, accum %d) | %d steps | out %s\n",
+               POS_SCHEME_NAMES[cfg.pos_scheme], cfg.total_batch, cfg.T, cfg.B, accum, cfg.steps, cfg.out_dir);
+        DataLoader dl;
+        loader_init(&dl, cfg.train_data, cfg.V, cfg.T, (uint64_t)cfg.seed);
+        if (st.step > 0) loader_seek(&dl, st.data_epoch, st.data_shard, st.data_sample);
+        long n_val = 0;
+        int *val = cfg.val_every ? val_stream_load(cfg.val_data, cfg.V, &n_val) : NULL;
+        if (val && n_val < (long)cfg.B * cfg.T + 1)
+            fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
+                 n_val, cfg.B, cfg.T);
+        acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
+        int *rows = (int *)xmalloc((size_t)cfg.total_batch * (cfg.T + 1) * sizeof(int));
+        char log_path[1100], ckpt_path[1100];
+        snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg.out_dir);
+        snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg.out_dir);
+        FILE *log = open_run_log(log_path, st.step);
+        double t_start = wall_time(), fpt = flops_per_token(&cfg, g.n_params);
+        long first = st.step;
+        long last = cfg.stop_after ? (cfg.stop_after < cfg.steps ? cfg.stop_after : cfg.steps) : cfg.steps;
+        for (long step = st.step; step < last; step++) {
+            double t0 = wall_time();
+            PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's alpha
+            loader_next_batch(&dl, cfg.total_batch, rows);
+            float lr = lr_at_step(step, cfg.warmup, cfg.steps, cfg.lr, cfg.min_lr), norm;
+            float loss = train_step(&g, rows, accum, &ps, lr, (int)step + 1, &norm);
+            cudaCheck(cudaDeviceSynchronize());
+            if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
+            double dt = wall_time() - t0, elapsed = wall_time() - t_start;
+            double tok_s = (double)cfg.total_batch * cfg.T / dt, mfu = tok_s * fpt / 989e12;
+            char eta[32];
+            format_duration(elapsed / (step + 1 - first) * (cfg.steps - step - 1), eta, sizeof(eta));
+            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s | MFU %.1f%% | ETA %s\n",
+                   step + 1, cfg.steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, 100 * mfu, eta);
+            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f, \"mfu\": %.4f",
+                    step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, mfu);
+            if (val && ((step + 1) % cfg.val_every == 0 || step + 1 == cfg.steps)) {
+                float vl = validation_loss(&g, val, n_val, cfg.val_batches);
+                printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg.steps, vl);
+                fprintf(log, ", \"val_loss\": %.6f", vl);
+            }
+            fprintf(log, "}\n");
+            fflush(log);
+            st.step = step + 1;
+            st.data_epoch = dl.epoch;
+            st.data_shard = dl.shard_pos;
+            st.data_sample = dl.sample_pos;
+            if ((cfg.ckpt_every && st.step % cfg.ckpt_every == 0) || st.step == last) {
+                gpt_checkpoint_save(&g, &st, ckpt_path);
+                printf("saved %s (step %ld)\n", ckpt_path, st.step);
+            }
+        }
+        size_t free_b, total_b;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        printf("GPU memory in use: %.2f GiB of %.2f GiB\n", (total_b - free_b) / 1073741824.0, total_b / 1073741824.0);
+        fclose(log);
+        free(rows);
+        free(val);
+        loader_free(&dl);
+        cudaFree(g.acts.mem);
+        g.acts.mem = NULL;
+        if (st.step < cfg.steps) {
+            printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st.step, cfg.steps, ckpt_path);
+            gpt_free(&g);
+            return 0;
+        }
+    }
+    run_evaluation_gpu(&g, &cfg);
+    gpt_free(&g);
+    cublasDestroy(cublas);
+    return 0;
+}
