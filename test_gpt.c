@@ -37,24 +37,60 @@ static double rel_err(const float *a, const float *b, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// 1. CPU vs the PyTorch reference
+// 1. dumps compared by tensor name: CPU vs the PyTorch reference, and GPU vs CPU
 
-static void config_from_reference(Config *c, const TensorFile *tf) {
-    const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
-    const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
-    config_defaults(c);
-    c->V = ci[0]; c->Vp = ci[1]; c->C = ci[2]; c->L = ci[3]; c->NH = ci[4]; c->NKV = ci[5]; c->F = ci[6]; c->T = ci[7];
-    c->B = ci[8]; c->total_batch = ci[8] * ci[9]; c->steps = ci[10]; c->warmup = ci[11];
-    c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
-    c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
+typedef struct {
+    double logits, loss, grads, steps, weights;  // relative-error tolerances
+} Tolerances;
+
+// fp32 against fp32 (or the float64 reference): rounding differences only
+static const Tolerances TOL_FP32 = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
+// bf16 activations and matmul inputs (unit roundoff 2^-9 = 2e-3, compounded over about
+// ten roundings per layer): a wrong index or a missing term gives errors of order 1
+static const Tolerances TOL_BF16 = {3e-2, 1e-2, 5e-2, 1e-2, 1e-2};
+
+static double rel_err_named(const TensorFile *got, const TensorFile *want, const char *name) {
+    const TensorEntry *w = tf_find(want, name);
+    if (!w) fail("'%s' has no tensor '%s'", want->path, name);
+    const float *g = (const float *)tf_get(got, name, TF_F32, w->numel);
+    return rel_err(g, (const float *)w->data, w->numel);
 }
 
-static void load_reference_params(GPT *g, const TensorFile *tf, const char *prefix) {
-    char name[TF_MAX_NAME];
+static void compare_dumps(const char *label, const char *got_path, const char *want_path, Tolerances tol) {
+    TensorFile got, want;
+    tf_load(&got, got_path, 0);
+    tf_load(&want, want_path, 0);
+    char name[TF_MAX_NAME], l[256];
+    double e = rel_err_named(&got, &want, "logits");
+    snprintf(l, sizeof(l), "%s: logits", label);
+    check(e < tol.logits, l, "rel err %.2e (tol %.0e)", e, tol.logits);
+    e = rel_err_named(&got, &want, "loss");
+    snprintf(l, sizeof(l), "%s: loss", label);
+    check(e < tol.loss, l, "rel err %.2e (tol %.0e)", e, tol.loss);
     for (int i = 0; i < NP; i++) {
-        snprintf(name, sizeof(name), "%s%s", prefix, PARAM_NAMES[i]);
-        memcpy(g->params[i], tf_get(tf, name, TF_F32, g->shapes[i].numel), g->shapes[i].numel * sizeof(float));
+        snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
+        e = rel_err_named(&got, &want, name);
+        snprintf(l, sizeof(l), "%s: %s", label, name);
+        check(e < tol.grads, l, "rel err %.2e (tol %.0e)", e, tol.grads);
     }
+    const TensorEntry *ls = tf_find(&want, "losses");
+    e = rel_err_named(&got, &want, "losses");
+    snprintf(l, sizeof(l), "%s: losses of %d AdamW steps", label, ls ? ls->shape[0] : 0);
+    check(e < tol.steps, l, "rel err %.2e (tol %.0e)", e, tol.steps);
+    e = rel_err_named(&got, &want, "grad_norms");
+    snprintf(l, sizeof(l), "%s: grad norms of those steps", label);
+    check(e < tol.steps, l, "rel err %.2e (tol %.0e)", e, tol.steps);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
+        double ei = rel_err_named(&got, &want, name);
+        if (ei > worst) { worst = ei; worst_name = PARAM_NAMES[i]; }
+    }
+    snprintf(l, sizeof(l), "%s: weights after the steps", label);
+    check(worst < tol.weights, l, "worst rel err %.2e (%s, tol %.0e)", worst, worst_name, tol.weights);
+    tf_free(&got);
+    tf_free(&want);
 }
 
 static void test_reference(const char *path) {
@@ -64,78 +100,20 @@ static void test_reference(const char *path) {
     TensorFile tf;
     tf_load(&tf, path, TF_KIND_REFERENCE);
     Config c;
-    config_from_reference(&c, &tf);
-    const int32_t *ci = (const int32_t *)tf_get(&tf, "config_i", TF_I32, 12);
-    int B = c.B, T = c.T, micro = ci[9], steps = c.steps;
+    int micro;
+    config_from_case(&c, &tf, &micro);
     check(c.NKV < c.NH, "reference uses GQA", "NH %d NKV %d", c.NH, c.NKV);
     float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
-    const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
+    const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, c.steps);
     int has8 = check_alpha == 8.0f;
-    for (int s = 0; s < steps; s++) has8 |= alphas[s] == 8.0f;
-    check(has8, "reference alphas include 8", "check alpha %g", check_alpha);
-    const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
-
-    GPT g;
-    gpt_alloc(&g, &c, 1);
-    load_reference_params(&g, &tf, "");
-    acts_alloc(&g.acts, &c, B, T, 1);
-    PosConfig pc = pos_config_of(&c);
-    PosStep ps = pos_standard(&pc);
-    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
-
-    // forward + backward on tokens[0,0] at the check alpha
-    int *inp = (int *)xmalloc(B * T * sizeof(int)), *tgt = (int *)xmalloc(B * T * sizeof(int));
-    for (int b = 0; b < B; b++) {
-        memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
-        memcpy(tgt + b * T, tokens + b * (T + 1) + 1, T * sizeof(int));
-    }
-    memset(g.grads_mem, 0, g.n_params * sizeof(float));
-    float loss = gpt_forward(&g, &g.acts, inp, tgt, &ps);
-    float *logits = (float *)xmalloc((size_t)B * T * c.V * sizeof(float));
-    for (int i = 0; i < B * T; i++) memcpy(logits + (size_t)i * c.V, g.acts.logits + (size_t)i * c.Vp, c.V * sizeof(float));
-    const float *ref_logits = (const float *)tf_get(&tf, "logits", TF_F32, (size_t)B * T * c.V);
-    double e = rel_err(logits, ref_logits, (size_t)B * T * c.V);
-    check(e < 1e-5, "reference logits (alpha 8)", "rel err %.2e", e);
-    float ref_loss = *(const float *)tf_get(&tf, "loss", TF_F32, 1);
-    e = fabs(loss - ref_loss) / fabs(ref_loss);
-    check(e < 1e-5, "reference loss", "%.7f vs %.7f, rel err %.2e", loss, ref_loss, e);
-    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
-    char name[TF_MAX_NAME], label[TF_MAX_NAME + 32];
-    for (int i = 0; i < NP; i++) {
-        snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
-        e = rel_err(g.grads[i], (const float *)tf_get(&tf, name, TF_F32, g.shapes[i].numel), g.shapes[i].numel);
-        snprintf(label, sizeof(label), "reference %s", name);
-        check(e < 1e-5, label, "rel err %.2e", e);
-    }
-
-    // 10 AdamW steps with gradient accumulation and the file's alphas
-    load_reference_params(&g, &tf, "");
-    memset(g.m_mem, 0, g.n_params * sizeof(float));
-    memset(g.v_mem, 0, g.n_params * sizeof(float));
-    const float *ref_losses = (const float *)tf_get(&tf, "losses", TF_F32, steps);
-    const float *ref_norms = (const float *)tf_get(&tf, "grad_norms", TF_F32, steps);
-    float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
-    for (int s = 0; s < steps; s++) {
-        PosStep st = pos_standard(&pc);
-        for (int l = 0; l < c.L; l++) st.alpha[l] = alphas[s];
-        float lr = lr_at_step(s, c.warmup, c.steps, c.lr, c.min_lr);
-        losses[s] = train_step(&g, tokens + (size_t)s * micro * B * (T + 1), micro, &st, lr, s + 1, &norms[s]);
-    }
-    e = rel_err(losses, ref_losses, steps);
-    check(e < 1e-5, "reference 10-step losses", "rel err %.2e (last %.6f vs %.6f)", e, losses[steps - 1], ref_losses[steps - 1]);
-    e = rel_err(norms, ref_norms, steps);
-    check(e < 1e-5, "reference 10-step grad norms", "rel err %.2e", e);
-    double worst = 0;
-    const char *worst_name = "";
-    for (int i = 0; i < NP; i++) {
-        snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
-        double ei = rel_err(g.params[i], (const float *)tf_get(&tf, name, TF_F32, g.shapes[i].numel), g.shapes[i].numel);
-        if (ei > worst) { worst = ei; worst_name = PARAM_NAMES[i]; }
-    }
-    check(worst < 1e-5, "reference weights after 10 steps", "worst rel err %.2e (%s)", worst, worst_name);
-    free(losses); free(norms); free(logits); free(inp); free(tgt);
-    gpt_free(&g);
+    for (int s = 0; s < c.steps; s++) has8 |= alphas[s] == 8.0f;
+    check(has8 && micro > 1, "reference has alpha 8 and gradient accumulation", "check alpha %g, %d micro-batches",
+          check_alpha, micro);
     tf_free(&tf);
+    char out[256];
+    snprintf(out, sizeof(out), "%s/cpu_reference_dump.bin", TMP);
+    dump_case(path, out);
+    compare_dumps("CPU vs PyTorch", out, path, TOL_FP32);
 }
 
 // ----------------------------------------------------------------------------
@@ -535,16 +513,78 @@ static void test_bad_inputs(void) {
 }
 
 // ----------------------------------------------------------------------------
-// 7. GPU vs CPU (train_gpt.cu), when a GPU and the binary are present
+// 7. GPU vs CPU: both trainers' --dump_case on the same case files, compared by name.
+// Cases: the PyTorch reference (GQA, alphas with 8, accumulation) and a long window
+// (T 512, alpha 8: angles to 4088 rad).
 
-static void test_gpu(void) {
-    char out[256];
+static void write_long_case(const char *path) {
+    Config c;
+    config_defaults(&c);
+    c.V = 257; c.C = 64; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 128; c.T = 512; c.B = 2;
+    round_vocab(&c);
+    int micro = 2, steps = 4, warmup = 2;
+    int32_t ci[12] = {c.V, c.Vp, c.C, c.L, c.NH, c.NKV, c.F, c.T, c.B, micro, steps, warmup};
+    float cf[10] = {c.rope_base, c.rms_eps, 3e-3f, 3e-4f, c.weight_decay, c.beta1, c.beta2, c.adam_eps, c.grad_clip, 8.0f};
+    float alphas[4] = {8.0f, 0.125f, 8.0f, 2.0f};
+    size_t ntok = (size_t)steps * micro * c.B * (c.T + 1);
+    int *tokens = (int *)xmalloc(ntok * sizeof(int));
+    Rng r = rng_make(21, 21);
+    for (size_t i = 0; i < ntok; i++) tokens[i] = (int)rng_below(&r, (uint32_t)c.V);
+    GPT g;
+    gpt_alloc(&g, &c, 0);
+    gpt_init(&g, 3);
+    TensorWriter w;
+    tw_open(&w, path, TF_KIND_REFERENCE, 4 + NP);
+    tw_add1(&w, "config_i", TF_I32, 12, ci);
+    tw_add1(&w, "config_f", TF_F32, 10, cf);
+    tw_add1(&w, "alphas", TF_F32, steps, alphas);
+    int tshape[4] = {steps, micro, c.B, c.T + 1};
+    tw_add(&w, "tokens", TF_I32, 4, tshape, tokens);
+    for (int i = 0; i < NP; i++) tw_add(&w, PARAM_NAMES[i], TF_F32, g.shapes[i].ndim, g.shapes[i].shape, g.params[i]);
+    tw_close(&w);
+    gpt_free(&g);
+    free(tokens);
+}
+
+static void test_gpu(const char *ref) {
+    char out[4096];
     int has_gpu = run_cmd("nvidia-smi -L", out, sizeof(out)) == 0 && strstr(out, "GPU");
-    if (!has_gpu) { skip("GPU vs CPU", "no GPU on this machine"); return; }
-    FILE *f = fopen("train_gpt", "rb");
-    if (!f) { skip("GPU vs CPU", "train_gpt (the CUDA trainer) is not built"); return; }
-    fclose(f);
-    skip("GPU vs CPU", "the CUDA trainer's dump mode is not written yet");
+    const char *builds[2] = {"./train_gpt_fp32", "./train_gpt"};
+    const char *names[2] = {"GPU fp32 vs CPU", "GPU bf16 vs CPU"};
+    Tolerances tols[2] = {TOL_FP32, TOL_BF16};
+    char long_case[256], cases[2][256];
+    snprintf(long_case, sizeof(long_case), "%s/long_case.bin", TMP);
+    snprintf(cases[0], sizeof(cases[0]), "%s", ref);
+    snprintf(cases[1], sizeof(cases[1]), "%s", long_case);
+    const char *case_names[2] = {"reference case", "long case"};
+    // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
+    write_long_case(long_case);
+    char cpu_in[256], cpu_bin[256], cmd0[1024];
+    snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_long_inproc.bin", TMP);
+    snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_long_binary.bin", TMP);
+    dump_case(long_case, cpu_in);
+    snprintf(cmd0, sizeof(cmd0), "./train_gpt_cpu --dump_case %s %s", long_case, cpu_bin);
+    int rc0 = run_cmd(cmd0, out, sizeof(out));
+    check(rc0 == 0 && files_equal(cpu_in, cpu_bin), "CPU --dump_case on the long case (T 512, alpha 8)", "exit %d", rc0);
+    for (int b = 0; b < 2; b++) {
+        char label[128];
+        snprintf(label, sizeof(label), "%s", names[b]);
+        if (!has_gpu) { skip(label, "no GPU on this machine"); continue; }
+        FILE *f = fopen(builds[b] + 2, "rb");
+        if (!f) { skip(label, "the CUDA build is missing (make cuda)"); continue; }
+        fclose(f);
+        for (int k = 0; k < 2; k++) {
+            char cpu_out[256], gpu_out[256], cmd[1024];
+            snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d.bin", TMP, k);
+            snprintf(gpu_out, sizeof(gpu_out), "%s/gpu%d_case%d.bin", TMP, b, k);
+            dump_case(cases[k], cpu_out);
+            snprintf(cmd, sizeof(cmd), "%s --dump_case %s %s", builds[b], cases[k], gpu_out);
+            int rc = run_cmd(cmd, out, sizeof(out));
+            snprintf(label, sizeof(label), "%s, %s", names[b], case_names[k]);
+            if (rc != 0) { check(0, label, "exit %d: %s", rc, out); continue; }
+            compare_dumps(label, gpu_out, cpu_out, tols[b]);
+        }
+    }
 }
 
 int main(int argc, char **argv) {
@@ -557,7 +597,7 @@ int main(int argc, char **argv) {
     test_files();
     test_resume();
     test_bad_inputs();
-    test_gpu();
+    test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     return n_fail ? 1 : 0;
 }

@@ -794,15 +794,11 @@ static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
 static void dump_case(const char *in_path, const char *out_path) {
     TensorFile tf;
     tf_load(&tf, in_path, TF_KIND_REFERENCE);
-    const int32_t *ci = (const int32_t *)tf_get(&tf, "config_i", TF_I32, 12);
-    const float *cf = (const float *)tf_get(&tf, "config_f", TF_F32, 10);
     Config c;
-    config_defaults(&c);
-    c.V = ci[0]; c.Vp = ci[1]; c.C = ci[2]; c.L = ci[3]; c.NH = ci[4]; c.NKV = ci[5]; c.F = ci[6]; c.T = ci[7];
-    c.B = ci[8]; c.total_batch = ci[8] * ci[9]; c.steps = ci[10]; c.warmup = ci[11];
-    c.rope_base = cf[0]; c.rms_eps = cf[1]; c.lr = cf[2]; c.min_lr = cf[3]; c.weight_decay = cf[4];
-    c.beta1 = cf[5]; c.beta2 = cf[6]; c.adam_eps = cf[7]; c.grad_clip = cf[8];
-    int B = c.B, T = c.T, micro = ci[9], steps = c.steps, N = B * T;
+    int micro;
+    config_from_case(&c, &tf, &micro);
+    int B = c.B, T = c.T, steps = c.steps, N = B * T;
+    float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
     const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
     const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
     GPT g;
@@ -813,7 +809,7 @@ static void dump_case(const char *in_path, const char *out_path) {
     acts_alloc(&g.acts, &c, B, T, 1);
     PosConfig pc = pos_config_of(&c);
     PosStep ps = pos_standard(&pc);
-    for (int l = 0; l < c.L; l++) ps.alpha[l] = cf[9];
+    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
 
     // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
     int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));

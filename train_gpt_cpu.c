@@ -698,6 +698,71 @@ static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new
 // ----------------------------------------------------------------------------
 // training loop
 
+// ----------------------------------------------------------------------------
+// dump mode (test_gpt compares dumps by tensor name): reads a case file (the input part
+// of the PyTorch reference format: config_i, config_f, alphas, tokens, initial weights),
+// runs the check pass at alpha config_f[9] and the training steps, writes the names the
+// reference uses: logits, loss, grad.*, losses, grad_norms, final.*.
+
+static void dump_case(const char *in_path, const char *out_path) {
+    TensorFile tf;
+    tf_load(&tf, in_path, TF_KIND_REFERENCE);
+    Config c;
+    int micro;
+    config_from_case(&c, &tf, &micro);
+    int B = c.B, T = c.T, steps = c.steps, N = B * T;
+    float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
+    const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
+    const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
+    GPT g;
+    gpt_alloc(&g, &c, 1);
+    for (int i = 0; i < NP; i++)
+        memcpy(g.params[i], tf_get(&tf, PARAM_NAMES[i], TF_F32, g.shapes[i].numel), g.shapes[i].numel * sizeof(float));
+    acts_alloc(&g.acts, &c, B, T, 1);
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
+    int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));
+    for (int b = 0; b < B; b++) {
+        memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
+        memcpy(tgt + b * T, tokens + b * (T + 1) + 1, T * sizeof(int));
+    }
+    memset(g.grads_mem, 0, g.n_params * sizeof(float));
+    float loss = gpt_forward(&g, &g.acts, inp, tgt, &ps);
+    float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
+    for (int i = 0; i < N; i++) memcpy(logits + (size_t)i * c.V, g.acts.logits + (size_t)i * c.Vp, c.V * sizeof(float));
+    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
+    float *grads = (float *)xmalloc(g.n_params * sizeof(float));
+    memcpy(grads, g.grads_mem, g.n_params * sizeof(float));
+    float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
+    for (int s = 0; s < steps; s++) {
+        PosStep st = pos_standard(&pc);
+        for (int l = 0; l < c.L; l++) st.alpha[l] = alphas[s];
+        float lr = lr_at_step(s, c.warmup, c.steps, c.lr, c.min_lr);
+        losses[s] = train_step(&g, tokens + (size_t)s * micro * B * (T + 1), micro, &st, lr, s + 1, &norms[s]);
+    }
+    TensorWriter w;
+    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * NP);
+    int lshape[3] = {B, T, c.V};
+    tw_add(&w, "logits", TF_F32, 3, lshape, logits);
+    tw_add1(&w, "loss", TF_F32, 1, &loss);
+    char name[TF_MAX_NAME];
+    for (int i = 0, off = 0; i < NP; off += (int)g.shapes[i].numel, i++) {
+        snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
+        tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, grads + off);
+    }
+    tw_add1(&w, "losses", TF_F32, steps, losses);
+    tw_add1(&w, "grad_norms", TF_F32, steps, norms);
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
+        tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, g.params[i]);
+    }
+    tw_close(&w);
+    free(inp); free(tgt); free(logits); free(grads); free(losses); free(norms);
+    gpt_free(&g);
+    tf_free(&tf);
+}
+
 static void run_evaluation_cpu(GPT *g, const Config *c) {
     EvalCtx e = {g, {0}};
     run_evaluation(c, gpt_sequence_losses, &e);
@@ -717,6 +782,11 @@ static void make_dir(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt compares dumps
+        if (argc != 4) fail("usage: %s --dump_case CASE_FILE OUT_FILE", argv[0]);
+        dump_case(argv[2], argv[3]);
+        return 0;
+    }
     Config cfg;
     parse_args(&cfg, argc, argv);
 #ifdef _OPENMP

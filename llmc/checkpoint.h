@@ -166,3 +166,19 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
     }
     return xfopen(path, "w");
 }
+
+// A test case file (the input part of dev/reference_tiny.bin, kind 1): config_i
+// [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup], config_f [rope_base, rms_eps, lr,
+// min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
+// initial weights. Both trainers' --dump_case read it.
+static inline void config_from_case(Config *c, const TensorFile *tf, int *micro) {
+    const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
+    const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
+    config_defaults(c);
+    c->V = ci[0]; c->Vp = ci[1]; c->C = ci[2]; c->L = ci[3]; c->NH = ci[4]; c->NKV = ci[5]; c->F = ci[6]; c->T = ci[7];
+    c->B = ci[8]; c->total_batch = ci[8] * ci[9]; c->steps = ci[10]; c->warmup = ci[11];
+    c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
+    c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
+    *micro = ci[9];
+}
+
