@@ -1,0 +1,314 @@
+"""PyTorch model of the project's Llama-style network (DESIGN.md section 2).
+
+Independent of the C code: forward pass written from the model definition,
+backward pass by autograd, optimizer from torch.optim.AdamW's definition.
+
+Model: pre-norm, no biases, tied embedding / LM head, RMSNorm (eps 1e-5),
+grouped-query attention with rotate-half RoPE, SwiGLU MLP.
+
+Parameters are stored STACKED per kind, in this order (the names are the
+contract with the C trainers and the tests):
+
+    wte        (Vp, C)          tied with the LM head
+    attn_norm  (L, C)
+    wq         (L, NH*hd, C)
+    wk         (L, NKV*hd, C)
+    wv         (L, NKV*hd, C)
+    wo         (L, C, NH*hd)
+    mlp_norm   (L, C)
+    w_gate     (L, F, C)
+    w_up       (L, F, C)
+    w_down     (L, C, F)
+    final_norm (C)
+
+Positions: p_t = alpha * t (+ offset), per layer alpha allowed. RoPE pairs
+element j with j + hd/2, angle p_t * theta_j, theta_j = base^(-2j/hd).
+Logits over the padded vocabulary Vp are masked to -inf for columns >= V.
+
+Two attention paths: `attn="math"` (explicit softmax, used by the reference,
+works in float64) and `attn="sdpa"` (torch's scaled_dot_product_attention,
+used by the benchmark).
+"""
+
+import math
+from dataclasses import dataclass, asdict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
+               "w_gate", "w_up", "w_down", "final_norm"]
+DECAY_NAMES = {"wte", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
+
+
+def pad_vocab(V, multiple=128):
+    return ((V + multiple - 1) // multiple) * multiple
+
+
+@dataclass
+class Config:
+    V: int = 257
+    C: int = 64
+    L: int = 2
+    NH: int = 4
+    NKV: int = 2
+    F: int = 128
+    T: int = 32
+    rope_base: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def Vp(self):
+        return pad_vocab(self.V)
+
+    @property
+    def hd(self):
+        return self.C // self.NH
+
+    def check(self):
+        assert self.C % self.NH == 0, "C must be a multiple of NH"
+        assert self.NH % self.NKV == 0, "NH must be a multiple of NKV"
+        assert self.hd % 2 == 0, "head dim must be even"
+
+    def as_dict(self):
+        d = asdict(self)
+        d["Vp"] = self.Vp
+        d["hd"] = self.hd
+        return d
+
+
+def rope_cos_sin(T, hd, alpha, base, dtype, device, offset=0.0, angles_fp32=False):
+    """cos, sin of shape (T, hd/2) for positions p_t = alpha*t + offset.
+
+    Angles are computed in float64 (exact math) unless angles_fp32, which mimics
+    a kernel that forms fl32(fl32(p_t) * fl32(theta_j)) before an accurate sin/cos.
+    """
+    j = torch.arange(hd // 2, dtype=torch.float64, device=device)
+    theta = base ** (-2.0 * j / hd)
+    t = torch.arange(T, dtype=torch.float64, device=device)
+    p = alpha * t + offset
+    if angles_fp32:
+        ang = (p.float()[:, None] * theta.float()[None, :]).double()
+    else:
+        ang = p[:, None] * theta[None, :]
+    return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """x (B, H, T, hd); cos/sin (T, hd/2). Rotate-half layout."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def rmsnorm(x, gain, eps):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gain
+
+
+class LlamaRoPE(nn.Module):
+    def __init__(self, cfg: Config, attn="math", angles_fp32=False, slice_head=False):
+        """attn: "math" (explicit softmax) or "sdpa". slice_head: compute logits only
+        for the V real columns (same loss, faster) instead of Vp columns masked to -inf."""
+        super().__init__()
+        cfg.check()
+        self.cfg = cfg
+        self.attn = attn
+        self.angles_fp32 = angles_fp32
+        self.slice_head = slice_head
+        C, L, NH, NKV, Fh, hd, Vp = cfg.C, cfg.L, cfg.NH, cfg.NKV, cfg.F, cfg.hd, cfg.Vp
+        e = lambda *s: nn.Parameter(torch.empty(*s))
+        # registration order == PARAM_NAMES order
+        self.wte = e(Vp, C)
+        self.attn_norm = e(L, C)
+        self.wq = e(L, NH * hd, C)
+        self.wk = e(L, NKV * hd, C)
+        self.wv = e(L, NKV * hd, C)
+        self.wo = e(L, C, NH * hd)
+        self.mlp_norm = e(L, C)
+        self.w_gate = e(L, Fh, C)
+        self.w_up = e(L, Fh, C)
+        self.w_down = e(L, C, Fh)
+        self.final_norm = e(C)
+        assert [n for n, _ in self.named_parameters()] == PARAM_NAMES
+
+    @torch.no_grad()
+    def init_weights(self, generator):
+        """N(0,0.02) matrices and wte, wo/w_down scaled by 1/sqrt(2L), gains 1.
+
+        Drawn in float32 on the CPU from `generator` and then copied into the
+        parameters, so the stored init is exactly float32-representable. The
+        padded wte rows (V..Vp-1) are zero (as in llm.c): they get no gradient,
+        so they stay zero under AdamW whatever a trainer does with them.
+        """
+        cfg = self.cfg
+        for name, p in self.named_parameters():
+            if name.endswith("norm"):
+                w = torch.ones(p.shape, dtype=torch.float32)
+            else:
+                w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
+                if name in ("wo", "w_down"):
+                    w = w / math.sqrt(2 * cfg.L)
+                if name == "wte":
+                    w[cfg.V:] = 0.0
+            p.copy_(w.to(p.dtype))
+
+    def _alphas(self, alpha):
+        if isinstance(alpha, (list, tuple)):
+            assert len(alpha) == self.cfg.L
+            return [float(a) for a in alpha]
+        return [float(alpha)] * self.cfg.L
+
+    def rope_tables(self, T, alpha=1.0, offset=0.0):
+        """cos, sin of shape (L, T, hd/2) for p_t = alpha_l * t + offset in layer l."""
+        cfg = self.cfg
+        cache = {}
+        for a in self._alphas(alpha):
+            if a not in cache:
+                cache[a] = rope_cos_sin(T, cfg.hd, a, cfg.rope_base, self.wte.dtype,
+                                        self.wte.device, offset, self.angles_fp32)
+        alphas = self._alphas(alpha)
+        return (torch.stack([cache[a][0] for a in alphas]),
+                torch.stack([cache[a][1] for a in alphas]))
+
+    def forward(self, idx, targets=None, alpha=1.0, offset=0.0):
+        """idx (B,T) int64. Returns (logits, loss or None); logits are (B,T,Vp) with the
+        padded columns at -inf, or (B,T,V) with slice_head.
+
+        alpha: a float (all layers) or a list of L floats (per-layer positions).
+        """
+        cos, sin = self.rope_tables(idx.shape[1], alpha, offset)
+        return self.forward_tables(idx, cos, sin, targets)
+
+    def forward_tables(self, idx, cos, sin, targets=None):
+        """forward() with the RoPE tables given: cos, sin (L, T, hd/2). The position
+        schedule lives entirely in these tables (what torch.compile sees is static)."""
+        cfg = self.cfg
+        B, T = idx.shape
+        NH, NKV, hd = cfg.NH, cfg.NKV, cfg.hd
+        dev = self.wte.device
+        x = self.wte[idx]                                  # (B,T,C)
+        for l in range(cfg.L):
+            n1 = rmsnorm(x, self.attn_norm[l], cfg.rms_eps)
+            q = F.linear(n1, self.wq[l]).view(B, T, NH, hd).transpose(1, 2)
+            k = F.linear(n1, self.wk[l]).view(B, T, NKV, hd).transpose(1, 2)
+            v = F.linear(n1, self.wv[l]).view(B, T, NKV, hd).transpose(1, 2)
+            q = apply_rope(q, cos[l], sin[l])
+            k = apply_rope(k, cos[l], sin[l])
+            y = self._attention(q, k, v)                   # (B,NH,T,hd)
+            y = y.transpose(1, 2).reshape(B, T, NH * hd)
+            x = x + F.linear(y, self.wo[l])
+            n2 = rmsnorm(x, self.mlp_norm[l], cfg.rms_eps)
+            h = F.silu(F.linear(n2, self.w_gate[l])) * F.linear(n2, self.w_up[l])
+            x = x + F.linear(h, self.w_down[l])
+        xf = rmsnorm(x, self.final_norm, cfg.rms_eps)
+        if self.slice_head:
+            logits = F.linear(xf, self.wte[:cfg.V])        # (B,T,V)
+        else:
+            logits = F.linear(xf, self.wte)                # (B,T,Vp)
+        if cfg.Vp > cfg.V and not self.slice_head:
+            mask = torch.arange(cfg.Vp, device=dev) >= cfg.V
+            logits = logits.masked_fill(mask, float("-inf"))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+        return logits, loss
+
+    def _attention(self, q, k, v):
+        cfg = self.cfg
+        rep = cfg.NH // cfg.NKV
+        if self.attn == "sdpa":
+            try:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                      enable_gqa=rep > 1)
+            except TypeError:  # older torch without enable_gqa
+                if rep > 1:
+                    k = k.repeat_interleave(rep, dim=1)
+                    v = v.repeat_interleave(rep, dim=1)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # explicit: query head h reads kv head h // rep
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        T = q.shape[2]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(cfg.hd)
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        att = att.masked_fill(~causal, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        return att @ v
+
+
+# ----------------------------------------------------------------------------
+# optimizer, clipping, schedule
+
+@dataclass
+class OptConfig:
+    lr_max: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 3
+    steps: int = 10
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+
+
+def lr_at(step, oc: OptConfig):
+    """Linear warmup to lr_max over `warmup` steps, then cosine to min_lr (0-based step)."""
+    if step < oc.warmup:
+        return oc.lr_max * (step + 1) / oc.warmup
+    r = (step - oc.warmup) / max(1, oc.steps - oc.warmup)
+    return oc.min_lr + 0.5 * (oc.lr_max - oc.min_lr) * (1.0 + math.cos(math.pi * r))
+
+
+def make_optimizer(model, oc: OptConfig, fast=False):
+    decay = [p for n, p in model.named_parameters() if n in DECAY_NAMES]
+    no_decay = [p for n, p in model.named_parameters() if n not in DECAY_NAMES]
+    groups = [{"params": decay, "weight_decay": oc.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=oc.lr_max, betas=(oc.beta1, oc.beta2), eps=oc.eps)
+    if fast:
+        for extra in ({"fused": True}, {"foreach": True}, {}):
+            try:
+                return torch.optim.AdamW(groups, **kw, **extra)
+            except (RuntimeError, TypeError, ValueError):
+                continue
+    return torch.optim.AdamW(groups, **kw, foreach=False)
+
+
+def clip_grads(params, max_norm):
+    """Global L2 norm over all grads; if norm > max_norm scale by max_norm/(norm+1e-6).
+
+    Returns the norm before clipping (as a python float).
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads]))
+    norm_f = float(norm)
+    if norm_f > max_norm:
+        scale = max_norm / (norm_f + 1e-6)
+        for g in grads:
+            g.mul_(scale)
+    return norm_f
+
+
+def train_step(model, opt, oc: OptConfig, step, micro_batches, alpha):
+    """One optimizer step. micro_batches: list of (inputs, targets) (B,T) int64.
+
+    Gradients are the sum over micro-batches of grad(loss_micro / n_micro).
+    Returns (mean micro loss, grad norm before clipping, lr).
+    """
+    opt.zero_grad(set_to_none=True)
+    n = len(micro_batches)
+    losses = []
+    for inp, tgt in micro_batches:
+        _, loss = model(inp, tgt, alpha=alpha)
+        (loss / n).backward()
+        losses.append(loss.detach())
+    norm = clip_grads(list(model.parameters()), oc.grad_clip)
+    lr = lr_at(step, oc)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.step()
+    return float(torch.stack(losses).mean()), norm, lr
