@@ -22,70 +22,112 @@
 #include "llmc/tokenizer.h"
 
 // ----------------------------------------------------------------------------
-// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), all row-major.
-// Each output element is summed by one thread in a fixed order, so results do not
-// depend on the thread count (resume is bit-exact).
+// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), row-major with row
+// strides lda, ldb, ldc. Each output element is summed by one thread in a fixed order,
+// so results do not depend on the thread count (resume is bit-exact). The build turns
+// off implicit fused multiply-adds (RoPE angles must round like the GPU's), so the
+// kernel asks for them explicitly with fmaf.
+// Attention uses the triangular shapes: CAUSAL_OUT computes only tiles that touch
+// s <= t; LOWER_A / UPPER_A skip the zero half of a triangular A.
+
+enum { GEMM_FULL, GEMM_CAUSAL_OUT, GEMM_LOWER_A, GEMM_UPPER_A };
+typedef struct {
+    float *out;
+    const float *A, *Bm;
+    int ldc, lda, ldb, K, accumulate, shape;
+    int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
+} Gemm;
 
 #define GEMM_RB 8   // rows of A per tile
 #define GEMM_CB 32  // columns of Bm per tile: 8x32 accumulators fit in AVX-512 registers
-static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate) {
-    int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int cb = 0; cb < ncb; cb++) {
-        for (int rb = 0; rb < nrb; rb++) {
-            int r0 = rb * GEMM_RB, c0 = cb * GEMM_CB;
-            int nr = N - r0 < GEMM_RB ? N - r0 : GEMM_RB, nc = M - c0 < GEMM_CB ? M - c0 : GEMM_CB;
-            float acc[GEMM_RB][GEMM_CB];
-            for (int r = 0; r < GEMM_RB; r++)
-                for (int c = 0; c < GEMM_CB; c++)
-                    acc[r][c] = (accumulate && r < nr && c < nc) ? out[(size_t)(r0 + r) * M + c0 + c] : 0.0f;
-            if (nr == GEMM_RB && nc == GEMM_CB) {
-                const float *a = A + (size_t)r0 * K;
-                for (int k = 0; k < K; k++) {
-                    const float *b = Bm + (size_t)k * M + c0;
-                    float av[GEMM_RB];
-                    for (int r = 0; r < GEMM_RB; r++) av[r] = a[(size_t)r * K + k];
-                    for (int r = 0; r < GEMM_RB; r++)
-#pragma omp simd
-                        for (int c = 0; c < GEMM_CB; c++) acc[r][c] += av[r] * b[c];
-                }
-            } else {
-                for (int r = 0; r < nr; r++)
-                    for (int k = 0; k < K; k++) {
-                        float a = A[(size_t)(r0 + r) * K + k];
-                        const float *b = Bm + (size_t)k * M + c0;
-                        for (int c = 0; c < nc; c++) acc[r][c] += a * b[c];
-                    }
-            }
-            for (int r = 0; r < nr; r++)
-                for (int c = 0; c < nc; c++) out[(size_t)(r0 + r) * M + c0 + c] = acc[r][c];
-        }
+
+static void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
+    if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) {  // wholly above the diagonal
+        if (!g->accumulate)
+            for (int r = 0; r < nr; r++) memset(g->out + (size_t)(r0 + r) * g->ldc + c0, 0, nc * sizeof(float));
+        return;
     }
+    int k_lo = g->shape == GEMM_UPPER_A ? r0 : 0;
+    int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
+    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
+    if (g->accumulate)
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) acc[r][c] = g->out[(size_t)(r0 + r) * g->ldc + c0 + c];
+    size_t a_row = g->a_trans ? 1 : (size_t)g->lda, a_col = g->a_trans ? (size_t)g->lda : 1;
+    if (nr == GEMM_RB && nc == GEMM_CB) {
+        const float *a = g->A + r0 * a_row;
+        for (int k = k_lo; k < k_hi; k++) {
+            const float *b = g->Bm + (size_t)k * g->ldb + c0;
+            float av[GEMM_RB];
+            for (int r = 0; r < GEMM_RB; r++) av[r] = a[r * a_row + k * a_col];
+            for (int r = 0; r < GEMM_RB; r++)
+#pragma omp simd
+                for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(av[r], b[c], acc[r][c]);
+        }
+    } else {
+        for (int r = 0; r < nr; r++)
+            for (int k = k_lo; k < k_hi; k++) {
+                float a = g->A[(r0 + r) * a_row + k * a_col];
+                const float *b = g->Bm + (size_t)k * g->ldb + c0;
+                for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+            }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) g->out[(size_t)(r0 + r) * g->ldc + c0 + c] = acc[r][c];
 }
 
-// dst (cols,rows) = src (rows,cols)^T
+// one thread (called inside parallel loops)
+static void gemm_serial(const Gemm *g, int N, int M) {
+    for (int c0 = 0; c0 < M; c0 += GEMM_CB)
+        for (int r0 = 0; r0 < N; r0 += GEMM_RB)
+            gemm_tile(g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
+}
+
+// all threads, contiguous operands: out (N,M) (+)= op(A) (N,K) . Bm (K,M), where op(A)
+// is A (N,K) or, with a_trans, the transpose of A stored as (K,N)
+static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate, int a_trans) {
+    Gemm g = {out, A, Bm, M, a_trans ? N : K, M, K, accumulate, GEMM_FULL, a_trans};
+    int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int cb = 0; cb < ncb; cb++)
+        for (int rb = 0; rb < nrb; rb++) {
+            int r0 = rb * GEMM_RB, c0 = cb * GEMM_CB;
+            gemm_tile(&g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
+        }
+}
+
+// dst (cols,rows) = src (rows,cols)^T, in 16x16 blocks
 static void transpose(float *dst, const float *src, int rows, int cols) {
-#pragma omp parallel for
-    for (int c = 0; c < cols; c++)
-        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+#pragma omp parallel for collapse(2)
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        for (int c0 = 0; c0 < cols; c0 += 16)
+            for (int c = c0; c < c0 + 16 && c < cols; c++)
+                for (int r = r0; r < r0 + 16 && r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+// A grow-only scratch buffer per use, so the hot path does not allocate.
+static float *scratch(float **buf, size_t *cap, size_t n) {
+    if (n > *cap) {
+        free(*buf);
+        *buf = (float *)xmalloc(n * sizeof(float));
+        *cap = n;
+    }
+    return *buf;
 }
 
 // out (N,OC) = inp (N,IC) . weight (OC,IC)^T      (a bias-free nn.Linear)
 static void matmul_forward(float *out, const float *inp, const float *weight, int N, int IC, int OC) {
-    float *wt = (float *)xmalloc((size_t)IC * OC * sizeof(float));  // (IC,OC)
-    transpose(wt, weight, OC, IC);
-    gemm_nn(out, inp, wt, N, IC, OC, 0);
-    free(wt);
+    static float *wt;  // (IC,OC)
+    static size_t cap;
+    transpose(scratch(&wt, &cap, (size_t)IC * OC), weight, OC, IC);
+    gemm_nn(out, inp, wt, N, IC, OC, 0, 0);
 }
 
 // dinp (N,IC) (+)= dout (N,OC) . weight (OC,IC);   dweight (OC,IC) += dout^T . inp
 static void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                             int N, int IC, int OC, int accumulate_dinp) {
-    gemm_nn(dinp, dout, weight, N, OC, IC, accumulate_dinp);
-    float *dt = (float *)xmalloc((size_t)N * OC * sizeof(float));  // (OC,N)
-    transpose(dt, dout, N, OC);
-    gemm_nn(dweight, dt, inp, OC, N, IC, 1);
-    free(dt);
+    gemm_nn(dinp, dout, weight, N, OC, IC, accumulate_dinp, 0);
+    gemm_nn(dweight, dout, inp, OC, N, IC, 1, 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -194,20 +236,59 @@ static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep 
 // att (B,NH,T,T) softmax probabilities, kept for backward (NULL: forward only).
 // Query head h reads key/value head h / (NH/NKV): no copy of K/V.
 
-static void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int B, int T,
-                              int NH, int NKV, int hd) {
+// rows (T,hd) with row stride ld -> dst (hd,T)
+static void transpose_rows(float *dst, const float *src, int T, int hd, int ld) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hd; i++) dst[(size_t)i * T + t] = src[(size_t)t * ld + i];
+}
+
+// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P.
+static void attention_forward_train(float *y, float *att, const float *q, const float *k, const float *v, int B,
+                                    int T, int NH, int NKV, int hd) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
-        float *scratch = att ? NULL : (float *)xmalloc((size_t)T * sizeof(float));
+        float *kt = (float *)xmalloc((size_t)hd * T * sizeof(float));  // K^T (hd,T)
+#pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                int kvh = h / group;
+                float *S = att + ((size_t)b * NH + h) * T * T;
+                transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
+                Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
+                gemm_serial(&qk, T, T);
+                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled
+                    float *a = S + (size_t)t * T, maxv = -INFINITY, sum = 0.0f;
+                    for (int s = 0; s <= t; s++) maxv = fmaxf(maxv, a[s] * scale);
+                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] * scale - maxv));
+                    float inv = 1.0f / sum;
+                    for (int s = 0; s <= t; s++) a[s] *= inv;
+                    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+                }
+                Gemm pv = {y + ((size_t)b * T * NH + h) * hd, S, v + ((size_t)b * T * NKV + kvh) * hd,
+                           NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
+                gemm_serial(&pv, T, hd);
+            }
+        free(kt);
+    }
+}
+
+// Evaluation and generation: row by row with one (T) scratch per thread, so memory
+// grows linearly with T (no (T,T) matrix).
+static void attention_forward_rows(float *y, const float *q, const float *k, const float *v, int B, int T, int NH,
+                                   int NKV, int hd) {
+    int group = NH / NKV;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+    {
+        float *a = (float *)xmalloc((size_t)T * sizeof(float));
 #pragma omp for collapse(3) schedule(dynamic, 8)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int t = 0; t < T; t++) {
                     int kvh = h / group;
                     const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
-                    float *a = att ? att + (((size_t)b * NH + h) * T + t) * T : scratch;
                     float maxv = -INFINITY;
                     for (int s = 0; s <= t; s++) {
                         const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
@@ -215,77 +296,70 @@ static void attention_forward(float *y, float *att, const float *q, const float 
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
                         a[s] = dot * scale;
-                        if (a[s] > maxv) maxv = a[s];
+                        maxv = fmaxf(maxv, a[s]);
                     }
                     float sum = 0.0f;
-                    for (int s = 0; s <= t; s++) {
-                        a[s] = expf(a[s] - maxv);
-                        sum += a[s];
-                    }
+                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] - maxv));
                     float inv = 1.0f / sum;
                     float *yt = y + (((size_t)b * T + t) * NH + h) * hd;
                     for (int i = 0; i < hd; i++) yt[i] = 0.0f;
                     for (int s = 0; s <= t; s++) {
-                        a[s] *= inv;
                         const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
-                        float w = a[s];
+                        float w = a[s] * inv;
 #pragma omp simd
                         for (int i = 0; i < hd; i++) yt[i] += w * vs[i];
                     }
-                    if (att)
-                        for (int s = t + 1; s < T; s++) a[s] = 0.0f;
                 }
-        free(scratch);
+        free(a);
     }
 }
 
-// dq, dk, dv overwritten. Parallel over (b, kv head): every dk/dv element has one writer.
+static void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int B, int T,
+                              int NH, int NKV, int hd) {
+    if (att) attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd);
+    else attention_forward_rows(y, q, k, v, B, T, NH, NKV, hd);
+}
+
+// dq, dk, dv overwritten. Parallel over (b, kv head): every dk/dv element has one writer,
+// and the group's query heads add into it in a fixed order.
+//   dP = dY V^T;  dS = P * (dP - rowsum(P * dP)) * scale;  dQ = dS K;  dK += dS^T Q;  dV += P^T dY
 static void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att, const float *q,
                                const float *k, const float *v, int B, int T, int NH, int NKV, int hd) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
-    memset(dk, 0, (size_t)B * T * NKV * hd * sizeof(float));
-    memset(dv, 0, (size_t)B * T * NKV * hd * sizeof(float));
 #pragma omp parallel
     {
-        float *datt = (float *)xmalloc((size_t)T * sizeof(float));
+        float *vt = (float *)xmalloc((size_t)hd * T * sizeof(float));  // V^T (hd,T)
+        float *ds = (float *)xmalloc((size_t)T * T * sizeof(float));   // dP, then dS (T,T)
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
-            for (int kvh = 0; kvh < NKV; kvh++)
-                for (int h = kvh * group; h < (kvh + 1) * group; h++)
+            for (int kvh = 0; kvh < NKV; kvh++) {
+                const float *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+                float *dkb = dk + ((size_t)b * T * NKV + kvh) * hd, *dvb = dv + ((size_t)b * T * NKV + kvh) * hd;
+                transpose_rows(vt, vb, T, hd, NKV * hd);
+                for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                    const float *P = att + ((size_t)b * NH + h) * T * T;
+                    const float *qh = q + ((size_t)b * T * NH + h) * hd, *dyh = dy + ((size_t)b * T * NH + h) * hd;
+                    int first = h == kvh * group;
+                    Gemm dp = {ds, dyh, vt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
+                    gemm_serial(&dp, T, T);
                     for (int t = 0; t < T; t++) {
-                        const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                        const float *dyt = dy + (((size_t)b * T + t) * NH + h) * hd;
-                        const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
-                        float *dqt = dq + (((size_t)b * T + t) * NH + h) * hd;
-                        // datt[s] = dy . v[s];  dv[s] += att[s] * dy
-                        float dsum = 0.0f;
-                        for (int s = 0; s <= t; s++) {
-                            const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
-                            float *dvs = dv + (((size_t)b * T + s) * NKV + kvh) * hd;
-                            float d = 0.0f;
-#pragma omp simd reduction(+ : d)
-                            for (int i = 0; i < hd; i++) d += dyt[i] * vs[i];
-                            datt[s] = d;
-                            dsum += d * a[s];
-                            float w = a[s];
-#pragma omp simd
-                            for (int i = 0; i < hd; i++) dvs[i] += w * dyt[i];
-                        }
-                        // softmax backward: dpre[s] = att[s] * (datt[s] - sum_s' att datt)
-                        for (int i = 0; i < hd; i++) dqt[i] = 0.0f;
-                        for (int s = 0; s <= t; s++) {
-                            float dpre = a[s] * (datt[s] - dsum) * scale;
-                            const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
-                            float *dks = dk + (((size_t)b * T + s) * NKV + kvh) * hd;
-#pragma omp simd
-                            for (int i = 0; i < hd; i++) {
-                                dqt[i] += dpre * ks[i];
-                                dks[i] += dpre * qt[i];
-                            }
-                        }
+                        const float *p = P + (size_t)t * T;
+                        float *d = ds + (size_t)t * T, dsum = 0.0f;
+                        for (int s = 0; s <= t; s++) dsum += p[s] * d[s];
+                        for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - dsum) * scale;
+                        for (int s = t + 1; s < T; s++) d[s] = 0.0f;
                     }
-        free(datt);
+                    Gemm dqg = {dq + ((size_t)b * T * NH + h) * hd, ds, kb, NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
+                    gemm_serial(&dqg, T, hd);
+                    Gemm dkg = {dkb, ds, qh, NKV * hd, T, NH * hd, T, !first, GEMM_UPPER_A, 1};  // dS^T Q
+                    gemm_serial(&dkg, T, hd);
+                    Gemm dvg = {dvb, P, dyh, NKV * hd, T, NH * hd, T, !first, GEMM_UPPER_A, 1};   // P^T dY
+                    gemm_serial(&dvg, T, hd);
+                }
+            }
+        free(vt);
+        free(ds);
     }
 }
 
