@@ -254,6 +254,187 @@ static void test_metrics(void) {
 }
 
 // ----------------------------------------------------------------------------
+// 4b. the paper's evaluation: G(C), entropy ratio, penalty, scaling, the window
+// variants, the KV cache, passkey
+
+static void test_eval_metrics(void) {
+    double full[600], win[600], ent[600];
+    for (int i = 0; i < 600; i++) {
+        full[i] = 1.0 + 0.001 * i;
+        win[i] = full[i] + (i < 512 ? 5.0 : 0.25);  // below W the difference must not count
+        ent[i] = i < 128 ? 2.0 : 3.0;
+    }
+    check(fabs(context_gain(win, full, 512, 600) - 0.25) < 1e-12, "G(C) averages W <= i < C", "%.6f", context_gain(win, full, 512, 600));
+    check(isnan(context_gain(win, full, 512, 512)), "G(C) is undefined for C <= W", "");
+    check(fabs(entropy_ratio(ent, 600, 128, 64) - 1.5) < 1e-12, "entropy ratio OOD / in-dist", "%.6f", entropy_ratio(ent, 600, 128, 64));
+    char p[256];
+    snprintf(p, sizeof(p), "%s/base.json", TMP);
+    FILE *f = xfopen(p, "w");
+    fprintf(f, "{\"tag\": \"x\", \"in_dist\": 4.040000, \"ood\": 6.3}\n");
+    fclose(f);
+    double pen = 4.10 / read_json_number(p, "in_dist") - 1.0;
+    check(fabs(pen - 0.0148515) < 1e-6, "penalty against a baseline summary", "%.5f", pen);
+}
+
+static void test_scaling(const char *ref_path) {
+    int low, high;
+    yarn_low_high(64, 10000.0, 2048, 32.0, 1.0, &low, &high);
+    check(low == 8 && high == 21, "YaRN ramp for hd 64, B 1e4, w 2048 (REFERENCE.md: low 8, high 21)", "low %d high %d", low, high);
+    PosConfig pc = {POS_ROPE, 1, 1, 1, 10000.0f, 64, 4, 1};
+    EvalScaling es = {SCALE_PI, 4.0f, 32.0f, 1.0f, YARN_TEMP_HF, 2048};
+    PosStep ps = pos_eval_step(&pc, &es, 8192);
+    check(ps.alpha[0] == 0.25f && ps.alpha[3] == 0.25f && ps.mscale == 1.0f, "PI divides positions by s", "alpha %g", ps.alpha[0]);
+    es.method = SCALE_YARN;
+    ps = pos_eval_step(&pc, &es, 8192);
+    float m_hf = ps.mscale;
+    es.temperature = YARN_TEMP_PAPER;
+    ps = pos_eval_step(&pc, &es, 8192);
+    check(fabsf(m_hf - (0.1f * logf(4.0f) + 1.0f)) < 1e-6f && fabsf(ps.mscale - sqrtf(m_hf)) < 1e-6f,
+          "YaRN attention factor, both conventions", "hf %.6f paper %.6f", m_hf, ps.mscale);
+    FILE *f = fopen(ref_path, "rb");
+    if (!f) { check(0, "scaling reference present", "%s missing (python dev/scaling_reference.py)", ref_path); return; }
+    fclose(f);
+    TensorFile tf;
+    tf_load(&tf, ref_path, TF_KIND_REFERENCE);
+    struct { const char *prefix; int hd, w; float base; } shapes[2] = {{"", 64, 2048, 10000.0f}, {"small.", 32, 128, 10000.0f}};
+    struct { const char *name; int method; float s; int len; } cases[] = {
+        {"plain", SCALE_NONE, 1, 0}, {"pi_s4", SCALE_PI, 4, 0}, {"ntk_s4", SCALE_NTK, 4, 0}, {"yarn_s4", SCALE_YARN, 4, 0},
+        {"yarn_s8", SCALE_YARN, 8, 0}, {"dynamic_s4_len8192", SCALE_DYN_NTK, 4, 8192},
+        {"dynamic_s4_len1024", SCALE_DYN_NTK, 4, 1024}, {"ntk_s8", SCALE_NTK, 8, 0}, {"pi_s8", SCALE_PI, 8, 0},
+    };
+    char name[128], label[160];
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            snprintf(name, sizeof(name), "%s%s.inv_freq", shapes[k].prefix, cases[i].name);
+            const TensorEntry *e = tf_find(&tf, name);
+            if (!e) continue;
+            PosConfig p = {POS_ROPE, 1, 1, 1, shapes[k].base, shapes[k].hd, 1, 1};
+            EvalScaling s = {cases[i].method, cases[i].s, 32.0f, 1.0f, YARN_TEMP_HF, shapes[k].w};
+            int len = cases[i].len ? cases[i].len : (int)(cases[i].s * shapes[k].w);
+            if (k == 1 && cases[i].len) len = cases[i].len * shapes[k].w / 2048;
+            PosStep st = pos_eval_step(&p, &s, len);
+            float freq[MAX_HALF_HD];  // PI scales positions, not frequencies: compare theta * alpha
+            for (int j = 0; j < shapes[k].hd / 2; j++) freq[j] = st.inv_freq[j] * st.alpha[0];
+            double err = rel_err(freq, (const float *)tf_get(&tf, name, TF_F32, shapes[k].hd / 2), shapes[k].hd / 2);
+            snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", name);
+            check(err < 1e-6, label, "rel err %.2e", err);
+            snprintf(name, sizeof(name), "%s%s.attention_factor", shapes[k].prefix, cases[i].name);
+            const TensorEntry *af = tf_find(&tf, name);
+            if (af) {
+                float want = *(const float *)af->data;
+                snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", name);
+                check(fabsf(st.mscale - want) < 1e-6f, label, "%.6f vs %.6f", st.mscale, want);
+            }
+        }
+    tf_free(&tf);
+}
+
+// A small model with random weights on random tokens: the evaluation passes agree where
+// they must.
+static void test_eval_passes(void) {
+    Config c;
+    config_defaults(&c);
+    c.V = 60; c.C = 32; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 48; c.T = 16;
+    round_vocab(&c);
+    GPT g;
+    gpt_alloc(&g, &c, 0);
+    gpt_init(&g, 5);
+    for (size_t i = 0; i < g.shapes[P_WQ].numel; i++) g.params[P_WQ][i] *= 5.0f;  // sharper attention
+    for (size_t i = 0; i < g.shapes[P_WK].numel; i++) g.params[P_WK][i] *= 5.0f;
+    int L = 96, tok[97];
+    Rng r = rng_make(8, 8);
+    for (int i = 0; i <= L; i++) tok[i] = (int)rng_below(&r, (uint32_t)c.V);
+    EvalCtx e;
+    memset(&e, 0, sizeof(e));
+    e.g = &g;
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    float full[96], other[96], ent[96] = {0};
+    cpu_losses(&e, tok, L, &ps, 0, full, ent);
+    cpu_losses(&e, tok, L, &ps, L, other, NULL);
+    check(rel_err(other, full, L) < 1e-6, "banded window >= L equals the full pass", "rel err %.2e", rel_err(other, full, L));
+    cpu_losses_chunked(&e, tok, L, &ps, L, L, other);
+    check(rel_err(other, full, L) < 1e-6, "chunked, one chunk, equals the full pass", "rel err %.2e", rel_err(other, full, L));
+    cpu_losses_chunked(&e, tok, L, &ps, L, 10, other);  // several chunks, the cache never cut
+    check(rel_err(other, full, L) < 1e-5, "chunked with C <= W equals the full pass (KV cache)", "rel err %.2e",
+          rel_err(other, full, L));
+    // with one layer, banded at position i = the full pass over the W tokens ending at i
+    // (RoPE is relative; with more layers the receptive field grows to L x W, as with a KV cache)
+    int W = 24;
+    Config c1 = c;
+    c1.L = 1;
+    GPT g1;
+    gpt_alloc(&g1, &c1, 0);
+    gpt_init(&g1, 6);
+    for (size_t i = 0; i < g1.shapes[P_WQ].numel; i++) g1.params[P_WQ][i] *= 5.0f;
+    EvalCtx e1;
+    memset(&e1, 0, sizeof(e1));
+    e1.g = &g1;
+    cpu_losses(&e1, tok, L, &ps, W, other, NULL);
+    double worst = 0;
+    for (int i = W; i < L; i += 7) {
+        float sub[24];
+        cpu_losses(&e1, tok + i - W + 1, W, &ps, 0, sub, NULL);
+        worst = fmax(worst, fabs(sub[W - 1] - other[i]) / fabs(other[i]));
+    }
+    check(worst < 1e-5, "banded loss at i = full pass over the last W tokens (one layer)", "worst rel err %.2e", worst);
+    eval_ctx_free(&e1);
+    gpt_free(&g1);
+    cpu_losses_chunked(&e, tok, L, &ps, W, W, other);
+    double diff = 0;
+    for (int i = 2 * W; i < L; i++) diff += fabs(other[i] - full[i]);
+    check(diff > 1e-2, "chunked approximation differs from the full pass past W", "sum |diff| %.3f", diff);
+    double emin = 1e9, emax = 0;
+    for (int i = 0; i < L; i++) { emin = fmin(emin, ent[i]); emax = fmax(emax, ent[i]); }
+    check(fabs(ent[0]) < 1e-6 && emin >= 0 && emax <= log(L) + 1e-4, "attention entropy: 0 at position 0, within [0, ln L]",
+          "max %.3f", emax);
+    // KV-cache decoding picks the argmax of a full pass at every step
+    int prompt[40], out[12], seq[52];
+    memcpy(prompt, tok, sizeof(prompt));
+    cpu_greedy(&e, prompt, 40, 12, &ps, out);
+    memcpy(seq, prompt, sizeof(prompt));
+    int same = 1;
+    for (int i = 0; i < 12; i++) {
+        Acts *a = eval_acts(&e, &e.a, 40 + i);
+        gpt_forward(&g, a, seq, NULL, &ps);
+        seq[40 + i] = pick_token(a->logits + (size_t)(40 + i - 1) * c.Vp, c.V, 0.0f, NULL);
+        same &= seq[40 + i] == out[i];
+    }
+    check(same, "KV-cache greedy decoding equals full-pass decoding", "");
+    eval_ctx_free(&e);
+    gpt_free(&g);
+}
+
+static void test_passkey(void) {
+    char buf[2048];
+    double depth;
+    int n = passkey_build_text(buf, 1000, 31415, 0.5, &depth);
+    check(n > 0 && n <= 1000 && strstr(buf, "The pass key is 31415. Remember it. 31415 is the pass key.") &&
+              strstr(buf, PASSKEY_INTRO) == buf && strcmp(buf + n - strlen(PASSKEY_QUESTION), PASSKEY_QUESTION) == 0,
+          "passkey prompt: intro, needle, question, within length", "%d bytes", n);
+    int fillers = 0;
+    for (char *p = buf; (p = strstr(p, PASSKEY_FILLER)); p++) fillers++;
+    check(fillers == (1000 - (n - fillers * ((int)strlen(PASSKEY_FILLER) + 1))) / ((int)strlen(PASSKEY_FILLER) + 1) &&
+              fabs(depth - 0.5) <= 0.5 / fillers + 1e-9, "passkey prompt: as many fillers as fit, needle at the depth",
+          "%d fillers, depth %.3f", fillers, depth);
+    passkey_build_text(buf, 1000, 7, 0.0, &depth);
+    char *needle = strstr(buf, "The pass key is 7.");
+    check(needle && needle < strstr(buf, PASSKEY_FILLER) && depth == 0.0, "passkey depth 0 puts the needle first", "");
+    check(passkey_build_text(buf, 100, 7, 0.5, &depth) < 0, "passkey prompt that cannot fit is refused", "");
+    check(passkey_first_integer(" 31415. Remember") == 31415 && passkey_first_integer(" is 0042") == 42 &&
+              passkey_first_integer(" none") == -1 && passkey_first_integer("key 12 and 34") == 12,
+          "passkey scorer reads the first integer", "");
+    Rng r = rng_make(1, 1);
+    int lo = 1 << 30, hi = 0;
+    for (int i = 0; i < 2000; i++) {
+        int k = passkey_draw_key(&r, 5);
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    check(lo >= 10000 && hi <= 99999, "five-digit passkeys", "[%d, %d]", lo, hi);
+}
+
+// ----------------------------------------------------------------------------
 // 5. files: shards, data order, tensor files
 
 static void write_shard(const char *path, int magic, int version, long n_header, const void *tok, size_t tok_bytes) {
@@ -491,9 +672,16 @@ static void test_bad_inputs(void) {
         {"zero batch", "--batch_size 0", "--batch_size must be positive"},
         {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
-        {"unknown scheme", "--pos magic", "unknown scheme 'magic'"},
+        {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
+        {"unknown scaling", "--scaling rope2", "--scaling: unknown value 'rope2'"},
+        {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
+        {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
+        {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
+        {"passkey digits", "--passkey_digits 3", "--passkey_digits must be 0 or 5"},
+        {"passkey prompt too short", "--passkey_lengths 50 --steps 1 --eval_len 64 --eval_n 2", "cannot hold the passkey prompt"},
+        {"missing baseline", "--steps 1 --eval_len 64 --baseline nope.json", "--baseline: cannot open 'nope.json'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad %s", SMALL, TMP, cases[i].args);
@@ -546,6 +734,54 @@ static void write_long_case(const char *path) {
     free(tokens);
 }
 
+// The numeric columns of an evaluation CSV (header skipped), row-major into out; returns rows.
+static int read_csv(const char *path, double *out, int max_rows, int cols) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int rows = 0;
+    if (!fgets(line, sizeof(line), f)) { fclose(f); return 0; }
+    while (rows < max_rows && fgets(line, sizeof(line), f)) {
+        char *p = line;
+        for (int c = 0; c < cols; c++) {
+            out[(size_t)rows * cols + c] = strtod(p, &p);
+            if (*p == ',') p++;
+        }
+        rows++;
+    }
+    fclose(f);
+    return rows;
+}
+
+// GPU evaluation vs CPU evaluation of the same checkpoint: every CSV column
+static void compare_gpu_eval(const char *gpu_bin, const char *label, double tol) {
+    char cmd[2048], out[4096];
+    const char *eval = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_cpu", SMALL, TMP, eval, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu", gpu_bin,
+             SMALL + strlen("./train_gpt_cpu"), TMP, eval, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    if (r1 || r2) { check(0, label, "exit codes %d %d: %s", r1, r2, out); return; }
+    static double a[128 * 5], b[128 * 5];
+    char pa[256], pb[256];
+    snprintf(pa, sizeof(pa), "%s/eval_cpu/eval_L128.csv", TMP);
+    snprintf(pb, sizeof(pb), "%s/eval_gpu/eval_L128.csv", TMP);
+    int na = read_csv(pa, a, 128, 5), nb = read_csv(pb, b, 128, 5);
+    const char *cols[5] = {"position", "loss", "loss_banded", "loss_chunked", "entropy"};
+    for (int c = 1; c < 5; c++) {
+        double num = 0, den = 0;
+        for (int i = 0; i < 128; i++) {
+            num += (a[i * 5 + c] - b[i * 5 + c]) * (a[i * 5 + c] - b[i * 5 + c]);
+            den += b[i * 5 + c] * b[i * 5 + c];
+        }
+        double e = sqrt(num) / (sqrt(den) + 1e-30);
+        char l[200];
+        snprintf(l, sizeof(l), "%s: evaluation column %s", label, cols[c]);
+        check(na == 128 && nb == 128 && e < tol, l, "rel err %.2e (tol %.0e)", e, tol);
+    }
+}
+
 static void test_gpu(const char *ref) {
     char out[4096];
     int has_gpu = run_cmd("nvidia-smi -L", out, sizeof(out)) == 0 && strstr(out, "GPU");
@@ -584,6 +820,7 @@ static void test_gpu(const char *ref) {
             if (rc != 0) { check(0, label, "exit %d: %s", rc, out); continue; }
             compare_dumps(label, gpu_out, cpu_out, tols[b]);
         }
+        compare_gpu_eval(builds[b], names[b], b == 0 ? 1e-5 : 2e-2);
     }
 }
 
@@ -594,6 +831,10 @@ int main(int argc, char **argv) {
     test_finite_differences();
     test_position_hook();
     test_metrics();
+    test_eval_metrics();
+    test_scaling("dev/scaling_reference.bin");
+    test_eval_passes();
+    test_passkey();
     test_files();
     test_resume();
     test_bad_inputs();

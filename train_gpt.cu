@@ -302,16 +302,22 @@ static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt,
 
 // Forward-only attention for evaluation and generation: one warp per query row, online
 // softmax over key blocks of 32 (one key per lane), no (T,T) matrix, so memory grows
-// linearly with T (16K positions fit). hd <= 256.             mirrors attention_forward(att = NULL)
+// linearly with T (16K positions fit). Queries are Tq rows, keys and values Tk rows;
+// query t is the (q_offset + t)-th key position (q_offset > 0 with a KV cache) and reads
+// keys s <= q_offset + t, only the last `window` of them when window > 0. entropy (Tq),
+// when given, gets ent_scale * (-sum p ln p) added per row, from the running sums:
+// H = m + ln l - (sum_s e^(x_s - m) x_s) / l.  hd <= 256.   mirrors attention_forward_rows
 #define ATT_MAX_HD 256
 __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
-                                                int T, int NH, int NKV, int hd) {
+                                                int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window,
+                                                float *entropy, float ent_scale) {
     extern __shared__ float qs[];  // (warps per block, hd)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,T,NH)
-    if (row >= (size_t)B * T * NH) return;
-    int h = (int)(row % NH), t = (int)((row / NH) % T), b = (int)(row / ((size_t)NH * T));
-    int kvh = h / (NH / NKV);
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,Tq,NH)
+    if (row >= (size_t)B * Tq * NH) return;
+    int h = (int)(row % NH), t = (int)((row / NH) % Tq), b = (int)(row / ((size_t)NH * Tq));
+    int kvh = h / (NH / NKV), last = q_offset + t;
+    int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
     float scale = 1.0f / sqrtf((float)hd);
     float *qw = qs + warp * hd;
     const floatX *qr = q + row * hd;
@@ -319,23 +325,24 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
     __syncwarp();
     float acc[ATT_MAX_HD / 32];
     for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] = 0.0f;
-    float m = -FLT_MAX, l = 0.0f;
-    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+    float m = -FLT_MAX, l = 0.0f, xsum = 0.0f;
     size_t kstride = (size_t)NKV * hd;
-    for (int s0 = 0; s0 <= t; s0 += 32) {
+    const floatX *kb = k + ((size_t)b * Tk * NKV + kvh) * hd, *vb = v + ((size_t)b * Tk * NKV + kvh) * hd;
+    for (int s0 = first; s0 <= last; s0 += 32) {
         int s = s0 + lane;
         float score = -FLT_MAX;
-        if (s <= t) {
+        if (s <= last) {
             const floatX *ks = kb + s * kstride;
             score = 0.0f;
             for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
         }
         float m_new = fmaxf(m, warp_max(score));
-        float p = s <= t ? expf(score - m_new) : 0.0f;
+        float p = s <= last ? expf(score - m_new) : 0.0f;
         float corr = expf(m - m_new);
         l = l * corr + warp_sum(p);
+        xsum = xsum * corr + warp_sum(s <= last ? p * score : 0.0f);
         for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] *= corr;
-        int n = t - s0 + 1 < 32 ? t - s0 + 1 : 32;
+        int n = last - s0 + 1 < 32 ? last - s0 + 1 : 32;
         for (int j = 0; j < n; j++) {
             float pj = __shfl_sync(0xffffffff, p, j);
             const floatX *vs = vb + (s0 + j) * kstride;
@@ -345,6 +352,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
     }
     floatX *yr = y + row * hd;
     for (int r = 0; r * 32 + lane < hd; r++) yr[r * 32 + lane] = to_x(acc[r] / l);
+    if (entropy && lane == 0) atomicAdd(&entropy[t], ent_scale * (m + logf(l) - xsum / l));
 }
 
 // ----------------------------------------------------------------------------
@@ -571,9 +579,54 @@ static void gpt_init(GPT *g, uint64_t seed) {
         cudaCheck(cudaGetLastError());                                        \
     } while (0)
 
+// A device KV cache for evaluation and generation (B = 1): keys (after RoPE) and values
+// of every layer. Mirrors KVCache.
+typedef struct {
+    int cap, len, KD, L;
+    floatX *k, *v, *tmp;  // (L, cap, KD); tmp (cap, KD) for moves
+} KVCache;
+
+static void kv_alloc(KVCache *kv, const Config *c, int cap) {
+    kv->cap = cap;
+    kv->len = 0;
+    kv->L = c->L;
+    kv->KD = c->NKV * (c->C / c->NH);
+    kv->k = (floatX *)dmalloc((size_t)c->L * cap * kv->KD * sizeof(floatX));
+    kv->v = (floatX *)dmalloc((size_t)c->L * cap * kv->KD * sizeof(floatX));
+    kv->tmp = (floatX *)dmalloc((size_t)cap * kv->KD * sizeof(floatX));
+}
+
+static void kv_free(KVCache *kv) {
+    cudaFree(kv->k);
+    cudaFree(kv->v);
+    cudaFree(kv->tmp);
+}
+
+// Keep only the last `keep` entries (their rotations unchanged).    mirrors kv_keep_last
+static void kv_keep_last(KVCache *kv, int keep) {
+    if (kv->len <= keep) return;
+    size_t drop = (size_t)(kv->len - keep) * kv->KD, bytes = (size_t)keep * kv->KD * sizeof(floatX);
+    for (int l = 0; l < kv->L; l++) {
+        floatX *bufs[2] = {kv->k + (size_t)l * kv->cap * kv->KD, kv->v + (size_t)l * kv->cap * kv->KD};
+        for (int i = 0; i < 2; i++) {
+            cudaCheck(cudaMemcpy(kv->tmp, bufs[i] + drop, bytes, cudaMemcpyDeviceToDevice));
+            cudaCheck(cudaMemcpy(bufs[i], kv->tmp, bytes, cudaMemcpyDeviceToDevice));
+        }
+    }
+    kv->len = keep;
+}
+
+// Options of a forward-only pass (acts with train = 0).              mirrors FwdOpts
+typedef struct {
+    int window;      // > 0: each query sees only the last `window` keys
+    float *entropy;  // device (T): mean attention entropy per query position is added
+    KVCache *kv;     // inputs continue the cached sequence at positions pos0 + t
+    int pos0;
+} FwdOpts;
+
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
 // with_loss. Mirrors gpt_forward.
-static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss) {
+static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const FwdOpts *o) {
     const Config *c = &g->cfg;
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
@@ -589,14 +642,31 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss) {
         matmul_forward(q, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
         matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
-        rope(q, B, T, NH, hd, ps, l, 1.0f);
-        rope(k, B, T, NKV, hd, ps, l, 1.0f);
         if (a->train) {
+            rope(q, B, T, NH, hd, ps, l, 1.0f);
+            rope(k, B, T, NKV, hd, ps, l, 1.0f);
             attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd);
         } else {
+            KVCache *kv = o ? o->kv : NULL;
+            PosStep pl = *ps;  // positions pos0 + t with a KV cache
+            if (kv) pl.offset = ps->offset + ps->alpha[l] * (float)o->pos0;
+            rope(q, B, T, NH, hd, &pl, l, 1.0f);
+            rope(k, B, T, NKV, hd, &pl, l, 1.0f);
+            const floatX *keys = k, *vals = v;
+            int Tk = T, q_off = 0;
+            if (kv) {  // append, then attend over the whole cache
+                floatX *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
+                cudaCheck(cudaMemcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
+                cudaCheck(cudaMemcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
+                keys = kl;
+                vals = vl;
+                Tk = kv->len + T;
+                q_off = kv->len;
+            }
             size_t rows = (size_t)B * T * NH;
-            attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(atty, q, k, v, B, T,
-                                                                                                 NH, NKV, hd);
+            attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(
+                atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0, o ? o->entropy : NULL,
+                1.0f / ((float)B * NH * c->L));
             cudaCheck(cudaGetLastError());
         }
         matmul_forward(mid, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C);
@@ -608,6 +678,10 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss) {
         LAUNCH_ELEMS(swiglu_forward_kernel, NF, h, gate, up, NF);
         matmul_forward(xn, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C);
         LAUNCH_ELEMS(residual_forward_kernel, NC, xn, xn, mid, NC);
+    }
+    if (o && o->kv) {
+        if (o->kv->len + T > o->kv->cap) fail("internal: a KV cache of %d entries cannot take %d more", o->kv->cap, T);
+        o->kv->len += T;
     }
     floatX *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
     LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, C, c->rms_eps);
@@ -683,7 +757,7 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
         }
         cudaCheck(cudaMemcpy(a->inputs, inp, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(a->targets, tgt, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
-        gpt_forward(g, a, ps, 0);
+        gpt_forward(g, a, ps, 0, NULL);
         gpt_backward(g, a, ps, 1.0f / accum);
         cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
         double s = 0.0;
@@ -732,34 +806,109 @@ static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
 }
 
 // ----------------------------------------------------------------------------
-// evaluation (llmc/evaluate.h): per-position losses of one sequence, forward-only
-// activations (memory linear in L: 16K positions fit)
+// evaluation (llmc/evaluate.h drives it through an EvalModel): forward-only passes with
+// memory linear in L (16K positions fit) and a device KV cache.   mirrors the CPU's EvalCtx
 
 typedef struct {
     GPT *g;
-    Acts a;
+    Acts a, a1;        // the current pass; one token at a time
+    float *d_entropy;  // (cap)
+    int ent_cap;
 } EvalCtx;
 
-static void gpt_sequence_losses(void *ctx, const int *tokens, int L, float *losses) {
-    EvalCtx *e = (EvalCtx *)ctx;
-    if (!e->a.mem || e->a.T != L) {
-        cudaFree(e->a.mem);
-        acts_alloc(&e->a, &e->g->cfg, 1, L, 0);
+static Acts *eval_acts(EvalCtx *e, Acts *a, int T) {
+    if (!a->mem || a->T != T) {
+        cudaFree(a->mem);
+        acts_alloc(a, &e->g->cfg, 1, T, 0);
     }
-    PosConfig pc = pos_config_of(&e->g->cfg);
-    PosStep ps = pos_standard(&pc);
-    cudaCheck(cudaMemcpy(e->a.inputs, tokens, L * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(e->a.targets, tokens + 1, L * sizeof(int), cudaMemcpyHostToDevice));
-    gpt_forward(e->g, &e->a, &ps, 1);
-    cudaCheck(cudaMemcpy(losses, e->a.losses, L * sizeof(float), cudaMemcpyDeviceToHost));
+    return a;
 }
 
-static void run_evaluation_gpu(GPT *g, const Config *c) {
+static void upload_tokens(Acts *a, const int *tokens, int n, int with_targets) {
+    cudaCheck(cudaMemcpy(a->inputs, tokens, n * sizeof(int), cudaMemcpyHostToDevice));
+    if (with_targets) cudaCheck(cudaMemcpy(a->targets, tokens + 1, n * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+static void gpu_losses(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses, float *entropy) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    Acts *a = eval_acts(e, &e->a, L);
+    if (entropy && e->ent_cap < L) {
+        cudaFree(e->d_entropy);
+        e->d_entropy = (float *)dmalloc(L * sizeof(float));
+        e->ent_cap = L;
+    }
+    if (entropy) cudaCheck(cudaMemset(e->d_entropy, 0, L * sizeof(float)));
+    upload_tokens(a, tokens, L, 1);
+    FwdOpts o = {window, entropy ? e->d_entropy : NULL, NULL, 0};
+    gpt_forward(e->g, a, ps, 1, &o);
+    cudaCheck(cudaMemcpy(losses, a->losses, L * sizeof(float), cudaMemcpyDeviceToHost));
+    if (entropy) {
+        float *h = (float *)xmalloc(L * sizeof(float));
+        cudaCheck(cudaMemcpy(h, e->d_entropy, L * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < L; i++) entropy[i] += h[i];
+        free(h);
+    }
+}
+
+static void gpu_losses_chunked(void *ctx, const int *tokens, int L, const PosStep *ps, int window, int chunk,
+                               float *losses) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    KVCache kv;
+    kv_alloc(&kv, &e->g->cfg, window + chunk);
+    for (int pos = 0; pos < L; pos += chunk) {
+        int n = L - pos < chunk ? L - pos : chunk;
+        Acts *a = eval_acts(e, &e->a, n);
+        upload_tokens(a, tokens + pos, n, 1);
+        FwdOpts o = {0, NULL, &kv, kv.len};  // this chunk's positions start at the cache size
+        gpt_forward(e->g, a, ps, 1, &o);
+        cudaCheck(cudaMemcpy(losses + pos, a->losses, n * sizeof(float), cudaMemcpyDeviceToHost));
+        kv_keep_last(&kv, window);
+    }
+    kv_free(&kv);
+}
+
+// argmax over the V real columns of one device logits row
+static int argmax_row(const floatX *d_row, int V) {
+    floatX *h = (floatX *)xmalloc(V * sizeof(floatX));
+    cudaCheck(cudaMemcpy(h, d_row, V * sizeof(floatX), cudaMemcpyDeviceToHost));
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if ((float)h[v] > (float)h[best]) best = v;
+    free(h);
+    return best;
+}
+
+static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    const Config *c = &e->g->cfg;
+    KVCache kv;
+    kv_alloc(&kv, c, n + n_new);
+    Acts *a = eval_acts(e, &e->a, n);
+    upload_tokens(a, prompt, n, 0);
+    FwdOpts o = {0, NULL, &kv, 0};
+    gpt_forward(e->g, a, ps, 0, &o);
+    int next = argmax_row(a->logits + (size_t)(n - 1) * c->Vp, c->V);
+    for (int i = 0; i < n_new; i++) {
+        out[i] = next;
+        if (i + 1 == n_new) break;
+        Acts *a1 = eval_acts(e, &e->a1, 1);
+        upload_tokens(a1, &next, 1, 0);
+        o.pos0 = kv.len;
+        gpt_forward(e->g, a1, ps, 0, &o);
+        next = argmax_row(a1->logits, c->V);
+    }
+    kv_free(&kv);
+}
+
+static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
     EvalCtx e;
     memset(&e, 0, sizeof(e));
     e.g = g;
-    run_evaluation(c, gpt_sequence_losses, &e);
+    EvalModel m = {&e, gpu_losses, gpu_losses_chunked, gpu_greedy};
+    run_evaluation(c, &m, tok);
     cudaFree(e.a.mem);
+    cudaFree(e.a1.mem);
+    cudaFree(e.d_entropy);
 }
 
 // Mean loss over the first `batches` (B,T) windows of the validation stream.
@@ -777,7 +926,7 @@ static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
             cudaCheck(cudaMemcpy(a->inputs + b * T, src, T * sizeof(int), cudaMemcpyHostToDevice));
             cudaCheck(cudaMemcpy(a->targets + b * T, src + 1, T * sizeof(int), cudaMemcpyHostToDevice));
         }
-        gpt_forward(g, a, &ps, 1);
+        gpt_forward(g, a, &ps, 1, NULL);
         cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
         for (int i = 0; i < B * T; i++) s += losses[i] / (B * T);
     }
@@ -820,7 +969,7 @@ static void dump_case(const char *in_path, const char *out_path) {
     cudaCheck(cudaMemcpy(g.acts.inputs, inp, N * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(g.acts.targets, tgt, N * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(g.grads, 0, g.n_params * sizeof(float)));
-    gpt_forward(&g, &g.acts, &ps, 0);
+    gpt_forward(&g, &g.acts, &ps, 0, NULL);
     floatX *lx = (floatX *)xmalloc((size_t)N * c.Vp * sizeof(floatX));
     cudaCheck(cudaMemcpy(lx, g.acts.logits, (size_t)N * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
     float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
@@ -917,6 +1066,13 @@ int main(int argc, char **argv) {
     Config cfg;
     parse_args(&cfg, argc, argv);
     cudaDeviceProp prop = gpu_init();
+    Tokenizer tok;
+    if (cfg.tokenizer[0]) {
+        tokenizer_load(&tok, cfg.tokenizer);
+        if (tok.vocab_size > cfg.V) fail("--tokenizer has %d tokens but --vocab_size is %d", tok.vocab_size, cfg.V);
+    } else {
+        tokenizer_init_bytes(&tok);
+    }
     int train = !cfg.eval_only;
     if (cfg.generate) fail("--generate runs on the CPU trainer: ./train_gpt_cpu --resume CKPT --steps 0 --generate N");
     GPT g;
@@ -1002,7 +1158,7 @@ int main(int argc, char **argv) {
             return 0;
         }
     }
-    run_evaluation_gpu(&g, &cfg);
+    run_evaluation_gpu(&g, &cfg, &tok);
     gpt_free(&g);
     cublasDestroy(cublas);
     return 0;

@@ -274,24 +274,31 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
     }
 }
 
-// Evaluation and generation: row by row with one (T) scratch per thread, so memory
-// grows linearly with T (no (T,T) matrix).
-static void attention_forward_rows(float *y, const float *q, const float *k, const float *v, int B, int T, int NH,
-                                   int NKV, int hd) {
+// Evaluation and generation: row by row with one (Tk) scratch per thread, so memory grows
+// linearly with T (no (T,T) matrix). Queries are Tq rows; keys and values Tk rows, of
+// which query t is the (q_offset + t)-th (q_offset > 0 with a KV cache). Query t reads
+// keys s <= q_offset + t, and with window W > 0 only the last W of them (itself included).
+// entropy (Tq), when given, gets the attention entropy -sum p ln p of each query row
+// added, averaged over the heads and divided by `layers`.
+static void attention_forward_rows(float *y, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
+                                   int q_offset, int NH, int NKV, int hd, int window, float *entropy, int layers) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
+    float *ent = entropy ? (float *)xcalloc((size_t)B * NH * Tq, sizeof(float)) : NULL;  // (B,NH,Tq)
 #pragma omp parallel
     {
-        float *a = (float *)xmalloc((size_t)T * sizeof(float));
+        float *a = (float *)xmalloc((size_t)Tk * sizeof(float));
 #pragma omp for collapse(3) schedule(dynamic, 8)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
-                for (int t = 0; t < T; t++) {
-                    int kvh = h / group;
-                    const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
+                for (int t = 0; t < Tq; t++) {
+                    int kvh = h / group, last = q_offset + t;
+                    int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+                    const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
+                    const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
                     float maxv = -INFINITY;
-                    for (int s = 0; s <= t; s++) {
-                        const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
+                    for (int s = first; s <= last; s++) {
+                        const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
@@ -299,25 +306,28 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                         maxv = fmaxf(maxv, a[s]);
                     }
                     float sum = 0.0f;
-                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] - maxv));
+                    for (int s = first; s <= last; s++) sum += (a[s] = expf(a[s] - maxv));
                     float inv = 1.0f / sum;
-                    float *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+                    float *yt = y + (((size_t)b * Tq + t) * NH + h) * hd;
                     for (int i = 0; i < hd; i++) yt[i] = 0.0f;
-                    for (int s = 0; s <= t; s++) {
-                        const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
+                    double hsum = 0.0;
+                    for (int s = first; s <= last; s++) {
+                        const float *vs = vb + ((size_t)s * NKV + kvh) * hd;
                         float w = a[s] * inv;
+                        if (ent && w > 0.0f) hsum -= w * log(w);
 #pragma omp simd
                         for (int i = 0; i < hd; i++) yt[i] += w * vs[i];
                     }
+                    if (ent) ent[((size_t)b * NH + h) * Tq + t] = (float)hsum;
                 }
         free(a);
     }
-}
-
-static void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int B, int T,
-                              int NH, int NKV, int hd) {
-    if (att) attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd);
-    else attention_forward_rows(y, q, k, v, B, T, NH, NKV, hd);
+    if (ent) {
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tq; t++) entropy[t] += ent[((size_t)b * NH + h) * Tq + t] / ((float)B * NH * layers);
+        free(ent);
+    }
 }
 
 // dq, dk, dv overwritten. Parallel over (b, kv head): every dk/dv element has one writer,
@@ -527,27 +537,89 @@ static void gpt_free(GPT *g) {
 
 static void gpt_init(GPT *g, uint64_t seed) { param_init(&g->cfg, g->params, seed); }
 
+// A KV cache for evaluation and generation (B = 1): the keys (after RoPE) and values of
+// every layer, so new tokens attend to old ones without recomputing them.
+typedef struct {
+    int cap, len, KD;
+    float *k, *v;  // (L, cap, KD)
+} KVCache;
+
+static void kv_alloc(KVCache *kv, const Config *c, int cap) {
+    kv->cap = cap;
+    kv->len = 0;
+    kv->KD = c->NKV * (c->C / c->NH);
+    kv->k = (float *)xmalloc((size_t)c->L * cap * kv->KD * sizeof(float));
+    kv->v = (float *)xmalloc((size_t)c->L * cap * kv->KD * sizeof(float));
+}
+
+static void kv_free(KVCache *kv) {
+    free(kv->k);
+    free(kv->v);
+}
+
+// Keep only the last `keep` entries (their rotations unchanged).
+static void kv_keep_last(KVCache *kv, int n_layer, int keep) {
+    if (kv->len <= keep) return;
+    size_t drop = (size_t)(kv->len - keep) * kv->KD, n = (size_t)keep * kv->KD;
+    for (int l = 0; l < n_layer; l++) {
+        float *kl = kv->k + (size_t)l * kv->cap * kv->KD, *vl = kv->v + (size_t)l * kv->cap * kv->KD;
+        memmove(kl, kl + drop, n * sizeof(float));
+        memmove(vl, vl + drop, n * sizeof(float));
+    }
+    kv->len = keep;
+}
+
+// Options of a forward-only pass (acts with train = 0):
+typedef struct {
+    int window;      // > 0: each query sees only the last `window` keys (the exact banded variant)
+    float *entropy;  // (T) when given: mean attention entropy per query position is added
+    KVCache *kv;     // when given: the inputs continue the cached sequence at positions pos0 + t,
+    int pos0;        // and their keys and values are appended to the cache
+} FwdOpts;
+
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
 // losses stay in a->losses. Positions and frequencies come from the hook `ps`.
-static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps) {
+static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps,
+                            const FwdOpts *o) {
     const Config *c = &g->cfg;
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params;
+    KVCache *kv = o ? o->kv : NULL;
+    if (kv && (B != 1 || kv->len + T > kv->cap)) fail("internal: a KV cache of %d entries cannot take %d more", kv->cap, T);
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
-        float *att = a->train ? a->att + l * a->ls_att : NULL, *atty = a->atty + l * a->ls_q;
+        float *atty = a->atty + l * a->ls_q;
         float *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
         float *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         rmsnorm_forward(n1, a->rstd1 + l * a->ls_N, x, P[P_ATTN_NORM] + (size_t)l * C, N, C, c->rms_eps);
         matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
         matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        rope_forward(q, B, T, NH, hd, ps, l);
-        rope_forward(k, B, T, NKV, hd, ps, l);
-        attention_forward(atty, att, q, k, v, B, T, NH, NKV, hd);
+        if (a->train) {
+            rope_forward(q, B, T, NH, hd, ps, l);
+            rope_forward(k, B, T, NKV, hd, ps, l);
+            attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd);
+        } else {
+            float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
+            rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+            rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+            const float *keys = k, *vals = v;
+            int Tk = T, q_off = 0;
+            if (kv) {  // append, then attend over the whole cache
+                float *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
+                memcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(float));
+                memcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(float));
+                keys = kl;
+                vals = vl;
+                Tk = kv->len + T;
+                q_off = kv->len;
+            }
+            attention_forward_rows(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
+                                   o ? o->entropy : NULL, c->L);
+        }
         matmul_forward(mid, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C);
         residual_forward(mid, mid, x, (size_t)N * C);
         rmsnorm_forward(n2, a->rstd2 + l * a->ls_N, mid, P[P_MLP_NORM] + (size_t)l * C, N, C, c->rms_eps);
@@ -557,6 +629,7 @@ static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
         matmul_forward(xn, h, P[P_W_DOWN] + (size_t)l * C * F, N, F, C);
         residual_forward(xn, xn, mid, (size_t)N * C);
     }
+    if (kv) kv->len += T;
     float *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
     rmsnorm_forward(a->nf, a->rstdf, xL, P[P_FINAL_NORM], N, C, c->rms_eps);
     matmul_forward(a->logits, a->nf, P[P_WTE], N, C, c->Vp);
@@ -566,6 +639,10 @@ static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
     for (int i = 0; i < N; i++) s += a->losses[i];
     g->mean_loss = (float)(s / N);
     return g->mean_loss;
+}
+
+static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps) {
+    return gpt_forward_ex(g, a, inputs, targets, ps, NULL);
 }
 
 // Backward of the last forward; gradients accumulate into g->grads (zero them per step).
@@ -680,24 +757,90 @@ static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
 }
 
 // ----------------------------------------------------------------------------
-// evaluation (llmc/evaluate.h drives it): per-position losses of one sequence at
-// standard positions, with activations that grow linearly in L.
+// evaluation (llmc/evaluate.h drives it through an EvalModel): forward-only passes with
+// activations that grow linearly in L, and a KV cache for chunks and decoding.
 
 typedef struct {
     GPT *g;
-    Acts a;
+    Acts a, a1;  // a: the current pass, a1: one token at a time
 } EvalCtx;
 
-static void gpt_sequence_losses(void *ctx, const int *tokens, int L, float *losses) {
-    EvalCtx *e = (EvalCtx *)ctx;
-    if (!e->a.mem || e->a.T != L) {
-        free(e->a.mem);
-        acts_alloc(&e->a, &e->g->cfg, 1, L, 0);
+static Acts *eval_acts(EvalCtx *e, Acts *a, int T) {
+    if (!a->mem || a->T != T) {
+        free(a->mem);
+        acts_alloc(a, &e->g->cfg, 1, T, 0);
     }
-    PosConfig pc = pos_config_of(&e->g->cfg);
-    PosStep ps = pos_standard(&pc);
-    gpt_forward(e->g, &e->a, tokens, tokens + 1, &ps);
-    memcpy(losses, e->a.losses, L * sizeof(float));
+    return a;
+}
+
+static void cpu_losses(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses, float *entropy) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    Acts *a = eval_acts(e, &e->a, L);
+    FwdOpts o = {window, entropy, NULL, 0};
+    gpt_forward_ex(e->g, a, tokens, tokens + 1, ps, &o);
+    memcpy(losses, a->losses, L * sizeof(float));
+}
+
+static void cpu_losses_chunked(void *ctx, const int *tokens, int L, const PosStep *ps, int window, int chunk,
+                               float *losses) {
+    EvalCtx *e = (EvalCtx *)ctx;
+    KVCache kv;
+    kv_alloc(&kv, &e->g->cfg, window + chunk);
+    for (int pos = 0; pos < L; pos += chunk) {
+        int n = L - pos < chunk ? L - pos : chunk;
+        Acts *a = eval_acts(e, &e->a, n);
+        FwdOpts o = {0, NULL, &kv, kv.len};  // this chunk's positions start at the cache size
+        gpt_forward_ex(e->g, a, tokens + pos, tokens + pos + 1, ps, &o);
+        memcpy(losses + pos, a->losses, n * sizeof(float));
+        kv_keep_last(&kv, e->g->cfg.L, window);
+    }
+    kv_free(&kv);
+}
+
+// The next token from one row of logits: argmax at temperature 0, else sampled.
+static int pick_token(const float *logits, int V, float temperature, Rng *r) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    if (temperature <= 0.0f) return best;
+    double sum = 0.0, acc = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((logits[v] - logits[best]) / temperature);
+    double u = rng_f32(r) * sum;
+    for (int v = 0; v < V; v++) {
+        acc += exp((logits[v] - logits[best]) / temperature);
+        if (acc > u) return v;
+    }
+    return V - 1;
+}
+
+// Decodes n_new tokens after prompt (n tokens) with a KV cache; positions keep counting.
+static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const PosStep *ps, float temperature, Rng *r,
+                       int *out) {
+    const Config *c = &e->g->cfg;
+    KVCache kv;
+    kv_alloc(&kv, c, n + n_new);
+    Acts *a = eval_acts(e, &e->a, n);
+    FwdOpts o = {0, NULL, &kv, 0};
+    gpt_forward_ex(e->g, a, prompt, NULL, ps, &o);
+    int next = pick_token(a->logits + (size_t)(n - 1) * c->Vp, c->V, temperature, r);
+    for (int i = 0; i < n_new; i++) {
+        out[i] = next;
+        if (i + 1 == n_new) break;
+        Acts *a1 = eval_acts(e, &e->a1, 1);
+        o.pos0 = kv.len;
+        gpt_forward_ex(e->g, a1, &next, NULL, ps, &o);
+        next = pick_token(a1->logits, c->V, temperature, r);
+    }
+    kv_free(&kv);
+}
+
+static void cpu_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
+    cpu_decode((EvalCtx *)ctx, prompt, n, n_new, ps, 0.0f, NULL, out);
+}
+
+static void eval_ctx_free(EvalCtx *e) {
+    free(e->a.mem);
+    free(e->a1.mem);
 }
 
 // Mean loss over the first `batches` (B,T) windows of the validation stream.
@@ -723,54 +866,30 @@ static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int ba
 }
 
 // ----------------------------------------------------------------------------
-// generation: greedy (temperature 0) or sampled continuation of a prompt.
+// generation: greedy (temperature 0) or sampled continuation of a prompt, KV-cached;
+// positions run past the training window (that is what PosAug is for).
 
 static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new, float temperature, uint64_t seed) {
-    const Config *c = &g->cfg;
-    int max_len = c->T;
     int n_prompt = tok->pieces ? 0 : (int)strlen(prompt);  // the byte tokenizer encodes a prompt directly
-    if (n_prompt + 1 > max_len) fail("--prompt is %d tokens, longer than the window %d", n_prompt + 1, max_len);
     if (tok->pieces && prompt[0])
         fprintf(stderr, "note: prompts are encoded only with the byte tokenizer; generating from end-of-text\n");
-    int *ctx = (int *)xmalloc((size_t)(n_prompt + n_new + 1) * sizeof(int));
-    int n = 0;
-    ctx[n++] = tok->eot;
-    for (int i = 0; i < n_prompt; i++) ctx[n++] = (unsigned char)prompt[i];
-    PosConfig pc = pos_config_of(c);
+    int *ctx = (int *)xmalloc((size_t)(n_prompt + 1) * sizeof(int)), *out = (int *)xmalloc(n_new * sizeof(int));
+    ctx[0] = tok->eot;
+    for (int i = 0; i < n_prompt; i++) ctx[1 + i] = (unsigned char)prompt[i];
+    PosConfig pc = pos_config_of(&g->cfg);
     PosStep ps = pos_standard(&pc);
     Rng r = rng_make(seed, RNG_SAMPLE);
+    EvalCtx e;
+    memset(&e, 0, sizeof(e));
+    e.g = g;
+    cpu_decode(&e, ctx, n_prompt + 1, n_new, &ps, temperature, &r, out);
     fputs(prompt, stdout);
-    for (int i = 0; i < n_new; i++) {
-        int start = n > max_len ? n - max_len : 0, len = n - start;
-        Acts a;
-        acts_alloc(&a, c, 1, len, 0);
-        gpt_forward(g, &a, ctx + start, NULL, &ps);
-        const float *l = a.logits + (size_t)(len - 1) * c->Vp;
-        int next = 0;
-        if (temperature <= 0.0f) {
-            for (int v = 1; v < c->V; v++)
-                if (l[v] > l[next]) next = v;
-        } else {
-            double maxv = l[0], sum = 0.0;
-            for (int v = 1; v < c->V; v++) maxv = l[v] > maxv ? l[v] : maxv;
-            for (int v = 0; v < c->V; v++) sum += exp((l[v] - maxv) / temperature);
-            double u = rng_f32(&r) * sum, acc = 0.0;
-            for (next = 0; next < c->V - 1; next++) {
-                acc += exp((l[next] - maxv) / temperature);
-                if (acc > u) break;
-            }
-        }
-        free(a.mem);
-        ctx[n++] = next;
-        tokenizer_print(tok, next, stdout);
-        fflush(stdout);
-    }
+    for (int i = 0; i < n_new; i++) tokenizer_print(tok, out[i], stdout);
     printf("\n");
+    eval_ctx_free(&e);
     free(ctx);
+    free(out);
 }
-
-// ----------------------------------------------------------------------------
-// training loop
 
 // ----------------------------------------------------------------------------
 // dump mode (test_gpt compares dumps by tensor name): reads a case file (the input part
@@ -837,10 +956,13 @@ static void dump_case(const char *in_path, const char *out_path) {
     tf_free(&tf);
 }
 
-static void run_evaluation_cpu(GPT *g, const Config *c) {
-    EvalCtx e = {g, {0}};
-    run_evaluation(c, gpt_sequence_losses, &e);
-    free(e.a.mem);
+static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
+    EvalCtx e;
+    memset(&e, 0, sizeof(e));
+    e.g = g;
+    EvalModel m = {&e, cpu_losses, cpu_losses_chunked, cpu_greedy};
+    run_evaluation(c, &m, tok);
+    eval_ctx_free(&e);
 }
 
 #ifndef TESTING
@@ -894,7 +1016,7 @@ int main(int argc, char **argv) {
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,
            (g.n_params - g.shapes[P_WTE].numel) / 1e6);
     if (cfg.eval_only) {
-        run_evaluation_cpu(&g, &cfg);
+        run_evaluation_cpu(&g, &cfg, &tok);
         gpt_free(&g);
         return 0;
     }
@@ -966,7 +1088,7 @@ int main(int argc, char **argv) {
     if (cfg.generate) {
         generate(&g, &tok, cfg.prompt, cfg.generate, cfg.temperature, (uint64_t)cfg.seed);
     } else {
-        run_evaluation_cpu(&g, &cfg);
+        run_evaluation_cpu(&g, &cfg, &tok);
     }
     gpt_free(&g);
     return 0;

@@ -21,6 +21,13 @@ typedef struct {
     int ckpt_every, val_every, val_batches, stop_after;
     // evaluation
     int eval_len, eval_n, indist_start, eval_only;
+    int scaling, yarn_temperature;       // evaluation-time RoPE scaling (llmc/schedule.h)
+    float scale_factor, yarn_beta_fast, yarn_beta_slow;
+    int gain_window, gain_chunk;         // context gain G(C): the short-context baseline
+    char gain_lengths[256];              // C list, comma separated
+    char passkey_lengths[256], passkey_prompts[512];
+    int passkey_n, passkey_digits;
+    char baseline[512], eval_tag[64];
     // generation
     int generate;
     char prompt[512];
@@ -70,20 +77,26 @@ static inline void config_defaults(Config *c) {
     snprintf(c->val_data, sizeof(c->val_data), "data/builtin/val.bin");
     c->ckpt_every = 0; c->val_every = 100; c->val_batches = 4;
     c->eval_n = 20; c->indist_start = 64;
+    c->yarn_beta_fast = 32.0f; c->yarn_beta_slow = 1.0f;
+    c->gain_window = -1; c->passkey_n = 100;  // gain_window -1: min(512, T/4)
     c->temperature = 0.0f;
     c->threads = 0;
     apply_preset(c, &PRESETS[0]);
 }
 
-enum { ARG_INT, ARG_FLOAT, ARG_STR, ARG_FLAG, ARG_SCHEME, ARG_RANGE, ARG_I64 };
+enum { ARG_INT, ARG_FLOAT, ARG_STR, ARG_FLAG, ARG_CHOICE, ARG_RANGE, ARG_I64 };
 typedef struct {
     const char *name;
     int type;
     size_t offset, size;
     const char *help;
+    const char *const *choices;  // ARG_CHOICE: the names, stored as their index
+    int n_choices;
 } ArgSpec;
 
-#define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help}
+static const char *YARN_TEMP_NAMES[2] = {"hf", "paper"};
+#define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0}
+#define CHOICE(name, field, names, n, help) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n}
 static const ArgSpec ARGS[] = {
     A("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m"),
     A("--vocab_size", ARG_INT, V, "real vocab size V (default 257: bytes + end-of-text)"),
@@ -94,7 +107,7 @@ static const ArgSpec ARGS[] = {
     A("--ffn_hidden", ARG_INT, F, "SwiGLU hidden size F"),
     A("--seq_len", ARG_INT, T, "training window T (= w)"),
     A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
-    A("--pos", ARG_SCHEME, pos_scheme, "position scheme: rope (default), posaug, posaug-log, fixed"),
+    CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES, "position scheme: rope (default), posaug, posaug-log, fixed"),
     A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
     A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
     A("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
@@ -119,6 +132,20 @@ static const ArgSpec ARGS[] = {
     A("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
     A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64)"),
     A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
+    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn"),
+    A("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
+    A("--yarn_beta_fast", ARG_FLOAT, yarn_beta_fast, "YaRN ramp beta_fast (32)"),
+    A("--yarn_beta_slow", ARG_FLOAT, yarn_beta_slow, "YaRN ramp beta_slow (1)"),
+    CHOICE("--yarn_temperature", yarn_temperature, YARN_TEMP_NAMES, 2, "YaRN factor on cos and sin: hf (0.1 ln s + 1) or paper (sqrt(1 + 0.1 ln s))"),
+    A("--gain_window", ARG_INT, gain_window, "context gain G(C): the short window W (default min(512, T/4); 0 skips G)"),
+    A("--gain_chunk", ARG_INT, gain_chunk, "chunk size of the paper's KV-cache approximation (default W)"),
+    A("--gain_lengths", ARG_STR, gain_lengths, "C values of G(C), e.g. 2048,4096 (default 2w, 4w, ... up to L_eval)"),
+    A("--passkey_lengths", ARG_STR, passkey_lengths, "passkey retrieval at these prompt lengths, e.g. 128,256,512 (default: none)"),
+    A("--passkey_n", ARG_INT, passkey_n, "passkey examples per length (100)"),
+    A("--passkey_digits", ARG_INT, passkey_digits, "0: keys in [1, 50000]; 5: five-digit keys"),
+    A("--passkey_prompts", ARG_STR, passkey_prompts, "pre-tokenized prompts for BPE vocabularies (data/passkey_prompts.py)"),
+    A("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
+    A("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
     A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),
     A("--prompt", ARG_STR, prompt, "prompt text for --generate"),
     A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
@@ -137,6 +164,22 @@ static inline void print_help(const char *prog) {
         printf("  %-6s C=%-4d L=%-2d NH=%-2d NKV=%-2d F=%-4d T=%-4d batch=%-3d lr=%g  %s\n", p->name, p->C, p->L,
                p->NH, p->NKV, p->F, p->T, p->total_batch, p->lr, p->what);
     }
+}
+
+// "512,1024" -> {512, 1024}; returns the count; fails naming the flag on anything else.
+static inline int parse_int_list(const char *s, int *out, int max, const char *flag) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || v > 1 << 30 || (*end && *end != ','))
+            fail("%s expects positive integers separated by commas, got '%s'", flag, s);
+        if (n == max) fail("%s: at most %d values", flag, max);
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
 }
 
 static inline long long parse_int_or_fail(const char *flag, const char *s) {
@@ -168,11 +211,14 @@ static inline void set_arg(Config *c, const ArgSpec *a, const char *val) {
         if (strlen(val) >= a->size) fail("%s: value is too long", a->name);
         snprintf(dst, a->size, "%s", val);
         break;
-    case ARG_SCHEME: {
+    case ARG_CHOICE: {
         int found = -1;
-        for (int i = 0; i < POS_N_SCHEMES; i++)
-            if (strcmp(val, POS_SCHEME_NAMES[i]) == 0) found = i;
-        if (found < 0) fail("--pos: unknown scheme '%s' (rope, posaug, posaug-log, fixed)", val);
+        char list[512] = "";
+        for (int i = 0; i < a->n_choices; i++) {
+            if (strcmp(val, a->choices[i]) == 0) found = i;
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", a->choices[i]);
+        }
+        if (found < 0) fail("%s: unknown value '%s' (%s)", a->name, val, list);
         *(int *)dst = found;
         break;
     }
@@ -226,6 +272,19 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->eval_len == 0 || c->eval_len > c->T, "--eval_len %d must exceed the training window --seq_len %d (or be 0)", c->eval_len, c->T);
     REQUIRE(c->eval_n > 0, "--eval_n must be positive");
     REQUIRE(c->indist_start >= 0 && c->indist_start < c->T, "--indist_start %d must lie in [0, --seq_len %d)", c->indist_start, c->T);
+    REQUIRE(c->scale_factor == 0 || c->scale_factor >= 1, "--scale_factor must be >= 1, got %g", c->scale_factor);
+    REQUIRE(c->yarn_beta_fast > c->yarn_beta_slow && c->yarn_beta_slow > 0, "need --yarn_beta_fast > --yarn_beta_slow > 0");
+    if (c->gain_window < 0) c->gain_window = c->T / 4 < 512 ? c->T / 4 : 512;
+    REQUIRE(c->gain_window >= 0 && c->gain_chunk >= 0, "--gain_window and --gain_chunk must be >= 0");
+    REQUIRE(c->eval_len == 0 || c->gain_window < c->eval_len, "--gain_window %d must be below --eval_len %d", c->gain_window, c->eval_len);
+    int list[64];
+    int nl = parse_int_list(c->gain_lengths, list, 64, "--gain_lengths");
+    for (int i = 0; i < nl; i++)
+        REQUIRE(list[i] > c->gain_window && list[i] <= c->eval_len, "--gain_lengths: %d must lie in (--gain_window %d, --eval_len %d]",
+                list[i], c->gain_window, c->eval_len);
+    parse_int_list(c->passkey_lengths, list, 64, "--passkey_lengths");
+    REQUIRE(c->passkey_n > 0, "--passkey_n must be positive");
+    REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
     REQUIRE(c->generate >= 0, "--generate must be >= 0");
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");
     REQUIRE(c->threads >= 0, "--threads must be >= 0");
@@ -268,6 +327,8 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         if (slash) *slash = 0; else snprintf(c->out_dir, sizeof(c->out_dir), ".");
     }
     if (!c->out_dir[0]) snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s", c->model, POS_SCHEME_NAMES[c->pos_scheme]);
+    if (!c->eval_tag[0])
+        snprintf(c->eval_tag, sizeof(c->eval_tag), "eval_L%d%s%s", c->eval_len, c->scaling ? "_" : "", c->scaling ? SCALE_NAMES[c->scaling] : "");
 }
 
 static inline PosConfig pos_config_of(const Config *c) {

@@ -1,72 +1,270 @@
-// The paper's per-position evaluation (PosAug paper, Section 3), driven the same way by
-// both trainers: n contiguous validation sequences of length L_eval at offsets 0, L_eval,
-// 2 L_eval, ...; one full causal pass each at standard positions; loss(i) averaged over
-// the sequences; in-distribution, OOD and cliff; a CSV and a JSON summary.
+// The paper's evaluation (PosAug paper, Section 3), driven the same way by both trainers
+// through the three functions of an EvalModel:
+//   per-position loss of n contiguous validation sequences of length L_eval (offsets 0,
+//   L_eval, 2 L_eval, ...), one full causal pass each -> in-dist, OOD, cliff, penalty;
+//   the attention entropy of each query position -> entropy ratio;
+//   the same sequences with a W-token context, in two variants -> G(C):
+//     banded:  every query sees exactly the previous W tokens at their true positions;
+//     chunked: the paper's approximation: chunks of `chunk` tokens, the KV cache cut to the
+//              last W entries after each chunk, the next chunk's positions starting at the
+//              cache size, cached keys keeping their old rotation;
+//   passkey retrieval at a list of prompt lengths (greedy decoding, KV cache).
+// Evaluation-time RoPE scaling (--scaling) applies to every pass.
+// Writes <tag>.csv (one row per position), <tag>.json (the summary), <tag>_passkey.csv.
 #pragma once
 #include <unistd.h>
 #include "config.h"
 #include "dataloader.h"
 #include "metrics.h"
+#include "passkey.h"
+#include "schedule.h"
+#include "tokenizer.h"
 
-// Fills losses[i] (i < L) with the loss of predicting tokens[i+1] at position i.
-typedef void (*SequenceLossFn)(void *model, const int *tokens, int L, float *losses);
+typedef struct {
+    void *ctx;
+    // losses[i] = loss of tokens[i+1] at position i (i < L); window 0: full causal context,
+    // W > 0: the last W tokens (banded). entropy (L), when given: the mean attention entropy
+    // over heads and layers of each query position is added.
+    void (*losses)(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses, float *entropy);
+    // the chunked KV-cache approximation (see above)
+    void (*losses_chunked)(void *ctx, const int *tokens, int L, const PosStep *ps, int window, int chunk, float *losses);
+    // greedy decoding: out[0..n_new) continues prompt[0..n)
+    void (*greedy)(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out);
+} EvalModel;
 
-static inline void evaluate_per_position(SequenceLossFn fn, void *model, const int *val, long n_val, int L_eval,
-                                         int n_seq, double *loss_out) {
-    if ((long)n_seq * L_eval + 1 > n_val)
-        fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
-             (long)n_seq * L_eval + 1, n_seq, L_eval);
-    float *losses = (float *)xmalloc(L_eval * sizeof(float));
-    for (int i = 0; i < L_eval; i++) loss_out[i] = 0.0;
-    double t0 = wall_time();
-    for (int s = 0; s < n_seq; s++) {
-        fn(model, val + (long)s * L_eval, L_eval, losses);
-        for (int i = 0; i < L_eval; i++) loss_out[i] += (double)losses[i] / n_seq;
-        if (isatty(2)) {
-            char eta[32];
-            format_duration((wall_time() - t0) / (s + 1) * (n_seq - s - 1), eta, sizeof(eta));
-            fprintf(stderr, "\reval: sequence %d/%d, ETA %s   ", s + 1, n_seq, eta);
-        }
-    }
-    if (isatty(2)) fprintf(stderr, "\n");
-    free(losses);
+static inline EvalScaling eval_scaling_of(const Config *c) {
+    EvalScaling es = {c->scaling, c->scale_factor > 0 ? c->scale_factor : (float)c->eval_len / c->T,
+                      c->yarn_beta_fast, c->yarn_beta_slow, c->yarn_temperature, c->T};
+    return es;
+}
+
+// The default C list of G(C): 2w, 4w, ... up to L_eval (and L_eval itself), all above W.
+static inline int gain_lengths(const Config *c, int *out, int max) {
+    int n = parse_int_list(c->gain_lengths, out, max, "--gain_lengths");
+    if (n) return n;
+    for (long C = 2L * c->T; C < c->eval_len && n < max - 1; C *= 2)
+        if (C > c->gain_window) out[n++] = (int)C;
+    out[n++] = c->eval_len;
+    return n;
 }
 
 // A terminal picture of loss(i): mean loss in 16 equal position buckets, as bars on a
 // fixed scale (full width = ln V, the loss of a uniform guess) so runs compare by eye.
 static inline void print_loss_bars(const double *loss, int L_eval, int w, int V) {
     enum { NB = 16, WIDTH = 50 };
-    double mean[NB], top = log((double)V);
-    for (int k = 0; k < NB; k++) {
-        int lo = (int)((long)L_eval * k / NB), hi = (int)((long)L_eval * (k + 1) / NB);
-        mean[k] = mean_range(loss, lo, hi);
-    }
+    double top = log((double)V);
     printf("loss by position (the training window ends at %d):\n", w);
     for (int k = 0; k < NB; k++) {
         int lo = (int)((long)L_eval * k / NB), hi = (int)((long)L_eval * (k + 1) / NB);
-        int n = (int)(WIDTH * fmin(mean[k] / top, 1.0) + 0.5);
+        double m = mean_range(loss, lo, hi);
+        int n = (int)(WIDTH * fmin(m / top, 1.0) + 0.5);
         printf("  %6d-%-6d %s ", lo, hi - 1, lo < w ? "in " : "OOD");
         for (int i = 0; i < n; i++) fputs("#", stdout);
-        printf(" %.3f\n", mean[k]);
+        printf(" %.3f\n", m);
     }
 }
 
-static inline void run_evaluation(const Config *c, SequenceLossFn fn, void *model) {
+static inline void progress(const char *what, int i, int n, double t0) {
+    if (!isatty(2)) return;
+    char eta[32];
+    format_duration((wall_time() - t0) / (i + 1) * (n - i - 1), eta, sizeof(eta));
+    fprintf(stderr, "\r%s %d/%d, ETA %s   ", what, i + 1, n, eta);
+    if (i + 1 == n) fprintf(stderr, "\n");
+}
+
+typedef struct {
+    int n;                   // lengths
+    int lengths[64], correct[64], total[64];
+} PasskeyResult;
+
+// Passkey retrieval; per-example rows go to csv.
+static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, const Tokenizer *tok, const PosConfig *pc,
+                                        const EvalScaling *es, FILE *csv) {
+    PasskeyResult r;
+    memset(&r, 0, sizeof(r));
+    enum { N_NEW = 10 };
+    int out[N_NEW];
+    char text[N_NEW * 256 + 1];
+    fprintf(csv, "length,depth,key,correct,output\n");
+    PasskeyPrompts pp;
+    int pretokenized = c->passkey_prompts[0] != 0;
+    if (pretokenized) {
+        passkey_prompts_load(&pp, c->passkey_prompts);
+        for (int i = 0; i < pp.n; i++) {  // the file's distinct lengths, in order
+            int k = 0;
+            while (k < r.n && r.lengths[k] != pp.lengths[i]) k++;
+            if (k == r.n && r.n < 64) r.lengths[r.n++] = pp.lengths[i];
+        }
+    } else {
+        if (tok->pieces) fail("passkey prompts for a BPE vocabulary come from data/passkey_prompts.py: pass --passkey_prompts");
+        r.n = parse_int_list(c->passkey_lengths, r.lengths, 64, "--passkey_lengths");
+    }
+    double t0 = wall_time();
+    for (int li = 0; li < r.n; li++) {
+        int len = r.lengths[li];
+        PosStep ps = pos_eval_step(pc, es, len + N_NEW);
+        Rng rng = rng_make((uint64_t)c->seed, 0x9A55ULL * 1000003ULL + (uint64_t)len);
+        int count = pretokenized ? 0 : c->passkey_n;
+        if (pretokenized)
+            for (int i = 0; i < pp.n; i++) count += pp.lengths[i] == len;
+        int *prompt = (int *)xmalloc((size_t)(len + 1) * sizeof(int));
+        char *buf = (char *)xmalloc((size_t)len + 1);
+        for (int e = 0, i = 0; e < count; e++) {
+            int n, key;
+            double depth;
+            if (pretokenized) {
+                while (pp.lengths[i] != len) i++;
+                n = pp.offsets[i + 1] - pp.offsets[i];
+                if (n > len) n = len;
+                memcpy(prompt, pp.tokens + pp.offsets[i], n * sizeof(int));
+                key = pp.keys[i];
+                depth = pp.depths[i];
+                i++;
+            } else {
+                key = passkey_draw_key(&rng, c->passkey_digits);
+                double want = rng_f32(&rng);
+                int nb = passkey_build_text(buf, len - 1, key, want, &depth);
+                if (nb < 0) fail("--passkey_lengths: %d tokens cannot hold the passkey prompt", len);
+                prompt[0] = tok->eot;
+                for (int j = 0; j < nb; j++) prompt[1 + j] = (unsigned char)buf[j];
+                n = nb + 1;
+            }
+            m->greedy(m->ctx, prompt, n, N_NEW, &ps, out);
+            int tl = 0;
+            for (int j = 0; j < N_NEW; j++) {
+                if (out[j] == tok->eot) break;
+                if (!tok->pieces) text[tl++] = (char)out[j];
+                else if (out[j] >= 0 && out[j] < tok->vocab_size) {
+                    memcpy(text + tl, tok->pieces[out[j]], tok->lens[out[j]]);
+                    tl += tok->lens[out[j]];
+                }
+            }
+            text[tl] = 0;
+            int ok = passkey_first_integer(text) == key;
+            r.correct[li] += ok;
+            r.total[li]++;
+            for (int j = 0; j < tl; j++)  // keep the CSV field on one line
+                if (text[j] == '\n' || text[j] == '\r' || text[j] == ',' || text[j] == '"') text[j] = ' ';
+            fprintf(csv, "%d,%.4f,%d,%d,\"%s\"\n", len, depth, key, ok, text);
+            progress("passkey", e, count, t0);
+        }
+        free(prompt);
+        free(buf);
+    }
+    if (pretokenized) tf_free(&pp.tf);
+    return r;
+}
+
+static inline void run_evaluation(const Config *c, const EvalModel *m, const Tokenizer *tok) {
     if (!c->eval_len) return;
+    int L = c->eval_len, W = c->gain_window, chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
     long n_val;
     int *val = val_stream_load(c->val_data, c->V, &n_val);
-    double *loss = (double *)xmalloc(c->eval_len * sizeof(double));
+    if ((long)c->eval_n * L + 1 > n_val)
+        fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
+             (long)c->eval_n * L + 1, c->eval_n, L);
+    PosConfig pc = pos_config_of(c);
+    EvalScaling es = eval_scaling_of(c);
+    PosStep ps = pos_eval_step(&pc, &es, L);
+    double *loss = (double *)xcalloc(L, sizeof(double)), *ent = (double *)xcalloc(L, sizeof(double));
+    double *banded = (double *)xcalloc(L, sizeof(double)), *chunked = (double *)xcalloc(L, sizeof(double));
+    float *buf = (float *)xmalloc(L * sizeof(float)), *ebuf = (float *)xmalloc(L * sizeof(float));
     double t0 = wall_time();
-    evaluate_per_position(fn, model, val, n_val, c->eval_len, c->eval_n, loss);
-    CliffSummary s = cliff_summary(loss, c->eval_len, c->T, c->indist_start);
-    char tag[64];
-    snprintf(tag, sizeof(tag), "eval_L%d", c->eval_len);
-    write_eval_files(c->out_dir, tag, loss, c->eval_len, c->T, c->indist_start, c->eval_n,
-                     POS_SCHEME_NAMES[c->pos_scheme], s);
-    print_loss_bars(loss, c->eval_len, c->T, c->V);
-    printf("eval (%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f\n",
-           POS_SCHEME_NAMES[c->pos_scheme], c->eval_len, c->eval_n, wall_time() - t0, s.in_dist, s.ood, s.cliff);
-    printf("wrote %s/%s.csv and %s/%s.json\n", c->out_dir, tag, c->out_dir, tag);
-    free(loss);
-    free(val);
+    for (int s = 0; s < c->eval_n; s++) {
+        const int *seq = val + (long)s * L;
+        memset(ebuf, 0, L * sizeof(float));
+        m->losses(m->ctx, seq, L, &ps, 0, buf, ebuf);
+        for (int i = 0; i < L; i++) {
+            loss[i] += (double)buf[i] / c->eval_n;
+            ent[i] += (double)ebuf[i] / c->eval_n;
+        }
+        if (W) {
+            m->losses(m->ctx, seq, L, &ps, W, buf, NULL);
+            for (int i = 0; i < L; i++) banded[i] += (double)buf[i] / c->eval_n;
+            m->losses_chunked(m->ctx, seq, L, &ps, W, chunk, buf);
+            for (int i = 0; i < L; i++) chunked[i] += (double)buf[i] / c->eval_n;
+        }
+        progress("eval: sequence", s, c->eval_n, t0);
+    }
+    double t_loss = wall_time() - t0;
+    CliffSummary cs = cliff_summary(loss, L, c->T, c->indist_start);
+    double er = entropy_ratio(ent, L, c->T, c->indist_start);
+    double penalty = c->baseline[0] ? cs.in_dist / read_json_number(c->baseline, "in_dist") - 1.0 : NAN;
+    int Cs[64], nC = W ? gain_lengths(c, Cs, 64) : 0;
+    double g_chunked[64], g_banded[64];
+    for (int i = 0; i < nC; i++) {
+        g_chunked[i] = context_gain(chunked, loss, W, Cs[i]);
+        g_banded[i] = context_gain(banded, loss, W, Cs[i]);
+    }
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/%s.csv", c->out_dir, c->eval_tag);
+    FILE *f = xfopen(path, "w");
+    fprintf(f, "position,loss%s,entropy\n", W ? ",loss_banded,loss_chunked" : "");
+    for (int i = 0; i < L; i++) {
+        fprintf(f, "%d,%.6f", i, loss[i]);
+        if (W) fprintf(f, ",%.6f,%.6f", banded[i], chunked[i]);
+        fprintf(f, ",%.6f\n", ent[i]);
+    }
+    fclose(f);
+
+    PasskeyResult pk;
+    memset(&pk, 0, sizeof(pk));
+    double t1 = wall_time();
+    if (c->passkey_lengths[0] || c->passkey_prompts[0]) {
+        snprintf(path, sizeof(path), "%s/%s_passkey.csv", c->out_dir, c->eval_tag);
+        FILE *pf = xfopen(path, "w");
+        pk = run_passkey(c, m, tok, &pc, &es, pf);
+        fclose(pf);
+    }
+
+    snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
+    f = xfopen(path, "w");
+    const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
+    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"pos_scheme\": \"%s\", \"alpha_range\": [%g, %g], "
+               "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
+               "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"variant\": \"full\", ",
+            c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], c->alpha_min, c->alpha_max, c->seed, L, c->T,
+            c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
+            YARN_TEMP_NAMES[c->yarn_temperature]);
+    fprintf(f, "\"in_dist\": %.6f, \"ood\": %.6f, \"cliff\": %.6f, ", cs.in_dist, cs.ood, cs.cliff);
+    if (c->baseline[0]) fprintf(f, "\"penalty\": %.6f, \"baseline\": \"%s\", ", penalty, c->baseline);
+    else fprintf(f, "\"penalty\": null, \"baseline\": null, ");
+    fprintf(f, "\"entropy_ratio\": %.6f, \"gain\": ", er);
+    if (nC) {
+        fprintf(f, "{\"window\": %d, \"chunk\": %d, \"lengths\": [", W, chunk);
+        for (int i = 0; i < nC; i++) fprintf(f, "%s%d", i ? ", " : "", Cs[i]);
+        fprintf(f, "], \"chunked\": [");
+        for (int i = 0; i < nC; i++) fprintf(f, "%s%.6f", i ? ", " : "", g_chunked[i]);
+        fprintf(f, "], \"banded\": [");
+        for (int i = 0; i < nC; i++) fprintf(f, "%s%.6f", i ? ", " : "", g_banded[i]);
+        fprintf(f, "]}, ");
+    } else {
+        fprintf(f, "null, ");
+    }
+    fprintf(f, "\"passkey\": ");
+    if (pk.n) {
+        fprintf(f, "{\"lengths\": [");
+        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%d", i ? ", " : "", pk.lengths[i]);
+        fprintf(f, "], \"n\": %d, \"accuracy\": [", pk.total[0]);
+        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%.4f", i ? ", " : "", pk.total[i] ? (double)pk.correct[i] / pk.total[i] : 0.0);
+        fprintf(f, "], \"digits\": %d}}\n", c->passkey_digits);
+    } else {
+        fprintf(f, "null}\n");
+    }
+    fclose(f);
+
+    print_loss_bars(loss, L, c->T, c->V);
+    printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
+           c->eval_tag, POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
+           c->eval_n, t_loss, cs.in_dist, cs.ood, cs.cliff, er);
+    if (c->baseline[0]) printf("penalty vs %s: %+.2f%%\n", c->baseline, 100 * penalty);
+    for (int i = 0; i < nC; i++)
+        printf("G(%d) vs a %d-token window: %+.4f (chunked, the paper's approximation) | %+.4f (exact banded)\n", Cs[i], W,
+               g_chunked[i], g_banded[i]);
+    for (int i = 0; i < pk.n; i++)
+        printf("passkey at %d tokens: %d/%d correct (%.1f%%)%s\n", pk.lengths[i], pk.correct[i], pk.total[i],
+               100.0 * pk.correct[i] / pk.total[i], i + 1 == pk.n ? "" : "");
+    if (pk.n) printf("passkey took %.1fs\n", wall_time() - t1);
+    printf("wrote %s/%s.{csv,json}%s\n", c->out_dir, c->eval_tag, pk.n ? " and _passkey.csv" : "");
+    free(loss); free(ent); free(banded); free(chunked); free(buf); free(ebuf); free(val);
 }

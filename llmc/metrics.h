@@ -2,8 +2,11 @@
 //   loss(i): mean over sequences of the loss predicting token i+1 at query position i
 //   in-distribution: mean of loss(i) for indist_start <= i < w
 //   out-of-distribution: mean of loss(i) for w <= i < L_eval
-//   cliff = OOD - in-distribution
+//   cliff = OOD - in-distribution;  penalty = in-dist / baseline in-dist - 1
+//   G(C) = mean over W <= i < C of loss_W(i) - loss(i)   (loss_W: W-token context)
+//   entropy ratio = mean attention entropy at OOD positions / at in-distribution positions
 #pragma once
+#include <math.h>
 #include "utils.h"
 
 typedef struct {
@@ -24,19 +27,28 @@ static inline CliffSummary cliff_summary(const double *loss, int L_eval, int w, 
     return s;
 }
 
-// Per-position CSV (one row per position) and a JSON summary, both in the run folder.
-static inline void write_eval_files(const char *out_dir, const char *tag, const double *loss, int L_eval, int w,
-                             int indist_start, int n_seq, const char *pos_scheme, CliffSummary s) {
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/%s.csv", out_dir, tag);
-    FILE *f = xfopen(path, "w");
-    fprintf(f, "position,loss\n");
-    for (int i = 0; i < L_eval; i++) fprintf(f, "%d,%.6f\n", i, loss[i]);
+static inline double context_gain(const double *loss_window, const double *loss_full, int W, int C) {
+    double s = 0;
+    for (int i = W; i < C; i++) s += loss_window[i] - loss_full[i];
+    return C > W ? s / (C - W) : NAN;
+}
+
+static inline double entropy_ratio(const double *entropy, int L_eval, int w, int indist_start) {
+    return mean_range(entropy, w, L_eval) / mean_range(entropy, indist_start, w < L_eval ? w : L_eval);
+}
+
+// The in-distribution loss of another run's evaluation JSON (for the penalty).
+static inline double read_json_number(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) fail("--baseline: cannot open '%s'", path);
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = 0;
     fclose(f);
-    snprintf(path, sizeof(path), "%s/%s.json", out_dir, tag);
-    f = xfopen(path, "w");
-    fprintf(f, "{\"variant\": \"full\", \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
-               "\"pos_scheme\": \"%s\", \"in_dist\": %.6f, \"ood\": %.6f, \"cliff\": %.6f}\n",
-            L_eval, w, n_seq, indist_start, pos_scheme, s.in_dist, s.ood, s.cliff);
-    fclose(f);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    char *p = strstr(buf, pat);
+    double v;
+    if (!p || sscanf(p + strlen(pat), "%lf", &v) != 1) fail("--baseline: '%s' has no number \"%s\"", path, key);
+    return v;
 }

@@ -49,6 +49,73 @@ static inline PosStep pos_standard(const PosConfig *pc) {
     return ps;
 }
 
+// ----------------------------------------------------------------------------
+// Evaluation-time RoPE scaling, through the same hook (s = factor, w = training window).
+//   PI            p_t = t / s
+//   NTK-aware     B' = B * s^(hd/(hd-2))
+//   dynamic NTK   for a sequence of n > w tokens: B' = B * (s*n/w - (s-1))^(hd/(hd-2)); unchanged for n <= w
+//   NTK-by-parts  theta'_j = (theta_j/s) * ramp_j + theta_j * (1 - ramp_j)
+//   YaRN          NTK-by-parts plus an attention factor m on cos and sin: m = 0.1 ln s + 1
+//                 (YaRN / Hugging Face) or m = sqrt(1 + 0.1 ln s) (the PosAug paper's text)
+// ramp_j = clamp((j - low) / (high - low), 0, 1), low = floor(d(beta_fast)), high = ceil(d(beta_slow))
+// clamped to [0, hd/2-1], d(r) = hd * ln(w / (2 pi r)) / (2 ln B).
+enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_N };
+static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"};
+enum { YARN_TEMP_HF = 0, YARN_TEMP_PAPER };
+
+typedef struct {
+    int method;
+    float factor;                // s
+    float beta_fast, beta_slow;  // YaRN ramp (32, 1)
+    int temperature;             // YARN_TEMP_HF or YARN_TEMP_PAPER
+    int train_window;            // w
+} EvalScaling;
+
+// YaRN's ramp boundaries in rotary dimensions j (0 <= j < hd/2).
+static inline void yarn_low_high(int hd, double base, int w, double beta_fast, double beta_slow, int *low, int *high) {
+    const double pi = 3.14159265358979323846;
+    double d_fast = hd * log(w / (2 * pi * beta_fast)) / (2 * log(base));
+    double d_slow = hd * log(w / (2 * pi * beta_slow)) / (2 * log(base));
+    *low = (int)floor(d_fast);
+    *high = (int)ceil(d_slow);
+    if (*low < 0) *low = 0;
+    if (*high > hd / 2 - 1) *high = hd / 2 - 1;
+}
+
+// Standard positions with the scaling applied, for a sequence of seq_len tokens.
+static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, int seq_len) {
+    PosStep ps = pos_standard(pc);
+    int hd = pc->head_dim;
+    double s = es->factor, B = pc->rope_base, expo = (double)hd / (hd - 2);
+    switch (es->method) {
+    case SCALE_PI:
+        for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = (float)(1.0 / s);
+        break;
+    case SCALE_NTK: pos_inv_freq(ps.inv_freq, hd, B * pow(s, expo)); break;
+    case SCALE_DYN_NTK:
+        if (seq_len > es->train_window) pos_inv_freq(ps.inv_freq, hd, B * pow(s * seq_len / es->train_window - (s - 1), expo));
+        break;
+    case SCALE_NTK_PARTS:
+    case SCALE_YARN: {
+        int low, high;
+        yarn_low_high(hd, B, es->train_window, es->beta_fast, es->beta_slow, &low, &high);
+        double span = high > low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
+        for (int j = 0; j < hd / 2; j++) {
+            double ramp = (j - low) / span, theta = pow(B, -2.0 * j / hd);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            ps.inv_freq[j] = (float)(theta / s * ramp + theta * (1 - ramp));
+        }
+        if (es->method == SCALE_YARN && s > 1) {
+            double m = 0.1 * log(s) + 1.0;
+            ps.mscale = (float)(es->temperature == YARN_TEMP_PAPER ? sqrt(m) : m);
+        }
+        break;
+    }
+    default: break;
+    }
+    return ps;
+}
+
 // Draw this optimizer step's alpha. Counter-based (a fresh stream per step from the seed),
 // so the sequence is a pure function of (seed, step): resume needs no extra state and the
 // CPU and GPU trainers draw identical numbers.

@@ -1,0 +1,72 @@
+// Passkey retrieval (the format of Landmark Attention, YaRN and LongLoRA): an intro line,
+// filler sentences, the needle "The pass key is K. Remember it. K is the pass key." at a
+// random depth, and the question; greedy decoding; correct when the first integer of the
+// output equals K. Byte-tokenizer prompts are built here; BPE prompts come pre-tokenized
+// from data/passkey_prompts.py.
+#pragma once
+#include <ctype.h>
+#include "rng.h"
+#include "tensorfile.h"
+#include "utils.h"
+
+static const char *PASSKEY_INTRO =
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+    "I will quiz you about the important information there.";
+static const char *PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+static const char *PASSKEY_QUESTION = "What is the pass key? The pass key is";
+
+// Draw a key: [1, 50000], or five digits [10000, 99999].
+static inline int passkey_draw_key(Rng *r, int digits) {
+    return digits == 5 ? 10000 + (int)rng_below(r, 90000) : 1 + (int)rng_below(r, 50000);
+}
+
+// The prompt with as many filler sentences as fit in max_bytes (the needle after
+// round(depth * n) of the n fillers). Writes the text into buf (size >= max_bytes + 1);
+// returns its length, or -1 when the prompt does not fit even without filler.
+// *depth_out: the actual depth (needle position among the fillers, 0 when there are none).
+static inline int passkey_build_text(char *buf, int max_bytes, int key, double depth, double *depth_out) {
+    char needle[128];
+    snprintf(needle, sizeof(needle), "The pass key is %d. Remember it. %d is the pass key.", key, key);
+    int fixed = (int)(strlen(PASSKEY_INTRO) + 1 + strlen(needle) + 1 + strlen(PASSKEY_QUESTION));
+    int unit = (int)strlen(PASSKEY_FILLER) + 1;  // filler and its separator
+    int n = (max_bytes - fixed) / unit;
+    if (n < 0 || max_bytes < fixed) return -1;
+    int before = (int)(depth * n + 0.5);
+    *depth_out = n ? (double)before / n : 0.0;
+    int len = 0;
+    len += sprintf(buf + len, "%s\n", PASSKEY_INTRO);
+    for (int i = 0; i < before; i++) len += sprintf(buf + len, "%s ", PASSKEY_FILLER);
+    len += sprintf(buf + len, "%s\n", needle);
+    for (int i = before; i < n; i++) len += sprintf(buf + len, "%s ", PASSKEY_FILLER);
+    len += sprintf(buf + len, "%s", PASSKEY_QUESTION);
+    return len;
+}
+
+// The first integer in text, or -1.
+static inline long passkey_first_integer(const char *text) {
+    for (const char *p = text; *p; p++)
+        if (isdigit((unsigned char)*p)) return strtol(p, NULL, 10);
+    return -1;
+}
+
+// Pre-tokenized prompts (a tensor file of kind 3: tokens, offsets, keys, lengths, depths).
+typedef struct {
+    TensorFile tf;
+    int n;
+    const int *tokens, *offsets, *keys, *lengths;
+    const float *depths;
+} PasskeyPrompts;
+
+static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path) {
+    tf_load(&p->tf, path, TF_KIND_DUMP);
+    const TensorEntry *k = tf_find(&p->tf, "keys");
+    if (!k) fail("--passkey_prompts: '%s' has no tensor 'keys'", path);
+    p->n = (int)k->numel;
+    p->keys = (const int *)tf_get(&p->tf, "keys", TF_I32, p->n);
+    p->lengths = (const int *)tf_get(&p->tf, "lengths", TF_I32, p->n);
+    p->depths = (const float *)tf_get(&p->tf, "depths", TF_F32, p->n);
+    p->offsets = (const int *)tf_get(&p->tf, "offsets", TF_I32, p->n + 1);
+    const TensorEntry *t = tf_find(&p->tf, "tokens");
+    if (!t || t->dtype != TF_I32 || (long)t->numel != p->offsets[p->n]) fail("--passkey_prompts: '%s' has inconsistent tokens/offsets", path);
+    p->tokens = (const int *)t->data;
+}
