@@ -296,36 +296,53 @@ static void test_scaling(const char *ref_path) {
     fclose(f);
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
-    struct { const char *prefix; int hd, w; float base; } shapes[2] = {{"", 64, 2048, 10000.0f}, {"small.", 32, 128, 10000.0f}};
-    struct { const char *name; int method; float s; int len; } cases[] = {
-        {"plain", SCALE_NONE, 1, 0}, {"pi_s4", SCALE_PI, 4, 0}, {"ntk_s4", SCALE_NTK, 4, 0}, {"yarn_s4", SCALE_YARN, 4, 0},
-        {"yarn_s8", SCALE_YARN, 8, 0}, {"dynamic_s4_len8192", SCALE_DYN_NTK, 4, 8192},
-        {"dynamic_s4_len1024", SCALE_DYN_NTK, 4, 1024}, {"ntk_s8", SCALE_NTK, 8, 0}, {"pi_s8", SCALE_PI, 8, 0},
-    };
-    char name[128], label[160];
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-            snprintf(name, sizeof(name), "%s%s.inv_freq", shapes[k].prefix, cases[i].name);
-            const TensorEntry *e = tf_find(&tf, name);
-            if (!e) continue;
-            PosConfig p = {POS_ROPE, 1, 1, 1, shapes[k].base, shapes[k].hd, 1, 1};
-            EvalScaling s = {cases[i].method, cases[i].s, 32.0f, 1.0f, YARN_TEMP_HF, shapes[k].w};
-            int len = cases[i].len ? cases[i].len : (int)(cases[i].s * shapes[k].w);
-            if (k == 1 && cases[i].len) len = cases[i].len * shapes[k].w / 2048;
-            PosStep st = pos_eval_step(&p, &s, len);
-            float freq[MAX_HALF_HD];  // PI scales positions, not frequencies: compare theta * alpha
-            for (int j = 0; j < shapes[k].hd / 2; j++) freq[j] = st.inv_freq[j] * st.alpha[0];
-            double err = rel_err(freq, (const float *)tf_get(&tf, name, TF_F32, shapes[k].hd / 2), shapes[k].hd / 2);
-            snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", name);
-            check(err < 1e-6, label, "rel err %.2e", err);
-            snprintf(name, sizeof(name), "%s%s.attention_factor", shapes[k].prefix, cases[i].name);
-            const TensorEntry *af = tf_find(&tf, name);
-            if (af) {
-                float want = *(const float *)af->data;
-                snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", name);
-                check(fabsf(st.mscale - want) < 1e-6f, label, "%.6f vs %.6f", st.mscale, want);
-            }
+    // every tensor of the file: <prefix><method>_s<s>[_len<n>].inv_freq or .attention_factor,
+    // prefix "" (hd 64, w 2048) or "small." (hd 32, w 128), base 1e4
+    int checked = 0;
+    for (int i = 0; i < tf.n; i++) {
+        const TensorEntry *e = &tf.t[i];
+        char name[128], method[128] = "";
+        snprintf(name, sizeof(name), "%s", e->name);
+        int small = strncmp(name, "small.", 6) == 0, hd = small ? 32 : 64, w = small ? 128 : 2048;
+        char *base = name + (small ? 6 : 0), *dot = strrchr(base, '.');
+        if (!dot || (strcmp(dot, ".inv_freq") != 0 && strcmp(dot, ".attention_factor") != 0)) continue;
+        int is_freq = strcmp(dot, ".inv_freq") == 0;
+        *dot = 0;
+        float sf = 1.0f;
+        int len = 0;
+        char *us = strstr(base, "_s");
+        if (us) {
+            snprintf(method, sizeof(method), "%.*s", (int)(us - base), base);
+            sf = strtof(us + 2, NULL);
+            char *ln = strstr(us, "_len");
+            if (ln) len = atoi(ln + 4);
+        } else {
+            snprintf(method, sizeof(method), "%s", base);
         }
+        int m = -1;
+        const char *names[][2] = {{"plain", "none"}, {"pi", "pi"}, {"ntk", "ntk"}, {"dynamic", "dynamic-ntk"}, {"yarn", "yarn"}};
+        for (int k = 0; k < 5; k++)
+            if (strcmp(method, names[k][0]) == 0)
+                for (int q = 0; q < SCALE_N; q++)
+                    if (strcmp(SCALE_NAMES[q], names[k][1]) == 0) m = q;
+        char label[200];
+        snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", e->name);
+        if (m < 0) { check(0, label, "unknown reference tensor"); continue; }
+        PosConfig p = {POS_ROPE, 1, 1, 1, 10000.0f, hd, 1, 1};
+        EvalScaling s = {m, sf, 32.0f, 1.0f, YARN_TEMP_HF, w};
+        PosStep st = pos_eval_step(&p, &s, len ? len : (int)(sf * w));
+        if (is_freq) {
+            float freq[MAX_HALF_HD];  // PI scales positions, not frequencies: compare theta * alpha
+            for (int j = 0; j < hd / 2; j++) freq[j] = st.inv_freq[j] * st.alpha[0];
+            double err = rel_err(freq, (const float *)tf_get(&tf, e->name, TF_F32, hd / 2), hd / 2);
+            check(err < 1e-6, label, "rel err %.2e", err);
+        } else {
+            float want = *(const float *)tf_get(&tf, e->name, TF_F32, 1);
+            check(fabsf(st.mscale - want) < 1e-6f, label, "%.6f vs %.6f", st.mscale, want);
+        }
+        checked++;
+    }
+    check(checked >= 20, "scaling reference: every tensor compared", "%d tensors", checked);
     tf_free(&tf);
 }
 
@@ -414,9 +431,19 @@ static void test_passkey(void) {
           "passkey prompt: intro, needle, question, within length", "%d bytes", n);
     int fillers = 0;
     for (char *p = buf; (p = strstr(p, PASSKEY_FILLER)); p++) fillers++;
-    check(fillers == (1000 - (n - fillers * ((int)strlen(PASSKEY_FILLER) + 1))) / ((int)strlen(PASSKEY_FILLER) + 1) &&
-              fabs(depth - 0.5) <= 0.5 / fillers + 1e-9, "passkey prompt: as many fillers as fit, needle at the depth",
-          "%d fillers, depth %.3f", fillers, depth);
+    char more[2048];
+    double d2;
+    int n_more = passkey_build_text(more, n + (int)strlen(PASSKEY_FILLER), 31415, 0.5, &d2);
+    int fillers_more = 0;
+    for (char *p = more; (p = strstr(p, PASSKEY_FILLER)); p++) fillers_more++;
+    check(fillers >= 1 && fillers_more == fillers && n_more == n && fabs(depth - 0.5) <= 0.5 / fillers + 1e-9,
+          "passkey prompt: as many fillers as fit, needle at the depth", "%d fillers, depth %.3f", fillers, depth);
+    n_more = passkey_build_text(more, n + (int)strlen(PASSKEY_FILLER) + 2, 31415, 0.5, &d2);
+    fillers_more = 0;
+    for (char *p = more; (p = strstr(p, PASSKEY_FILLER)); p++) fillers_more++;
+    check(fillers_more == fillers + 1 && n_more <= n + (int)strlen(PASSKEY_FILLER) + 2, "passkey prompt: one filler more fits one more", "");
+    check(strstr(buf, "\nThe pass key is 31415.") && strstr(buf, "pass key.\nThe grass") && strstr(buf, "again.\nWhat is"),
+          "passkey prompt: Landmark layout (parts on their own lines)", "");
     passkey_build_text(buf, 1000, 7, 0.0, &depth);
     char *needle = strstr(buf, "The pass key is 7.");
     check(needle && needle < strstr(buf, PASSKEY_FILLER) && depth == 0.0, "passkey depth 0 puts the needle first", "");

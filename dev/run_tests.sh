@@ -11,6 +11,7 @@ run() {
 }
 run ./test_gpt
 run python3 data/test_data.py
+run python3 dev/test_eval_scripts.py
 # every suite ends with "N passed, N failed[, N skipped]"; add them up
 read -r p f s < <(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" |
     sed -E 's/^([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/' |

@@ -20,24 +20,35 @@ static inline int passkey_draw_key(Rng *r, int digits) {
     return digits == 5 ? 10000 + (int)rng_below(r, 90000) : 1 + (int)rng_below(r, 50000);
 }
 
-// The prompt with as many filler sentences as fit in max_bytes (the needle after
-// round(depth * n) of the n fillers). Writes the text into buf (size >= max_bytes + 1);
+// The prompt, in Landmark Attention's layout: intro, fillers before, needle, fillers
+// after, question, joined by newlines (an empty filler part is left out), fillers within
+// a part joined by spaces. As many fillers as fit in max_bytes; the needle goes after
+// round(depth * n) of the n fillers. Writes the text into buf (size >= max_bytes + 1) and
 // returns its length, or -1 when the prompt does not fit even without filler.
-// *depth_out: the actual depth (needle position among the fillers, 0 when there are none).
+// *depth_out: the actual depth (0 when there is no filler).
 static inline int passkey_build_text(char *buf, int max_bytes, int key, double depth, double *depth_out) {
     char needle[128];
     snprintf(needle, sizeof(needle), "The pass key is %d. Remember it. %d is the pass key.", key, key);
+    int filler = (int)strlen(PASSKEY_FILLER);
     int fixed = (int)(strlen(PASSKEY_INTRO) + 1 + strlen(needle) + 1 + strlen(PASSKEY_QUESTION));
-    int unit = (int)strlen(PASSKEY_FILLER) + 1;  // filler and its separator
-    int n = (max_bytes - fixed) / unit;
-    if (n < 0 || max_bytes < fixed) return -1;
-    int before = (int)(depth * n + 0.5);
+    if (max_bytes < fixed) return -1;
+    // n fillers split into parts of a and n-a cost n*filler + (n-1 or n-2 spaces) + 1 newline per non-empty part
+    int n = 0;
+    for (;;) {
+        int m = n + 1, a = (int)(depth * m + 0.5), cost = fixed;
+        for (int part = 0; part < 2; part++) {
+            int k = part ? m - a : a;
+            if (k) cost += k * filler + (k - 1) + 1;
+        }
+        if (cost > max_bytes) break;
+        n = m;
+    }
+    int before = (int)(depth * n + 0.5), len = 0;
     *depth_out = n ? (double)before / n : 0.0;
-    int len = 0;
     len += sprintf(buf + len, "%s\n", PASSKEY_INTRO);
-    for (int i = 0; i < before; i++) len += sprintf(buf + len, "%s ", PASSKEY_FILLER);
+    for (int i = 0; i < before; i++) len += sprintf(buf + len, "%s%s", PASSKEY_FILLER, i + 1 < before ? " " : "\n");
     len += sprintf(buf + len, "%s\n", needle);
-    for (int i = before; i < n; i++) len += sprintf(buf + len, "%s ", PASSKEY_FILLER);
+    for (int i = before; i < n; i++) len += sprintf(buf + len, "%s%s", PASSKEY_FILLER, i + 1 < n ? " " : "\n");
     len += sprintf(buf + len, "%s", PASSKEY_QUESTION);
     return len;
 }

@@ -1,0 +1,344 @@
+"""Summarise evaluation runs as a table in the PosAug paper's format.
+
+    python dev/eval_table.py runs/10m_rope_seed* runs/10m_posaug_seed* --baseline 10m_rope
+    python dev/eval_table.py runs/a runs/b --labels baseline,posaug --baseline baseline
+    python dev/eval_table.py runs/* --group_by '^(.*)_s\\d+$' --csv
+    python dev/eval_table.py runs/x/eval_L8192_yarn.json          # one evaluation file
+
+Each argument is a run folder (every `eval_*.json` in it, or only `--tag TAG`; the
+`*_passkey` files are not evaluations) or one evaluation JSON. An evaluation is the
+pair `<tag>.json` + `<tag>.csv` written by the trainer (README, "What the numbers
+mean"; REFERENCE.md, Metrics).
+
+Columns: method | cliff | G(C) | in-dist | delta | penalty
+- Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`
+  removed, so `10m_posaug_seed42`, `10m_posaug_seed137` form one row `10m_posaug`.
+  `--group_by REGEX` uses the regex's first group (or whole match) on the folder name;
+  `--labels a,b,...` gives one label per argument (equal labels are grouped).
+  When the arguments hold more than one evaluation tag, rows are (label, tag).
+- cliff, G and in-dist: mean +- sample std (n-1) over the group; only the mean when n = 1.
+- G(C) = mean over W <= i < C of loss_variant(i) - loss(i) (W the window, 512 in the
+  paper); positive means the long context helps. C is the largest length every
+  evaluation with gain data can give: a length in the JSON's `gain.lengths`, or any
+  C <= L_eval when the CSV has the variant's column. The variant is `chunked` (the
+  paper's KV-cache approximation) when every such evaluation has it, else `banded`
+  (exact sliding window); `--variant` forces one. The header names both, e.g. `G(8K), chunked`.
+- delta = group mean in-dist minus the baseline's mean in-dist; penalty = delta /
+  baseline in-dist, in %. `--baseline` is a group label or a run folder / JSON path; the
+  baseline evaluation with the same tag is used, else one with the same L_eval and no
+  scaling, else any. Without --baseline, the JSONs' own `penalty` (a fraction) is
+  averaged and delta derived from it; `-` where there is none.
+`--csv` prints the same numbers as CSV (means and stds in separate columns).
+"""
+import argparse
+import csv
+import glob
+import io
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+
+SEED_RE = re.compile(r"_seed\d+$")
+VARIANTS = ("chunked", "banded")
+
+
+def die(msg):
+    sys.exit(os.path.basename(sys.argv[0]) + ": error: " + msg)
+
+
+# ---- loading -------------------------------------------------------------------------
+class Eval:
+    """One evaluation: its JSON fields (`.j`), folder, tag and lazily its CSV columns."""
+
+    def __init__(self, json_path):
+        self.json_path = json_path
+        try:
+            with open(json_path, encoding="utf-8") as f:
+                self.j = json.load(f)
+        except (OSError, ValueError) as e:
+            die("cannot read %s: %s" % (json_path, e))
+        if not isinstance(self.j, dict):
+            die("%s: not a JSON object" % json_path)
+        self.tag = self.j.get("tag") or os.path.splitext(os.path.basename(json_path))[0]
+        self.dir = os.path.dirname(os.path.abspath(json_path))
+        self.run_name = os.path.basename(self.dir)
+        self.csv_path = os.path.splitext(json_path)[0] + ".csv"
+        self._cols = None
+
+    def get(self, key, default=None):
+        v = self.j.get(key, default)
+        return default if v is None else v
+
+    @property
+    def cols(self):
+        """{column name: float64 array} from the CSV (empty dict if there is no CSV)."""
+        if self._cols is None:
+            self._cols = {}
+            if os.path.exists(self.csv_path):
+                with open(self.csv_path, encoding="utf-8") as f:
+                    rows = list(csv.reader(f))
+                if rows:
+                    head = [h.strip() for h in rows[0]]
+                    data = [r for r in rows[1:] if r]
+                    try:
+                        arr = np.array([[float(x) for x in r] for r in data], dtype=np.float64)
+                    except ValueError as e:
+                        die("%s: non-numeric value (%s)" % (self.csv_path, e))
+                    if arr.size == 0:
+                        arr = arr.reshape(0, len(head))
+                    if arr.shape[1] != len(head):
+                        die("%s: rows have %d fields, header has %d" % (self.csv_path, arr.shape[1], len(head)))
+                    self._cols = {h: arr[:, k] for k, h in enumerate(head)}
+                    if "position" in self._cols:
+                        order = np.argsort(self._cols["position"], kind="stable")
+                        self._cols = {h: c[order] for h, c in self._cols.items()}
+        return self._cols
+
+    @property
+    def L(self):
+        return int(self.get("L_eval", len(self.cols.get("loss", []))))
+
+    @property
+    def window(self):
+        """The train window w."""
+        return self.get("train_window")
+
+    def gain_window(self, default=None):
+        g = self.j.get("gain") or {}
+        return g.get("window", default)
+
+    def gain_lengths(self, variant):
+        g = self.j.get("gain") or {}
+        if g.get(variant) is None:
+            return []
+        return [int(c) for c in g.get("lengths", [])]
+
+    def has_column(self, variant):
+        return ("loss_" + variant) in self.cols and "loss" in self.cols
+
+    def max_gain_C(self, variant):
+        """Largest C this evaluation can give G(C) for with this variant (0: none)."""
+        best = max(self.gain_lengths(variant), default=0)
+        if self.has_column(variant) and self.gain_window() is not None:
+            best = max(best, len(self.cols["loss"]))
+        return best
+
+    def G(self, C, variant, window=None):
+        """G(C) from the JSON when it has C, else from the CSV; None if neither can."""
+        lens = self.gain_lengths(variant)
+        if C in lens:
+            return float(self.j["gain"][variant][lens.index(C)])
+        W = self.gain_window(window)
+        if W is not None and self.has_column(variant):
+            return gain_from_columns(self.cols["loss"], self.cols["loss_" + variant], int(W), C)
+        return None
+
+
+def gain_from_columns(loss, loss_variant, W, C):
+    """G(C) = mean over W <= i < C of loss_variant(i) - loss(i)."""
+    C = min(int(C), len(loss))
+    if C <= W:
+        return float("nan")
+    return float(np.mean(loss_variant[W:C] - loss[W:C]))
+
+
+def load_evals(args_paths, tag=None):
+    """Expand arguments to a list of (argument index, Eval)."""
+    out = []
+    for k, p in enumerate(args_paths):
+        if os.path.isdir(p):
+            files = sorted(glob.glob(os.path.join(p, "eval_*.json")))
+            files = [f for f in files if not f.endswith("_passkey.json")]
+            if tag is not None:
+                files = [f for f in files if os.path.splitext(os.path.basename(f))[0] == tag]
+            if not files:
+                die("%s: no %s in this folder" % (p, (tag + ".json") if tag else "eval_*.json"))
+            out.extend((k, Eval(f)) for f in files)
+        elif os.path.isfile(p) and p.endswith(".json"):
+            out.append((k, Eval(p)))
+        else:
+            die("%s: not a run folder or an evaluation .json" % p)
+    return out
+
+
+def default_label(ev):
+    return SEED_RE.sub("", ev.run_name)
+
+
+def assign_labels(evals, labels=None, group_by=None, n_args=None):
+    """[(label, Eval)] using --labels (one per argument), --group_by or the default."""
+    if labels is not None:
+        names = [s.strip() for s in labels.split(",")]
+        if len(names) != n_args:
+            die("--labels has %d names for %d arguments" % (len(names), n_args))
+        return [(names[k], ev) for k, ev in evals]
+    if group_by is not None:
+        try:
+            rx = re.compile(group_by)
+        except re.error as e:
+            die("--group_by: bad regex (%s)" % e)
+        res = []
+        for _, ev in evals:
+            m = rx.search(ev.run_name)
+            res.append((((m.group(1) if m.groups() else m.group(0)) if m else ev.run_name), ev))
+        return res
+    return [(default_label(ev), ev) for _, ev in evals]
+
+
+# ---- aggregation ---------------------------------------------------------------------
+def mean_std(xs):
+    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not xs:
+        return None, None, 0
+    m = float(np.mean(xs))
+    s = float(np.std(xs, ddof=1)) if len(xs) > 1 else None
+    return m, s, len(xs)
+
+
+def fmt_C(C):
+    return "%dK" % (C // 1024) if C % 1024 == 0 else str(C)
+
+
+def choose_gain(evs, variant=None):
+    """(C, variant) for the G column, or (None, None) when no evaluation has gain data."""
+    with_any = [ev for ev in evs if any(ev.max_gain_C(v) for v in VARIANTS)]
+    if not with_any:
+        return None, None
+    if variant is None:
+        full = [v for v in VARIANTS if all(ev.max_gain_C(v) for ev in with_any)]
+        variant = full[0] if full else max(VARIANTS, key=lambda v: sum(ev.max_gain_C(v) > 0 for ev in evs))
+    Cs = None
+    for ev in evs:
+        if ev.max_gain_C(variant) == 0:
+            continue
+        mine = set(ev.gain_lengths(variant))
+        if ev.has_column(variant) and ev.gain_window() is not None:
+            mine |= set(range(int(ev.gain_window()) + 1, len(ev.cols["loss"]) + 1))
+        Cs = mine if Cs is None else (Cs & mine)
+    if not Cs:
+        return None, None
+    return max(Cs), variant
+
+
+def pick_baseline_eval(base_evs, ev):
+    same = [b for b in base_evs if b.tag == ev.tag]
+    if same:
+        return same
+    same = [b for b in base_evs if b.L == ev.L and b.get("scaling", "none") == "none"]
+    return same or base_evs
+
+
+def build_rows(pairs, baseline=None, variant=None):
+    """Rows: dicts with label, tag, n and the aggregated numbers."""
+    evs = [ev for _, ev in pairs]
+    tags = sorted({ev.tag for ev in evs})
+    multi_tag = len(tags) > 1
+    C, var = choose_gain(evs, variant)
+    groups = {}
+    for label, ev in pairs:
+        groups.setdefault((label, ev.tag if multi_tag else ""), []).append(ev)
+    base_evs = None
+    if baseline is not None:
+        labelled = [ev for label, ev in pairs if label == baseline]
+        if labelled:
+            base_evs = labelled
+        elif os.path.exists(baseline):
+            base_evs = [ev for _, ev in load_evals([baseline])]
+        else:
+            die("--baseline %r is neither a group label (%s) nor a path"
+                % (baseline, ", ".join(sorted({l for l, _ in pairs}))))
+    rows = []
+    for (label, tag), g in groups.items():
+        r = {"label": label, "tag": tag, "n": len(g)}
+        r["cliff"] = mean_std([ev.j.get("cliff") for ev in g])
+        r["in_dist"] = mean_std([ev.j.get("in_dist") for ev in g])
+        r["G"] = mean_std([ev.G(C, var) for ev in g]) if C else (None, None, 0)
+        r["delta"] = r["penalty"] = None
+        r["is_baseline"] = False
+        m_in = r["in_dist"][0]
+        if base_evs is not None and m_in is not None:
+            b = pick_baseline_eval(base_evs, g[0])
+            b_in = mean_std([e.j.get("in_dist") for e in b])[0]
+            r["is_baseline"] = set(map(id, b)) >= set(map(id, g)) and label == baseline
+            if b_in:
+                r["delta"] = m_in - b_in
+                r["penalty"] = 100.0 * r["delta"] / b_in
+        elif base_evs is None:
+            pens = [ev.j.get("penalty") for ev in g if ev.j.get("penalty") is not None]
+            if pens and m_in is not None:
+                deltas = [ev.j["in_dist"] - ev.j["in_dist"] / (1.0 + ev.j["penalty"])
+                          for ev in g if ev.j.get("penalty") is not None and ev.j.get("in_dist") is not None]
+                r["penalty"] = 100.0 * float(np.mean(pens))
+                r["delta"] = float(np.mean(deltas)) if deltas else None
+        rows.append(r)
+    return rows, C, var
+
+
+def f_ms(ms, digits=3):
+    m, s, n = ms
+    if m is None:
+        return "-"
+    if s is None:
+        return "%.*f" % (digits, m)
+    return "%.*f ± %.*f" % (digits, m, digits, s)
+
+
+def f_signed(x, digits=3, suffix=""):
+    return "-" if x is None else "%+.*f%s" % (digits, x, suffix)
+
+
+def markdown(rows, C, var):
+    gh = "G(%s), %s" % (fmt_C(C), var) if C else "G(C)"
+    out = ["| method | cliff | %s | in-dist | delta | penalty |" % gh,
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        name = r["label"] + (" [%s]" % r["tag"] if r["tag"] else "")
+        if r["n"] > 1:
+            name += " (%d seeds)" % r["n"]
+        if r["is_baseline"]:
+            name += " (baseline)"
+        out.append("| %s | %s | %s | %s | %s | %s |" % (
+            name, f_ms(r["cliff"]), f_ms(r["G"]), f_ms(r["in_dist"]),
+            f_signed(r["delta"]), f_signed(r["penalty"], 1, "%")))
+    return "\n".join(out)
+
+
+def to_csv(rows, C, var):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["method", "tag", "n", "cliff_mean", "cliff_std", "G_C", "G_variant", "G_mean", "G_std",
+                "in_dist_mean", "in_dist_std", "delta", "penalty_pct"])
+
+    def num(x):
+        return "" if x is None else repr(float(x))
+    for r in rows:
+        w.writerow([r["label"], r["tag"], r["n"], num(r["cliff"][0]), num(r["cliff"][1]),
+                    C or "", var or "", num(r["G"][0]), num(r["G"][1]),
+                    num(r["in_dist"][0]), num(r["in_dist"][1]), num(r["delta"]), num(r["penalty"])])
+    return buf.getvalue().rstrip("\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Markdown table (PosAug format) of evaluation runs.",
+                                 epilog="See the module docstring for the exact definitions.")
+    ap.add_argument("runs", nargs="+", help="run folders or eval_*.json files")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--group_by", default=None, help="regex on the run folder name; group 1 is the label")
+    g.add_argument("--labels", default=None, help="comma-separated label per argument")
+    ap.add_argument("--baseline", default=None, help="baseline group label, run folder or JSON")
+    ap.add_argument("--tag", default=None, help="only this evaluation tag from run folders (e.g. eval_L8192)")
+    ap.add_argument("--variant", choices=VARIANTS, default=None, help="G variant (default: chunked if all have it)")
+    ap.add_argument("--csv", action="store_true", help="print CSV instead of markdown")
+    args = ap.parse_args(argv)
+    evals = load_evals(args.runs, args.tag)
+    pairs = assign_labels(evals, args.labels, args.group_by, len(args.runs))
+    rows, C, var = build_rows(pairs, args.baseline, args.variant)
+    print(to_csv(rows, C, var) if args.csv else markdown(rows, C, var))
+
+
+if __name__ == "__main__":
+    main()

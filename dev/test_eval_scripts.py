@@ -1,0 +1,405 @@
+"""Tests for dev/plot_eval.py, dev/eval_table.py and data/passkey_prompts.py on synthetic fixtures.
+
+    python dev/test_eval_scripts.py
+
+Writes hand-made run folders (eval_*.json + eval_*.csv, in the trainer's output
+contract) and a tiny locally trained BPE into a temp dir. Prints PASS/FAIL/SKIP per test
+and ends with "N passed, N failed, N skipped"; exits 1 if any test failed. Tests that
+need matplotlib or tokenizers SKIP without them. Takes about 10-20 s.
+"""
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from contextlib import redirect_stdout
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "data"))
+import eval_table  # noqa: E402
+import tensorfile  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="test_eval_scripts_")
+TESTS = []
+
+
+class Skip(Exception):
+    pass
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def close(a, b, tol=1e-9):
+    return a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+# ---- fixtures ------------------------------------------------------------------------
+L, W_TRAIN, W_GAIN = 1024, 128, 64
+
+
+def write_eval(run_dir, tag, in_dist, cliff, gain=None, penalty=None, scaling="none",
+               columns=("loss_banded", "loss_chunked", "entropy"), seed=42, banded_offset=0.25):
+    os.makedirs(run_dir, exist_ok=True)
+    i = np.arange(L)
+    loss = np.where(i < W_TRAIN, in_dist + 1.0 / (1 + i), in_dist + cliff) + 0.01 * np.sin(i)
+    cols = {"loss": loss,
+            "loss_banded": loss + np.where(i >= W_GAIN, banded_offset, 0.0),
+            "loss_chunked": loss + np.where(i >= W_GAIN, 0.1 * np.log1p(i / W_GAIN), 0.0),
+            "entropy": 1.0 + i / L}
+    head = ["position", "loss"] + list(columns)
+    with open(os.path.join(run_dir, tag + ".csv"), "w") as f:
+        f.write(",".join(head) + "\n")
+        for p in range(L):
+            f.write(",".join([str(p)] + ["%.6f" % cols[h][p] for h in head[1:]]) + "\n")
+    j = {"tag": tag, "run": run_dir, "model": "tiny", "pos_scheme": "rope", "alpha_range": [0.125, 8],
+         "seed": seed, "L_eval": L, "train_window": W_TRAIN, "n_sequences": 20, "indist_start": 64,
+         "scaling": scaling, "scale_factor": 1.0 if scaling == "none" else L / W_TRAIN,
+         "in_dist": in_dist, "ood": in_dist + cliff, "cliff": cliff, "penalty": penalty,
+         "baseline": None, "entropy_ratio": 1.2, "gain": gain, "passkey": None}
+    with open(os.path.join(run_dir, tag + ".json"), "w") as f:
+        json.dump(j, f)
+
+
+def gain(chunked, banded=None):
+    return {"window": W_GAIN, "chunk": W_GAIN, "lengths": [256, 512, 1024],
+            "chunked": chunked, "banded": banded if banded is not None else [0.0, 0.0, 0.0]}
+
+
+RUNS = os.path.join(TMP, "runs")
+# rope baseline, two seeds; posaug three seeds; nope one seed; the hand-made numbers:
+#   rope in-dist 2.0, 2.2 -> 2.1 +- 0.141421; cliff 1.0, 1.4 -> 1.2 +- 0.282843; G(1K) -0.5, -0.7 -> -0.6 +- 0.141421
+#   posaug in-dist 2.1, 2.2, 2.3 -> 2.2 +- 0.1; cliff 0.1, 0.2, 0.3 -> 0.2 +- 0.1; G(1K) 0.3, 0.4, 0.5 -> 0.4 +- 0.1
+#   delta = 0.1, penalty = 0.1 / 2.1 = 4.762%
+write_eval(f"{RUNS}/tiny_rope_seed42", "eval_L1024", 2.0, 1.0, gain([-0.1, -0.3, -0.5]))
+write_eval(f"{RUNS}/tiny_rope_seed137", "eval_L1024", 2.2, 1.4, gain([-0.1, -0.3, -0.7]), seed=137)
+for s, ind, cl, g in ((42, 2.1, 0.1, 0.3), (137, 2.2, 0.2, 0.4), (2024, 2.3, 0.3, 0.5)):
+    write_eval(f"{RUNS}/tiny_posaug_seed{s}", "eval_L1024", ind, cl, gain([0.1, 0.2, g]), seed=s,
+               penalty=(ind - 2.1) / 2.1)
+write_eval(f"{RUNS}/tiny_nope", "eval_L1024", 2.5, 0.05, gain([0.0, 0.0, 0.02]))
+# a second tag in one run folder (YaRN), and a run with only CSV gain columns
+write_eval(f"{RUNS}/tiny_rope_seed42", "eval_L1024_yarn", 2.05, 0.3, None, scaling="yarn")
+write_eval(f"{TMP}/csvonly/tiny_band", "eval_L1024", 2.0, 0.5, None, columns=("loss_banded",))
+
+
+def run_py(script, *args, timeout=60):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, script)] + list(args),
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def table_rows(md):
+    """Parse a markdown table into (header cells, {method: cells})."""
+    lines = [l for l in md.strip().splitlines() if l.startswith("|")]
+    cells = [[c.strip() for c in l.strip("|").split("|")] for l in lines]
+    return cells[0], {r[0]: r for r in cells[2:]}
+
+
+# ---- eval_table ----------------------------------------------------------------------
+@test
+def table_mean_std_penalty():
+    rc, out, err = run_py("dev/eval_table.py", *[f"{RUNS}/tiny_rope_seed{s}" for s in (42, 137)],
+                          *[f"{RUNS}/tiny_posaug_seed{s}" for s in (42, 137, 2024)],
+                          "--tag", "eval_L1024", "--baseline", "tiny_rope")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    head, rows = table_rows(out)
+    check(head == ["method", "cliff", "G(1K), chunked", "in-dist", "delta", "penalty"], "header %s" % head)
+    check(set(rows) == {"tiny_rope (2 seeds) (baseline)", "tiny_posaug (3 seeds)"}, "rows %s" % list(rows))
+    r = rows["tiny_posaug (3 seeds)"]
+    check(r[1:] == ["0.200 ± 0.100", "0.400 ± 0.100", "2.200 ± 0.100", "+0.100", "+4.8%"], "posaug row %s" % r)
+    b = rows["tiny_rope (2 seeds) (baseline)"]
+    check(b[1:] == ["1.200 ± 0.283", "-0.600 ± 0.141", "2.100 ± 0.141", "+0.000", "+0.0%"], "rope row %s" % b)
+
+
+@test
+def table_csv_exact_numbers():
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_rope_seed42", f"{RUNS}/tiny_rope_seed137",
+                          f"{RUNS}/tiny_posaug_seed42", f"{RUNS}/tiny_posaug_seed137",
+                          f"{RUNS}/tiny_posaug_seed2024", "--tag", "eval_L1024", "--baseline", "tiny_rope", "--csv")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    import csv as _csv
+    rows = {r["method"]: r for r in _csv.DictReader(io.StringIO(out))}
+    p = rows["tiny_posaug"]
+    check(p["n"] == "3" and p["G_C"] == "1024" and p["G_variant"] == "chunked", "meta %s" % p)
+    check(close(float(p["in_dist_std"]), 0.1, 1e-9), "in-dist std %s (n-1)" % p["in_dist_std"])
+    check(close(float(p["penalty_pct"]), 100 * 0.1 / 2.1, 1e-9), "penalty %s" % p["penalty_pct"])
+    check(close(float(p["delta"]), 0.1, 1e-9), "delta %s" % p["delta"])
+    r = rows["tiny_rope"]
+    check(close(float(r["cliff_std"]), math.sqrt(0.08), 1e-9), "rope cliff std %s" % r["cliff_std"])
+
+
+@test
+def table_single_seed_mean_only_and_default_grouping():
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_nope", f"{RUNS}/tiny_posaug_seed42",
+                          f"{RUNS}/tiny_posaug_seed137", "--tag", "eval_L1024")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    _, rows = table_rows(out)
+    check(set(rows) == {"tiny_nope", "tiny_posaug (2 seeds)"}, "rows %s" % list(rows))
+    n = rows["tiny_nope"]
+    check(n[1] == "0.050" and n[2] == "0.020" and n[3] == "2.500", "single-seed row %s" % n)
+    check(n[4] == "-" and n[5] == "-", "no baseline, no penalty in JSON -> '-': %s" % n)
+    # without --baseline, penalty comes from the JSONs (fractions): mean of 0 and 0.1/2.1
+    p = rows["tiny_posaug (2 seeds)"]
+    check(p[5] == "+2.4%", "JSON penalty mean %s" % p[5])
+    check(p[4] == "+0.050", "delta derived from JSON penalty %s" % p[4])
+
+
+@test
+def table_group_by_and_labels():
+    rc, out, err = run_py("dev/eval_table.py", *[f"{RUNS}/tiny_posaug_seed{s}" for s in (42, 137, 2024)],
+                          "--tag", "eval_L1024", "--group_by", r"^tiny_(\w+?)_seed(?:42|137)$")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    _, rows = table_rows(out)
+    check(set(rows) == {"posaug (2 seeds)", "tiny_posaug_seed2024"}, "group_by rows %s" % list(rows))
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_nope", f"{RUNS}/tiny_posaug_seed42",
+                          "--tag", "eval_L1024", "--labels", "A,A")
+    _, rows = table_rows(out)
+    check(rc == 0 and list(rows) == ["A (2 seeds)"], "labels rows %s %s" % (list(rows), err))
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_nope", "--labels", "A,B")
+    check(rc != 0 and "--labels" in err, "label count mismatch should fail: %d %s" % (rc, err))
+
+
+@test
+def table_multi_tag_rows_and_baseline_by_tag():
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_rope_seed42", "--baseline", "tiny_rope")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    head, rows = table_rows(out)
+    check(set(rows) == {"tiny_rope [eval_L1024] (baseline)", "tiny_rope [eval_L1024_yarn] (baseline)"},
+          "rows %s" % list(rows))
+    # the yarn eval has no gain data: '-' in G; its baseline is the same tag -> delta 0
+    y = rows["tiny_rope [eval_L1024_yarn] (baseline)"]
+    check(y[2] == "-" and y[4] == "+0.000", "yarn row %s" % y)
+
+
+@test
+def table_gain_from_csv_column():
+    # no JSON gain, only a loss_banded column: G(C) from the CSV at C = L_eval, window from --... JSON has none
+    ev = eval_table.Eval(f"{TMP}/csvonly/tiny_band/eval_L1024.json")
+    check(ev.G(1024, "banded") is None, "no window known -> None")
+    check(close(ev.G(1024, "banded", window=W_GAIN), 0.25, 1e-6), "G from CSV %s" % ev.G(1024, "banded", W_GAIN))
+    loss = np.array([1.0, 2.0, 3.0, 4.0])
+    lv = np.array([1.0, 2.5, 3.0, 5.0])
+    check(close(eval_table.gain_from_columns(loss, lv, 1, 4), (0.5 + 0.0 + 1.0) / 3), "gain_from_columns")
+    check(close(eval_table.gain_from_columns(loss, lv, 1, 2), 0.5), "gain_from_columns C=2")
+
+
+@test
+def table_bad_inputs():
+    rc, _, err = run_py("dev/eval_table.py", f"{TMP}/does_not_exist")
+    check(rc != 0 and "not a run folder" in err, "missing path: %d %s" % (rc, err))
+    rc, _, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_nope", "--tag", "eval_L9")
+    check(rc != 0 and "eval_L9" in err, "missing tag: %d %s" % (rc, err))
+
+
+# ---- plot_eval -----------------------------------------------------------------------
+def need_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise Skip("matplotlib is not installed (pip install matplotlib)")
+
+
+def is_png(path):
+    with open(path, "rb") as f:
+        return f.read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(path) > 2000
+
+
+@test
+def plot_loss_curves():
+    need_matplotlib()
+    out = os.path.join(TMP, "plots", "cliff.png")
+    rc, so, err = run_py("dev/plot_eval.py", f"{RUNS}/tiny_rope_seed42", f"{RUNS}/tiny_posaug_seed42/eval_L1024.json",
+                         "--out", out, "--smooth", "16")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    check(os.path.exists(out) and is_png(out), "not a non-empty PNG")
+    check("3 curves" in so, "a run folder expands to all its evals: %s" % so)
+
+
+@test
+def plot_gain_panel_and_labels():
+    need_matplotlib()
+    out = os.path.join(TMP, "plots", "gain.png")
+    rc, so, err = run_py("dev/plot_eval.py", f"{RUNS}/tiny_rope_seed42", f"{RUNS}/tiny_posaug_seed42",
+                         "--tag", "eval_L1024", "--labels", "rope,posaug", "--gain", "--smooth", "0", "--out", out)
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    check(is_png(out), "not a non-empty PNG")
+    check("4 gain curves" in so, "two variants x two runs: %s" % so)
+    # CSV-only run without gain.window needs --window
+    out2 = os.path.join(TMP, "plots", "band.png")
+    rc, so, err = run_py("dev/plot_eval.py", f"{TMP}/csvonly/tiny_band", "--gain", "--window", "64", "--out", out2)
+    check(rc == 0 and is_png(out2) and "1 gain curves" in so, "banded-only: %d %s %s" % (rc, so, err))
+
+
+@test
+def plot_helpers():
+    sys.path.insert(0, HERE)
+    import plot_eval
+    y = np.arange(10, dtype=float)
+    s = plot_eval.smooth(y, 3)
+    check(np.allclose(s[1:-1], y[1:-1]) and close(s[0], 0.5) and close(s[-1], 8.5), "smooth %s" % s)
+    check(plot_eval.smooth(y, 1) is y, "smooth 1 is identity")
+    g = plot_eval.gain_grid(64, 1024, 16)
+    check(g[0] == 65 and g[-1] == 1024 and len(g) == 16, "grid %s" % g)
+
+
+# ---- passkey prompts -----------------------------------------------------------------
+def tiny_bpe():
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise Skip("the tokenizers library is not installed (pip install tokenizers)")
+    path = os.path.join(TMP, "tok.json")
+    if not os.path.exists(path):
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(vocab_size=350, special_tokens=["<|endoftext|>"],
+                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        text = ["The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."] * 30 \
+            + ["There is an important info hidden. What is the pass key? Remember it. 12345 67890"] * 10
+        tok.train_from_iterator(text, tr)
+        tok.save(path)
+    return path, Tokenizer.from_file(path)
+
+
+def passkey(*args):
+    rc, so, err = run_py("data/passkey_prompts.py", *args)
+    check(rc == 0, "passkey_prompts exit %d: %s" % (rc, err))
+
+
+def check_prompts(t, decode, lengths, n, kmin, kmax, eot):
+    import passkey_prompts as pp
+    off = t["offsets"]
+    check(len(off) == len(lengths) * n + 1 and off[0] == 0 and off[-1] == len(t["tokens"]), "offsets")
+    check(list(t["lengths"]) == [L for L in lengths for _ in range(n)], "lengths tensor")
+    for i in range(len(off) - 1):
+        ids = [int(x) for x in t["tokens"][off[i]:off[i + 1]]]
+        L, K = int(t["lengths"][i]), int(t["keys"][i])
+        check(len(ids) <= L, "prompt %d has %d > %d tokens" % (i, len(ids), L))
+        check(len(ids) >= L - 8, "prompt %d has %d tokens, far below %d" % (i, len(ids), L))
+        check(kmin <= K <= kmax, "key %d out of [%d, %d]" % (K, kmin, kmax))
+        check(ids[0] == eot, "prompt %d does not start with EOT" % i)
+        text = decode(ids[1:])
+        check(text.startswith(pp.INTRO + "\n"), "prompt %d intro" % i)
+        check(pp.NEEDLE.format(k=K) in text, "prompt %d: needle with key %d missing" % (i, K))
+        check(text.endswith("\n" + pp.QUESTION), "prompt %d question" % i)
+        check(text.count(str(K)) == 2, "key %d should appear exactly twice" % K)
+        check(pp.FILLER in text, "prompt %d: no filler" % i)
+        d = float(t["depths"][i])
+        check(0.0 <= d <= 1.0, "depth %f" % d)
+        before = text.split(pp.NEEDLE.format(k=K))[0]
+        # the needle starts a line and sits between whole filler repeats
+        check(before.endswith("\n") and (before == pp.INTRO + "\n" or before.endswith("again.\n")),
+              "prompt %d: needle not between whole filler repeats" % i)
+    check(len(set(int(k) for k in t["keys"])) > len(t["keys"]) // 2, "keys look constant")
+
+
+@test
+def passkey_bpe_needle_lengths():
+    path, tok = tiny_bpe()
+    out = os.path.join(TMP, "pk_bpe.bin")
+    passkey("--tokenizer_file", path, "--lengths", "300,700", "--n", "12", "--seed", "7", "--out", out)
+    kind, t = tensorfile.read_with_kind(out)
+    check(kind == 3, "kind %d" % kind)
+    check(list(t) == ["tokens", "offsets", "keys", "lengths", "depths"], "tensor names %s" % list(t))
+    check(t["tokens"].dtype == np.int32 and t["depths"].dtype == np.float32, "dtypes")
+    check_prompts(t, lambda ids: tok.decode(ids, skip_special_tokens=False), [300, 700], 12, 1, 50000,
+                  tok.token_to_id("<|endoftext|>"))
+    check(float(t["depths"].min()) < 0.35 and float(t["depths"].max()) > 0.65, "depths not spread")
+
+
+@test
+def passkey_determinism_and_digits():
+    path, _ = tiny_bpe()
+    a, b, c = (os.path.join(TMP, "pk_%s.bin" % x) for x in "abc")
+    passkey("--tokenizer_file", path, "--lengths", "256,512", "--n", "6", "--digits", "5", "--out", a)
+    passkey("--tokenizer_file", path, "--lengths", "256,512", "--n", "6", "--digits", "5", "--out", b)
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        check(fa.read() == fb.read(), "two runs differ")
+    ta = tensorfile.read(a)
+    check(ta["keys"].min() >= 10000 and ta["keys"].max() <= 99999, "5-digit keys %s" % ta["keys"])
+    # the prompts of one length do not depend on the other lengths requested
+    passkey("--tokenizer_file", path, "--lengths", "512", "--n", "6", "--digits", "5", "--out", c)
+    tc = tensorfile.read(c)
+    check(np.array_equal(tc["keys"], ta["keys"][6:]), "length-512 keys depend on other lengths")
+    check(np.array_equal(tc["tokens"], ta["tokens"][ta["offsets"][6]:]), "length-512 prompts differ")
+    passkey("--tokenizer_file", path, "--lengths", "256,512", "--n", "6", "--digits", "5", "--seed", "99", "--out", c)
+    check(not np.array_equal(tensorfile.read(c)["keys"], ta["keys"]), "--seed has no effect")
+
+
+@test
+def passkey_byte_tokens():
+    out = os.path.join(TMP, "pk_byte.bin")
+    passkey("--tokenizer", "byte", "--lengths", "400,1000", "--n", "5", "--out", out)
+    t = tensorfile.read(out)
+    check_prompts(t, lambda ids: bytes(ids).decode("utf-8"), [400, 1000], 5, 1, 50000, 256)
+
+
+@test
+def passkey_bad_inputs():
+    rc, _, err = run_py("data/passkey_prompts.py", "--tokenizer", "byte", "--lengths", "50",
+                        "--out", os.path.join(TMP, "x.bin"))
+    check(rc != 0 and "shorter than the prompt" in err, "too-short length: %d %s" % (rc, err))
+    rc, _, err = run_py("data/passkey_prompts.py", "--tokenizer", "byte", "--lengths", "1k",
+                        "--out", os.path.join(TMP, "x.bin"))
+    check(rc != 0 and "--lengths" in err, "bad --lengths: %d %s" % (rc, err))
+
+
+# ---- scaling reference file ----------------------------------------------------------
+@test
+def scaling_reference_file():
+    path = os.path.join(HERE, "scaling_reference.bin")
+    if not os.path.exists(path):
+        raise Skip("dev/scaling_reference.bin not generated (python dev/scaling_reference.py)")
+    kind, t = tensorfile.read_with_kind(path)
+    check(kind == 1 and os.path.getsize(path) < 50000, "kind/size")
+    check(list(t["yarn_s4.low_high"]) == [8, 21], "yarn low/high %s" % t["yarn_s4.low_high"])
+    plain = 10000.0 ** (-np.arange(0, 64, 2) / 64)
+    check(np.allclose(t["plain.inv_freq"], plain, rtol=1e-6), "plain inv_freq")
+    check(np.array_equal(t["dynamic_s4_len1024.inv_freq"], t["plain.inv_freq"]), "dynamic at n <= w")
+    check(np.allclose(t["pi_s4.inv_freq"], plain / 4, rtol=1e-6), "PI")
+    check(np.allclose(t["ntk_s4.inv_freq"], (10000.0 * 4 ** (64 / 62)) ** (-np.arange(0, 64, 2) / 64), rtol=1e-6), "NTK")
+    check(close(float(t["yarn_s4.attention_factor"][0]), 0.1 * math.log(4) + 1, 1e-6), "attention factor")
+    y = t["yarn_s4.inv_freq"]
+    check(np.allclose(y[:8], plain[:8], rtol=1e-6) and np.allclose(y[21:], plain[21:] / 4, rtol=1e-6), "yarn ends")
+
+
+def main():
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    try:
+        for fn in TESTS:
+            try:
+                with redirect_stdout(io.StringIO()):
+                    fn()
+                status, why = "PASS", ""
+            except Skip as e:
+                status, why = "SKIP", str(e)
+            except Exception as e:  # noqa: BLE001
+                status, why = "FAIL", "%s: %s" % (type(e).__name__, e)
+                if not isinstance(e, AssertionError):
+                    why += "\n" + traceback.format_exc()
+            counts[status] += 1
+            print("%s: %s%s" % (status, fn.__name__, ": " + why if why else ""))
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    return 1 if counts["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
