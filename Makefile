@@ -2,7 +2,8 @@
 #                 trainers where nvcc exists (bf16 train_gpt and fp32 train_gpt_fp32)
 # make test       every test (GPU checks report skipped without a GPU)
 # make bench      CPU tokens/s against PyTorch on the same machine
-# make cuda       only the CUDA programs (warnings are errors)
+# make cuda       only the CUDA programs (warnings are errors), dev/cuda's kernel variants too
+# make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror
@@ -22,7 +23,7 @@ endif
 NVCC_FLAGS = -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings
 CUDA_BINS = train_gpt train_gpt_fp32
 
-.PHONY: all test bench clean data cuda
+.PHONY: all test bench clean data cuda kernels kernels-run
 all: train_gpt_cpu test_gpt data $(if $(NVCC),cuda)
 
 train_gpt_cpu: train_gpt_cpu.c $(HEADERS)
@@ -31,7 +32,11 @@ train_gpt_cpu: train_gpt_cpu.c $(HEADERS)
 test_gpt: test_gpt.c train_gpt_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
 
-cuda: $(CUDA_BINS)
+cuda: $(CUDA_BINS) kernels
+kernels:
+	$(MAKE) -C dev/cuda all fp32
+kernels-run: kernels
+	$(MAKE) -C dev/cuda run run-fp32
 train_gpt: train_gpt.cu $(HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< -lcublas
 train_gpt_fp32: train_gpt.cu $(HEADERS)
@@ -50,3 +55,4 @@ bench: train_gpt_cpu data
 
 clean:
 	rm -f train_gpt_cpu test_gpt $(CUDA_BINS)
+	$(MAKE) -C dev/cuda clean

@@ -1,0 +1,276 @@
+// dev/cuda/adamw.cu: the AdamW update over the model's parameters, one flat fp32 buffer
+// holding the NP tensors back to back (master weights p, gradients g, moments m and v),
+// plus the compute copy px = floatX(p) (aliases p in the fp32 build). The global-norm
+// clip is folded in as grad_scale; weight decay only on matrices (PARAM_DECAY).
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr ((m/bc1) / (sqrt(v/bc2) + eps) + wd p)
+//
+//   v1  train_gpt.cu's adamw_kernel: one element per thread, one launch per tensor (NP = 11
+//       launches per step, as in train_step)
+//   v2  multi-tensor: one launch over the whole buffer, the tensors' ends and decays passed
+//       as a small table in the kernel's parameters; float4 loads/stores of p, g, m, v and
+//       a 64-bit store of 4 bf16 of px
+//
+// Validation on random state against the CPU reference (adamw_update of train_gpt_cpu.c
+// after the clip's scaling), px poisoned with NaN first: the tiny preset's layout and an
+// odd layout (tensor sizes not multiples of 4, total not a multiple of 4).
+// Benchmark: the 10M preset's parameters (V=50277 padded 50304, C=384, L=6, F=1024).
+//
+// usage: ./adamw_bin [VERSION] [--no-bench]
+#include "common.h"
+
+#define NPT 11  // tensors, as in llmc/checkpoint.h
+static const int DECAY[NPT] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // PARAM_DECAY: matrices only
+
+// ----------------------------------------------------------------------------
+// CPU reference (train_gpt_cpu.c's clip scaling + adamw_update, per tensor)
+static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<size_t> &sizes, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int t, float grad_scale) {
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    size_t o = 0;
+    for (size_t k = 0; k < sizes.size(); k++) {
+        float wd = DECAY[k] ? weight_decay : 0.0f;
+        for (size_t i = o; i < o + sizes[k]; i++) {
+            g[i] *= grad_scale;  // clip_gradients
+            m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+            v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+            float mhat = m[i] / bc1, vhat = v[i] / bc2;
+            p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+        }
+        o += sizes[k];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
+__global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gi = g[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i] - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+    p[i] = pi;
+    px[i] = to_x(pi);
+}
+
+// ----------------------------------------------------------------------------
+// v2: multi-tensor, float4
+
+#define MAX_SEGS 16
+typedef struct {
+    unsigned long long end[MAX_SEGS];  // exclusive end offset of each tensor
+    float wd[MAX_SEGS];                // its weight decay
+    int n;
+} Segments;
+
+__device__ __forceinline__ int seg_of(const Segments &s, size_t i) {
+    int k = 0;
+    while (k < s.n - 1 && i >= s.end[k]) k++;
+    return k;
+}
+
+// one element, the same expressions as v1
+__device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g, float lr, float beta1, float beta2,
+                                          float bc1, float bc2, float eps, float wd, float grad_scale) {
+    float gi = g * grad_scale;
+    float mi = beta1 * m + (1.0f - beta1) * gi;
+    float vi = beta2 * v + (1.0f - beta2) * gi * gi;
+    m = mi;
+    v = vi;
+    p = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
+}
+
+__global__ void adamw_kernel_v2(float *p, floatX *px, const float *g, float *m, float *v, size_t n, Segments segs,
+                                float lr, float beta1, float beta2, float bc1, float bc2, float eps, float grad_scale) {
+    size_t base = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (base >= n) return;
+    int k0 = seg_of(segs, base);
+    if (base + 4 <= n) {
+        float4 pp = *reinterpret_cast<const float4 *>(p + base), gg = *reinterpret_cast<const float4 *>(g + base),
+               mm = *reinterpret_cast<const float4 *>(m + base), vv = *reinterpret_cast<const float4 *>(v + base);
+        float pa[4] = {pp.x, pp.y, pp.z, pp.w}, ga[4] = {gg.x, gg.y, gg.z, gg.w}, ma[4] = {mm.x, mm.y, mm.z, mm.w},
+              va[4] = {vv.x, vv.y, vv.z, vv.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            size_t i = base + e;
+            float wd = i < segs.end[k0] ? segs.wd[k0] : segs.wd[seg_of(segs, i)];  // a pack may straddle tensors
+            adamw_one(pa[e], ma[e], va[e], ga[e], lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
+        }
+        *reinterpret_cast<float4 *>(p + base) = make_float4(pa[0], pa[1], pa[2], pa[3]);
+        *reinterpret_cast<float4 *>(m + base) = make_float4(ma[0], ma[1], ma[2], ma[3]);
+        *reinterpret_cast<float4 *>(v + base) = make_float4(va[0], va[1], va[2], va[3]);
+#ifdef ENABLE_FP32
+        if ((void *)px != (void *)p) *reinterpret_cast<float4 *>(px + base) = make_float4(pa[0], pa[1], pa[2], pa[3]);
+#else
+        __nv_bfloat162 lo = __floats2bfloat162_rn(pa[0], pa[1]), hi = __floats2bfloat162_rn(pa[2], pa[3]);
+        uint2 packed;
+        packed.x = *reinterpret_cast<const uint32_t *>(&lo);
+        packed.y = *reinterpret_cast<const uint32_t *>(&hi);
+        *reinterpret_cast<uint2 *>(px + base) = packed;  // 8-byte aligned: base % 4 == 0
+#endif
+    } else {
+        for (size_t i = base; i < n; i++) {
+            float pi = p[i], mi = m[i], vi = v[i];
+            adamw_one(pi, mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, segs.wd[seg_of(segs, i)], grad_scale);
+            p[i] = pi;
+            m[i] = mi;
+            v[i] = vi;
+            px[i] = to_x(pi);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// launchers
+
+#define NV 2
+static const char *const VERSIONS[NV + 1] = {
+    "", "train_gpt.cu's adamw_kernel: one element per thread, one launch per tensor",
+    "multi-tensor: one launch over all tensors (ends + decays in a parameter table), float4 loads/stores"};
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int t;
+} Hyper;
+
+static void adamw_run(int v, float *p, floatX *px, const float *g, float *m, float *vv, const std::vector<size_t> &sizes,
+                      const Hyper &h) {
+    float bc1 = 1.0f - powf(h.beta1, (float)h.t), bc2 = 1.0f - powf(h.beta2, (float)h.t);
+    if (v == 1) {  // train_step's loop
+        size_t o = 0;
+        for (size_t i = 0; i < sizes.size(); i++) {
+            size_t n = sizes[i];
+            adamw_kernel<<<ceil_div(n, 256), 256>>>(p + o, px + o, g + o, m + o, vv + o, n, h.lr, h.beta1, h.beta2,
+                                                    bc1, bc2, h.eps, DECAY[i] ? h.weight_decay : 0.0f, h.grad_scale);
+            cudaCheck(cudaGetLastError());
+            o += n;
+        }
+    } else {
+        Segments s;
+        memset(&s, 0, sizeof(s));
+        size_t o = 0;
+        for (size_t i = 0; i < sizes.size(); i++) {
+            o += sizes[i];
+            s.end[i] = o;
+            s.wd[i] = DECAY[i] ? h.weight_decay : 0.0f;
+        }
+        s.n = (int)sizes.size();
+        adamw_kernel_v2<<<ceil_div(ceil_div(o, 4), 256), 256>>>(p, px, g, m, vv, o, s, h.lr, h.beta1, h.beta2, bc1,
+                                                                  bc2, h.eps, h.grad_scale);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// tensor sizes of a preset, in PARAM_NAMES order
+static std::vector<size_t> layout(int Vp, int C, int L, int NH, int NKV, int F) {
+    size_t hd = C / NH, QD = NH * hd, KD = NKV * hd;
+    return {(size_t)Vp * C, (size_t)L * C, L * QD * C, L * KD * C, L * KD * C, L * C * QD,
+            (size_t)L * C,  L * (size_t)F * C, L * (size_t)F * C, L * (size_t)C * F, (size_t)C};
+}
+
+int main(int argc, char **argv) {
+    Args args = parse_args(argc, argv, "adamw", VERSIONS, NV);
+    device_init(argv[0]);
+    int first = args.version ? args.version : 1, last = args.version ? args.version : NV;
+    Verdicts vd;
+    memset(&vd, 0, sizeof(vd));
+    Hyper hp = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, 10};
+
+    struct {
+        const char *name;
+        std::vector<size_t> sizes;
+    } cases[] = {
+        {"tiny preset", layout(384, 128, 4, 4, 2, 384)},
+        {"odd sizes", {1001, 37, 5003, 3, 777, 12345, 1, 999, 4097, 2, 65537}},
+    };
+    Rng rng = rng_make(1337, 5);
+    printf("validation (tolerance: norm rel %.0e for fp32 p, m, v; %.0e for %s px)\n", F32_TOL, FX_TOL, PRECISION_NAME);
+    for (auto &c : cases) {
+        size_t n = 0;
+        for (size_t s : c.sizes) n += s;
+        std::vector<float> p(n), g(n), m(n), v(n);
+        fill_normal(p, 0.0f, 0.02f, &rng);
+        fill_normal(g, 0.0f, 0.01f, &rng);
+        fill_normal(m, 0.0f, 0.01f, &rng);
+        fill_normal(v, 0.0f, 1e-4f, &rng);
+        for (float &x : v) x = fabsf(x);
+        std::vector<float> pr = p, gr = g, mr = m, vr = v;
+        adamw_cpu(pr.data(), gr.data(), mr.data(), vr.data(), c.sizes, hp.lr, hp.beta1, hp.beta2, hp.eps,
+                  hp.weight_decay, hp.t, hp.grad_scale);
+        float *d_p = dalloc<float>(n), *d_g = dalloc<float>(n), *d_m = dalloc<float>(n), *d_v = dalloc<float>(n);
+#ifdef ENABLE_FP32
+        floatX *d_px = d_p;  // the fp32 trainer's compute copy aliases the master weights
+#else
+        floatX *d_px = dalloc<floatX>(n);
+#endif
+        printf("  case %s: %zu parameters in %zu tensors\n", c.name, n, c.sizes.size());
+        for (int ver = first; ver <= last; ver++) {
+            printf("   v%d:\n", ver);
+            vd.ran[ver] = 1;
+            upload_f(d_p, p);
+            upload_f(d_g, g);
+            upload_f(d_m, m);
+            upload_f(d_v, v);
+#ifndef ENABLE_FP32
+            poison(d_px, n * sizeof(floatX));
+#endif
+            adamw_run(ver, d_p, d_px, d_g, d_m, d_v, c.sizes, hp);
+            cudaCheck(cudaDeviceSynchronize());
+            bool ok = true;
+            ok &= check_close("p", download_f(d_p, n), pr, F32_TOL);
+            ok &= check_close("m", download_f(d_m, n), mr, F32_TOL);
+            ok &= check_close("v", download_f(d_v, n), vr, F32_TOL);
+            ok &= check_close("px", download_x(d_px, n), pr, FX_TOL);
+            ok &= check_close("g (unchanged)", download_f(d_g, n), g, 0.0);
+            if (!ok) vd.failed[ver] = 1;
+        }
+        cudaCheck(cudaFree(d_p));
+        cudaCheck(cudaFree(d_g));
+        cudaCheck(cudaFree(d_m));
+        cudaCheck(cudaFree(d_v));
+#ifndef ENABLE_FP32
+        cudaCheck(cudaFree(d_px));
+#endif
+    }
+    for (int ver = first; ver <= last; ver++) verdict_print("adamw", ver, &vd);
+
+    if (args.bench) {
+        std::vector<size_t> sizes = layout(50304, 384, 6, 6, 6, 1024);
+        size_t n = 0;
+        for (size_t s : sizes) n += s;
+        printf("benchmark: the 10M preset's %zu parameters in %zu tensors, median of 50 runs, L2 flushed\n", n,
+               sizes.size());
+        measured_copy_gbps();
+        std::vector<float> h(n);
+        fill_normal(h, 0.0f, 0.02f, &rng);
+        float *d_p = dalloc<float>(n), *d_g = dalloc<float>(n), *d_m = dalloc<float>(n), *d_v = dalloc<float>(n);
+        upload_f(d_p, h);
+        upload_f(d_g, h);
+        upload_f(d_m, h);
+        for (float &x : h) x = fabsf(x);
+        upload_f(d_v, h);
+#ifdef ENABLE_FP32
+        floatX *d_px = d_p;
+        double bytes = n * (4.0 * 4 + 3.0 * 4);  // p g m v in; p m v out
+#else
+        floatX *d_px = dalloc<floatX>(n);
+        double bytes = n * (4.0 * 4 + 3.0 * 4 + sizeof(floatX));  // + px out
+#endif
+        for (int ver = first; ver <= last; ver++) {
+            if (vd.failed[ver]) continue;
+            float us = bench_us([&] { adamw_run(ver, d_p, d_px, d_g, d_m, d_v, sizes, hp); });
+            report_bandwidth("adamw", ver, "", us, bytes);
+        }
+        cudaCheck(cudaFree(d_p));
+        cudaCheck(cudaFree(d_g));
+        cudaCheck(cudaFree(d_m));
+        cudaCheck(cudaFree(d_v));
+#ifndef ENABLE_FP32
+        cudaCheck(cudaFree(d_px));
+#endif
+    }
+    return verdict_exit("adamw", first, last, &vd);
+}

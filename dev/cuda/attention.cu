@@ -1,0 +1,586 @@
+// dev/cuda/attention.cu: causal GQA attention forward. q (B,T,NH,hd), k, v (B,T,NKV,hd),
+// y (B,T,NH,hd); query head h reads key/value head h / (NH/NKV) by pointer offset (K and V
+// are never copied); scale 1/sqrt(hd); softmax in fp32.
+//
+//   v1  train_gpt.cu's training path (attention_forward): scores through cuBLAS (strided-
+//       batched GEMM per head), softmax_forward_kernel in place on the (B,NH,T,T) matrix
+//       (kept for the backward), then P V through cuBLAS. Full T x T GEMMs.
+//   v2  train_gpt.cu's evaluation kernel (attention_forward_online_kernel): one warp per
+//       query row, online softmax over key blocks of 32 (one key per lane), K/V read from
+//       global memory, no (T,T) matrix
+//   v3  flash-style on CUDA cores (fp32 math): a block of 64 threads owns 64 query rows
+//       of one (b,h), one row per thread with q and the output accumulator in registers;
+//       K/V tiles of 32 keys staged in shared memory (fp32) and read as broadcasts; online
+//       softmax per tile; causal: key tiles stop at the block's last row, longest query
+//       tiles scheduled first. hd 32, 64 or 128.
+//   v4  flash-style on tensor cores (bf16 WMMA 16x16x16, fp32 accumulation; bf16 build
+//       only): 4 warps x 16 query rows, K/V tiles of 64 keys in shared memory, S = Q K^T
+//       and O += P V as WMMA fragments, online softmax by lane pairs per row, the output
+//       accumulator in shared memory (rescaled per tile). hd 64 or 128.
+//
+// Validation on random q, k, v against the CPU reference (attention_forward of
+// train_gpt_cpu.c), outputs poisoned with NaN first: GQA (NH 6, NKV 2), a T that is not
+// a multiple of any tile (1000), MQA with hd 128. v1 also checks its probability matrix.
+// Benchmark: the 10M preset, B=16 T=2048 NH=NKV=6 hd=64. TFLOP/s counts the causal work
+// (4 * B * NH * hd * T(T+1)/2), the same for every version (v1 computes the full T x T).
+//
+// usage: ./attention_bin [VERSION] [--no-bench]
+#include <mma.h>
+#include "common.h"
+
+// ----------------------------------------------------------------------------
+// CPU reference: attention_forward of train_gpt_cpu.c (serial). att may be NULL.
+static void attention_cpu(float *y, float *att, const float *q, const float *k, const float *v, int B, int T, int NH,
+                          int NKV, int hd) {
+    int group = NH / NKV;
+    float scale = 1.0f / sqrtf((float)hd);
+    std::vector<float> scratch(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                int kvh = h / group;
+                const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
+                float *a = att ? att + (((size_t)b * NH + h) * T + t) * T : scratch.data();
+                float maxv = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    a[s] = dot * scale;
+                    if (a[s] > maxv) maxv = a[s];
+                }
+                float sum = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    a[s] = expf(a[s] - maxv);
+                    sum += a[s];
+                }
+                float inv = 1.0f / sum;
+                float *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+                for (int i = 0; i < hd; i++) yt[i] = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    a[s] *= inv;
+                    const float *vs = v + (((size_t)b * T + s) * NKV + kvh) * hd;
+                    float w = a[s];
+                    for (int i = 0; i < hd; i++) yt[i] += w * vs[i];
+                }
+                if (att)
+                    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+            }
+}
+
+// ----------------------------------------------------------------------------
+// v1: copied from train_gpt.cu (make check-v1 verifies the kernels and host functions)
+static cublasHandle_t cublas;
+static const float ONE = 1.0f;
+
+// in place: raw scores (B,NH,T,T) -> causal softmax probabilities, one warp per row
+__global__ void softmax_forward_kernel(floatX *att, int rows, int T, float scale) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    int t = row % T;
+    floatX *a = att + (size_t)row * T;
+    float maxv = -FLT_MAX;
+    for (int s = lane; s <= t; s += 32) maxv = fmaxf(maxv, to_f(a[s]) * scale);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int s = lane; s <= t; s += 32) sum += expf(to_f(a[s]) * scale - maxv);
+    float inv = 1.0f / warp_sum(sum);
+    for (int s = lane; s < T; s += 32) a[s] = to_x(s <= t ? expf(to_f(a[s]) * scale - maxv) * inv : 0.0f);
+}
+
+// strided-batched gemm over the B sequences (column-major arguments)
+static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const floatX *A, int lda,
+                         long long sa, const floatX *Bm, int ldb, long long sb, float beta, floatX *Cm, int ldc,
+                         long long sc, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas, ta, tb, m, n, k, &ONE, A, CUDA_FX, lda, sa, Bm, CUDA_FX, ldb, sb,
+                                           &beta, Cm, CUDA_FX, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static void attention_forward(floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                              int NH, int NKV, int hd) {
+    int group = NH / NKV;
+    long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
+    for (int h = 0; h < NH; h++) {  // S_h = Q_h K_kvh^T
+        int kvh = h / group;
+        gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
+                     att + (size_t)h * T * T, T, sa, B);
+    }
+    int rows = B * NH * T;
+    softmax_forward_kernel<<<ceil_div(rows, 8), 256>>>(att, rows, T, 1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+    for (int h = 0; h < NH; h++) {  // Y_h = P_h V_kvh
+        int kvh = h / group;
+        gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hd, T, T, v + kvh * hd, NKV * hd, skv, att + (size_t)h * T * T, T, sa,
+                     0.0f, y + h * hd, NH * hd, sq, B);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// v2: copied from train_gpt.cu (its KV-cache offset, window and entropy inputs are unused here)
+#define ATT_MAX_HD 256
+__global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
+                                                int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window,
+                                                float *entropy, float ent_scale) {
+    extern __shared__ float qs[];  // (warps per block, hd)
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,Tq,NH)
+    if (row >= (size_t)B * Tq * NH) return;
+    int h = (int)(row % NH), t = (int)((row / NH) % Tq), b = (int)(row / ((size_t)NH * Tq));
+    int kvh = h / (NH / NKV), last = q_offset + t;
+    int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *qw = qs + warp * hd;
+    const floatX *qr = q + row * hd;
+    for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
+    __syncwarp();
+    float acc[ATT_MAX_HD / 32];
+    for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] = 0.0f;
+    float m = -FLT_MAX, l = 0.0f, xsum = 0.0f;
+    size_t kstride = (size_t)NKV * hd;
+    const floatX *kb = k + ((size_t)b * Tk * NKV + kvh) * hd, *vb = v + ((size_t)b * Tk * NKV + kvh) * hd;
+    for (int s0 = first; s0 <= last; s0 += 32) {
+        int s = s0 + lane;
+        float score = -FLT_MAX;
+        if (s <= last) {
+            const floatX *ks = kb + s * kstride;
+            score = 0.0f;
+            for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
+        }
+        float m_new = fmaxf(m, warp_max(score));
+        float p = s <= last ? expf(score - m_new) : 0.0f;
+        float corr = expf(m - m_new);
+        l = l * corr + warp_sum(p);
+        xsum = xsum * corr + warp_sum(s <= last ? p * score : 0.0f);
+        for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] *= corr;
+        int n = last - s0 + 1 < 32 ? last - s0 + 1 : 32;
+        for (int j = 0; j < n; j++) {
+            float pj = __shfl_sync(0xffffffff, p, j);
+            const floatX *vs = vb + (s0 + j) * kstride;
+            for (int r = 0; r * 32 + lane < hd; r++) acc[r] += pj * to_f(vs[r * 32 + lane]);
+        }
+        m = m_new;
+    }
+    floatX *yr = y + row * hd;
+    for (int r = 0; r * 32 + lane < hd; r++) yr[r * 32 + lane] = to_x(acc[r] / l);
+    if (entropy && lane == 0) atomicAdd(&entropy[t], ent_scale * (m + logf(l) - xsum / l));
+}
+
+// ----------------------------------------------------------------------------
+// v3: flash-style on CUDA cores. Block (query tile, h, b) of FA3_BQ threads, one query row
+// each; K/V tiles of FA3_BK keys in shared memory as fp32.
+#define FA3_BQ 64
+#define FA3_BK 32
+template <int HD>
+__global__ void __launch_bounds__(FA3_BQ) attention_forward_kernel_v3(floatX *y, const floatX *q, const floatX *k,
+                                                                      const floatX *v, int B, int T, int NH, int NKV) {
+    __shared__ __align__(16) float Ks[FA3_BK * HD];
+    __shared__ __align__(16) float Vs[FA3_BK * HD];
+    int nqt = (T + FA3_BQ - 1) / FA3_BQ;
+    int qt = nqt - 1 - (int)blockIdx.x;  // the longest query tiles first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int t = qt * FA3_BQ + threadIdx.x;
+    int tq = t < T ? t : T - 1;  // rows past T compute a valid row; never stored
+    const float scale = 1.0f / sqrtf((float)HD);
+    float qr[HD], acc[HD];
+    const floatX *qp = q + (((size_t)b * T + tq) * NH + h) * HD;
+#pragma unroll
+    for (int i = 0; i < HD; i += XVEC) {
+        Pack128<floatX> pk = load128(qp + i);
+#pragma unroll
+        for (int e = 0; e < XVEC; e++) qr[i + e] = to_f(pk.v[e]);
+    }
+#pragma unroll
+    for (int i = 0; i < HD; i++) acc[i] = 0.0f;
+    float m = -FLT_MAX, l = 0.0f;
+    size_t kstride = (size_t)NKV * HD;
+    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * HD, *vb = v + ((size_t)b * T * NKV + kvh) * HD;
+    int kend = min(qt * FA3_BQ + FA3_BQ, T);  // keys [0, kend) serve every row of the tile
+    for (int k0 = 0; k0 < kend; k0 += FA3_BK) {
+        __syncthreads();  // the previous tile is no longer read
+        for (int c = threadIdx.x; c < FA3_BK * HD / XVEC; c += blockDim.x) {
+            int r = c / (HD / XVEC), cc = (c % (HD / XVEC)) * XVEC, s = k0 + r;
+            float *kd = Ks + r * HD + cc, *vd = Vs + r * HD + cc;
+            if (s < T) {
+                Pack128<floatX> pk = load128(kb + s * kstride + cc), pv = load128(vb + s * kstride + cc);
+#pragma unroll
+                for (int e = 0; e < XVEC; e++) {
+                    kd[e] = to_f(pk.v[e]);
+                    vd[e] = to_f(pv.v[e]);
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < XVEC; e++) kd[e] = vd[e] = 0.0f;  // zeros, never garbage: 0 * NaN = NaN
+            }
+        }
+        __syncthreads();
+        int nk = min(FA3_BK, tq - k0 + 1);  // keys k0 .. k0+nk-1 are visible to row tq
+        if (nk > 0) {
+            float sc[FA3_BK];
+            float mt = m;
+#pragma unroll
+            for (int j = 0; j < FA3_BK; j++) {
+                const float4 *kr = reinterpret_cast<const float4 *>(Ks + j * HD);
+                float dot = 0.0f;
+#pragma unroll
+                for (int i = 0; i < HD / 4; i++) {
+                    float4 kk = kr[i];
+                    dot += qr[4 * i] * kk.x + qr[4 * i + 1] * kk.y + qr[4 * i + 2] * kk.z + qr[4 * i + 3] * kk.w;
+                }
+                sc[j] = dot * scale;
+                if (j < nk) mt = fmaxf(mt, sc[j]);
+            }
+            float corr = expf(m - mt);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < HD; i++) acc[i] *= corr;
+#pragma unroll
+            for (int j = 0; j < FA3_BK; j++) {
+                float pj = j < nk ? expf(sc[j] - mt) : 0.0f;
+                l += pj;
+                const float4 *vr = reinterpret_cast<const float4 *>(Vs + j * HD);
+#pragma unroll
+                for (int i = 0; i < HD / 4; i++) {
+                    float4 vv = vr[i];
+                    acc[4 * i] += pj * vv.x;
+                    acc[4 * i + 1] += pj * vv.y;
+                    acc[4 * i + 2] += pj * vv.z;
+                    acc[4 * i + 3] += pj * vv.w;
+                }
+            }
+            m = mt;
+        }
+    }
+    if (t < T) {
+        float inv = 1.0f / l;
+        floatX *yp = y + (((size_t)b * T + t) * NH + h) * HD;
+#pragma unroll
+        for (int i = 0; i < HD; i += XVEC) {
+            Pack128<floatX> o;
+#pragma unroll
+            for (int e = 0; e < XVEC; e++) o.v[e] = to_x(acc[i + e] * inv);
+            store128(yp + i, o);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// v4: flash-style on tensor cores (bf16 only). Block (query tile of 64, h, b) of 4 warps;
+// warp w owns query rows 16w .. 16w+15. Shared memory (dynamic): the Q, K, V tiles (bf16,
+// rows padded by 8 elements against bank conflicts) and, per warp, its scores S (fp32),
+// probabilities P (bf16) and output accumulator O (fp32). Every WMMA pointer is 32-byte
+// aligned: region sizes and 16-row / 16-column offsets are multiples of 32 bytes.
+#ifndef ENABLE_FP32
+#define FA4_BQ 64
+#define FA4_BK 64
+#define FA4_WARPS 4
+typedef __nv_bfloat16 bf16;
+template <int HD>
+struct Fa4Smem {
+    static constexpr int LDH = HD + 8;      // Q, K, V tiles (bf16)
+    static constexpr int LDS = FA4_BK + 4;  // a warp's scores (fp32)
+    static constexpr int LDO = HD + 4;      // a warp's output accumulator (fp32)
+    static constexpr int LDP = FA4_BK + 8;  // a warp's probabilities (bf16)
+    static constexpr size_t q_off = 0;
+    static constexpr size_t k_off = q_off + (size_t)FA4_BQ * LDH * sizeof(bf16);
+    static constexpr size_t v_off = k_off + (size_t)FA4_BK * LDH * sizeof(bf16);
+    static constexpr size_t s_off = v_off + (size_t)FA4_BK * LDH * sizeof(bf16);
+    static constexpr size_t o_off = s_off + (size_t)FA4_WARPS * 16 * LDS * sizeof(float);
+    static constexpr size_t p_off = o_off + (size_t)FA4_WARPS * 16 * LDO * sizeof(float);
+    static constexpr size_t bytes = p_off + (size_t)FA4_WARPS * 16 * LDP * sizeof(bf16);
+    static_assert(k_off % 32 == 0 && v_off % 32 == 0 && s_off % 32 == 0 && o_off % 32 == 0 && p_off % 32 == 0,
+                  "WMMA needs 32-byte aligned regions");
+    static_assert((16 * LDH * sizeof(bf16)) % 32 == 0 && (16 * LDS * sizeof(float)) % 32 == 0 &&
+                      (16 * LDO * sizeof(float)) % 32 == 0 && (16 * LDP * sizeof(bf16)) % 32 == 0,
+                  "16-row offsets must stay 32-byte aligned");
+    static_assert(LDH % 8 == 0 && LDP % 8 == 0 && LDS % 4 == 0 && LDO % 4 == 0, "WMMA leading dimensions");
+};
+
+template <int HD>
+__global__ void __launch_bounds__(FA4_WARPS * 32) attention_forward_kernel_v4(bf16 *y, const bf16 *q, const bf16 *k,
+                                                                               const bf16 *v, int B, int T, int NH,
+                                                                               int NKV) {
+    using namespace nvcuda;
+    typedef Fa4Smem<HD> S;
+    constexpr int CPR = HD / 8;  // 16-byte chunks per row
+    constexpr int HALF = FA4_BK / 2;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = reinterpret_cast<bf16 *>(smem + S::q_off), *Ks = reinterpret_cast<bf16 *>(smem + S::k_off),
+         *Vs = reinterpret_cast<bf16 *>(smem + S::v_off), *Ps = reinterpret_cast<bf16 *>(smem + S::p_off);
+    float *Ss = reinterpret_cast<float *>(smem + S::s_off), *Os = reinterpret_cast<float *>(smem + S::o_off);
+    int nqt = (T + FA4_BQ - 1) / FA4_BQ;
+    int qt = nqt - 1 - (int)blockIdx.x;  // the longest query tiles first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q0 = qt * FA4_BQ;
+    const int4 zero4 = make_int4(0, 0, 0, 0);
+
+    for (int c = threadIdx.x; c < FA4_BQ * CPR; c += blockDim.x) {  // Q tile, zero rows past T
+        int r = c / CPR, cc = (c % CPR) * 8, t = q0 + r;
+        int4 val = zero4;
+        if (t < T) val = *reinterpret_cast<const int4 *>(q + (((size_t)b * T + t) * NH + h) * HD + cc);
+        *reinterpret_cast<int4 *>(Qs + r * S::LDH + cc) = val;
+    }
+    float *Sw = Ss + warp * 16 * S::LDS, *Ow = Os + warp * 16 * S::LDO;
+    bf16 *Pw = Ps + warp * 16 * S::LDP;
+    for (int i = lane; i < 16 * HD; i += 32) Ow[(i / HD) * S::LDO + i % HD] = 0.0f;
+    // softmax bookkeeping: lanes 2r and 2r+1 own row r of the warp's 16, half the columns each
+    int row = lane >> 1, hf = lane & 1, tq = q0 + warp * 16 + row;
+    float m_run = -FLT_MAX, l_run = 0.0f;
+    const float scale = 1.0f / sqrtf((float)HD);
+    __syncthreads();
+
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> qf[HD / 16];
+#pragma unroll
+    for (int d = 0; d < HD / 16; d++) wmma::load_matrix_sync(qf[d], Qs + warp * 16 * S::LDH + d * 16, S::LDH);
+
+    size_t kstride = (size_t)NKV * HD;
+    const bf16 *kb = k + ((size_t)b * T * NKV + kvh) * HD, *vb = v + ((size_t)b * T * NKV + kvh) * HD;
+    int kend = min(q0 + FA4_BQ, T);  // BQ == BK: the last key tile is the diagonal tile (k0 == q0)
+    for (int k0 = 0; k0 < kend; k0 += FA4_BK) {
+        __syncthreads();  // the previous K/V tile is no longer read
+        for (int c = threadIdx.x; c < FA4_BK * CPR; c += blockDim.x) {
+            int r = c / CPR, cc = (c % CPR) * 8, s = k0 + r;
+            int4 kv4 = zero4, vv4 = zero4;  // zeros past T, never garbage: 0 * NaN = NaN in the MMA
+            if (s < T) {
+                kv4 = *reinterpret_cast<const int4 *>(kb + s * kstride + cc);
+                vv4 = *reinterpret_cast<const int4 *>(vb + s * kstride + cc);
+            }
+            *reinterpret_cast<int4 *>(Ks + r * S::LDH + cc) = kv4;
+            *reinterpret_cast<int4 *>(Vs + r * S::LDH + cc) = vv4;
+        }
+        __syncthreads();
+
+        // S (16 x BK) = Q_w K^T: K row-major [key][d] is K^T (d x key) column-major
+#pragma unroll
+        for (int j = 0; j < FA4_BK / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+            wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+            for (int d = 0; d < HD / 16; d++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> kf;
+                wmma::load_matrix_sync(kf, Ks + j * 16 * S::LDH + d * 16, S::LDH);
+                wmma::mma_sync(sf, qf[d], kf, sf);
+            }
+            wmma::store_matrix_sync(Sw + j * 16, sf, S::LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+
+        // online softmax on row `row`, columns hf*HALF .. hf*HALF+HALF-1 of the tile. Key k0 is
+        // visible to every row of the tile (k0 <= q0), so each row's max is finite.
+        const float *srow = Sw + row * S::LDS + hf * HALF;
+        int kbase = k0 + hf * HALF;
+        float mx = -FLT_MAX;
+#pragma unroll
+        for (int jj = 0; jj < HALF; jj++)
+            if (kbase + jj <= tq) mx = fmaxf(mx, srow[jj] * scale);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        float m_new = fmaxf(m_run, mx);
+        float corr = expf(m_run - m_new);
+        bf16 *prow = Pw + row * S::LDP + hf * HALF;
+        float psum = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < HALF; jj++) {
+            float p = kbase + jj <= tq ? expf(srow[jj] * scale - m_new) : 0.0f;
+            psum += p;
+            prow[jj] = __float2bfloat16(p);
+        }
+        psum += __shfl_xor_sync(0xffffffff, psum, 1);
+        l_run = l_run * corr + psum;
+        m_run = m_new;
+        float *orow = Ow + row * S::LDO + hf * (HD / 2);
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++) orow[i] *= corr;
+        __syncwarp();
+
+        // O (16 x HD) += P (16 x BK) V (BK x HD)
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> pf[FA4_BK / 16];
+#pragma unroll
+        for (int j = 0; j < FA4_BK / 16; j++) wmma::load_matrix_sync(pf[j], Pw + j * 16, S::LDP);
+#pragma unroll
+        for (int d = 0; d < HD / 16; d++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+            wmma::load_matrix_sync(of, Ow + d * 16, S::LDO, wmma::mem_row_major);
+#pragma unroll
+            for (int j = 0; j < FA4_BK / 16; j++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vf;
+                wmma::load_matrix_sync(vf, Vs + j * 16 * S::LDH + d * 16, S::LDH);
+                wmma::mma_sync(of, pf[j], vf, of);
+            }
+            wmma::store_matrix_sync(Ow + d * 16, of, S::LDO, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (tq < T) {
+        float inv = 1.0f / l_run;
+        const float *orow = Ow + row * S::LDO + hf * (HD / 2);
+        bf16 *yp = y + (((size_t)b * T + tq) * NH + h) * HD + hf * (HD / 2);
+#pragma unroll
+        for (int i = 0; i < HD / 2; i += 8) {
+            Pack128<bf16> o;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o.v[e] = __float2bfloat16(orow[i + e] * inv);
+            store128(yp + i, o);
+        }
+    }
+}
+#endif
+
+// ----------------------------------------------------------------------------
+// launchers
+
+#define NV 4
+static const char *const VERSIONS[NV + 1] = {
+    "", "train_gpt.cu's training path: cuBLAS scores + softmax_forward_kernel on (B,NH,T,T) + cuBLAS P V",
+    "train_gpt.cu's evaluation kernel: warp per query row, online softmax over key blocks of 32",
+    "flash-style on CUDA cores: thread per query row, K/V tiles of 32 in shared memory, online softmax",
+    "flash-style on tensor cores: bf16 WMMA, 4 warps x 16 rows, K/V tiles of 64, online softmax (bf16 only)"};
+
+static bool supported(int v, int hd, const char **why) {
+    *why = "";
+    if (v == 2 && hd > ATT_MAX_HD) { *why = "hd > 256"; return false; }
+    if (v == 3 && hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
+    if (v == 4) {
+#ifdef ENABLE_FP32
+        *why = "bf16 tensor cores (bf16 build only)";
+        return false;
+#else
+        if (hd != 64 && hd != 128) { *why = "hd not 64 or 128"; return false; }
+        size_t bytes = hd == 64 ? Fa4Smem<64>::bytes : Fa4Smem<128>::bytes;
+        if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
+#endif
+    }
+    return true;
+}
+
+#ifndef ENABLE_FP32
+template <int HD>
+static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV) {
+    size_t bytes = Fa4Smem<HD>::bytes;
+    static bool configured = false;
+    if (!configured) {
+        cudaCheck(cudaFuncSetAttribute(attention_forward_kernel_v4<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)bytes));
+        configured = true;
+    }
+    dim3 grid(ceil_div(T, FA4_BQ), NH, B);
+    attention_forward_kernel_v4<HD><<<grid, FA4_WARPS * 32, bytes>>>(y, q, k, v, B, T, NH, NKV);
+}
+#endif
+
+// att (B,NH,T,T) only for v1
+static void attention_run(int ver, floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B,
+                          int T, int NH, int NKV, int hd) {
+    if (ver == 1) {
+        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd);
+    } else if (ver == 2) {
+        size_t rows = (size_t)B * T * NH;
+        // as gpt_forward runs it for a whole sequence: no KV cache, no window, no entropy
+        attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(y, q, k, v, B, T, T, 0, NH,
+                                                                                             NKV, hd, 0, NULL, 0.0f);
+    } else if (ver == 3) {
+        dim3 grid(ceil_div(T, FA3_BQ), NH, B);
+        if (hd == 32) attention_forward_kernel_v3<32><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);
+        else if (hd == 64) attention_forward_kernel_v3<64><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);
+        else attention_forward_kernel_v3<128><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);
+    } else {
+#ifndef ENABLE_FP32
+        if (hd == 64) launch_v4<64>(y, q, k, v, B, T, NH, NKV);
+        else launch_v4<128>(y, q, k, v, B, T, NH, NKV);
+#endif
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+typedef struct {
+    int B, T, NH, NKV, hd;
+} AttCase;
+
+int main(int argc, char **argv) {
+    Args args = parse_args(argc, argv, "attention", VERSIONS, NV);
+    device_init(argv[0]);
+    cublas = get_cublas();
+    int first = args.version ? args.version : 1, last = args.version ? args.version : NV;
+    Verdicts vd;
+    memset(&vd, 0, sizeof(vd));
+
+    const AttCase cases[] = {
+        {2, 256, 6, 2, 64},   // GQA, group 3
+        {1, 1000, 6, 6, 64},  // T not a multiple of any tile
+        {1, 200, 4, 1, 128},  // MQA, hd 128
+    };
+    Rng rng = rng_make(1337, 6);
+    printf("validation (tolerance: norm rel %.0e for %s outputs)\n", FX_TOL, PRECISION_NAME);
+    for (const AttCase &c : cases) {
+        size_t nq = (size_t)c.B * c.T * c.NH * c.hd, nkv = (size_t)c.B * c.T * c.NKV * c.hd;
+        size_t natt = (size_t)c.B * c.NH * c.T * c.T;
+        std::vector<float> q(nq), k(nkv), v(nkv);
+        fill_normal(q, 0.0f, 1.0f, &rng);
+        fill_normal(k, 0.0f, 1.0f, &rng);
+        fill_normal(v, 0.0f, 1.0f, &rng);
+        round_to_x(q);
+        round_to_x(k);
+        round_to_x(v);
+        std::vector<float> y_ref(nq), att_ref(natt);
+        attention_cpu(y_ref.data(), att_ref.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.NKV, c.hd);
+        floatX *d_q = dalloc<floatX>(nq), *d_k = dalloc<floatX>(nkv), *d_v = dalloc<floatX>(nkv),
+               *d_y = dalloc<floatX>(nq), *d_att = dalloc<floatX>(natt);
+        upload_x(d_q, q);
+        upload_x(d_k, k);
+        upload_x(d_v, v);
+        printf("  case B=%d T=%d NH=%d NKV=%d hd=%d\n", c.B, c.T, c.NH, c.NKV, c.hd);
+        for (int ver = first; ver <= last; ver++) {
+            const char *why;
+            if (!supported(ver, c.hd, &why)) {
+                printf("   v%d: not supported (%s)\n", ver, why);
+                vd.skipped[ver] = 1;
+                continue;
+            }
+            printf("   v%d:\n", ver);
+            vd.ran[ver] = 1;
+            poison(d_y, nq * sizeof(floatX));
+            poison(d_att, natt * sizeof(floatX));
+            attention_run(ver, d_y, d_att, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd);
+            cudaCheck(cudaDeviceSynchronize());
+            bool ok = check_close("y", download_x(d_y, nq), y_ref, FX_TOL);
+            if (ver == 1) ok &= check_close("att (probs)", download_x(d_att, natt), att_ref, FX_TOL);
+            if (!ok) vd.failed[ver] = 1;
+        }
+        cudaCheck(cudaFree(d_q));
+        cudaCheck(cudaFree(d_k));
+        cudaCheck(cudaFree(d_v));
+        cudaCheck(cudaFree(d_y));
+        cudaCheck(cudaFree(d_att));
+    }
+    for (int ver = first; ver <= last; ver++) verdict_print("attention", ver, &vd);
+
+    if (args.bench) {
+        AttCase c = {16, 2048, 6, 6, 64};
+        size_t nq = (size_t)c.B * c.T * c.NH * c.hd, nkv = (size_t)c.B * c.T * c.NKV * c.hd;
+        size_t natt = (size_t)c.B * c.NH * c.T * c.T;
+        double flops = 4.0 * c.B * c.NH * c.hd * ((double)c.T * (c.T + 1) / 2);
+        printf("benchmark: B=%d T=%d NH=%d NKV=%d hd=%d (causal %.1f GFLOP), median of 50 runs (v2: 10), L2 flushed\n",
+               c.B, c.T, c.NH, c.NKV, c.hd, flops / 1e9);
+        measured_gemm_tflops();
+        std::vector<float> h(nq);
+        fill_normal(h, 0.0f, 1.0f, &rng);
+        floatX *d_q = dalloc<floatX>(nq), *d_k = dalloc<floatX>(nkv), *d_v = dalloc<floatX>(nkv),
+               *d_y = dalloc<floatX>(nq), *d_att = dalloc<floatX>(natt);
+        upload_x(d_q, h);
+        h.resize(nkv);
+        upload_x(d_k, h);
+        upload_x(d_v, h);
+        for (int ver = first; ver <= last; ver++) {
+            const char *why;
+            if (vd.failed[ver] || !supported(ver, c.hd, &why)) continue;
+            int reps = ver == 2 ? 10 : 50;  // v2 takes tens of ms per run
+            float us = bench_us([&] { attention_run(ver, d_y, d_att, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd); },
+                                [] {}, ver == 2 ? 2 : 5, reps);
+            report_tflops("attention", ver, "", us, flops);
+        }
+        cudaCheck(cudaFree(d_q));
+        cudaCheck(cudaFree(d_k));
+        cudaCheck(cudaFree(d_v));
+        cudaCheck(cudaFree(d_y));
+        cudaCheck(cudaFree(d_att));
+    }
+    return verdict_exit("attention", first, last, &vd);
+}

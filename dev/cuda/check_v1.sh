@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# check_v1.sh: every v1 in dev/cuda must stay a verbatim copy of the code train_gpt.cu runs,
+# so that the benchmarks measure the trainer. Compares each function (from its signature
+# line to the first line that is exactly "}") between train_gpt.cu and the dev/cuda file.
+# Needs no GPU. Exit 0 when all are identical, 1 otherwise (the diff is printed).
+set -u
+cd "$(dirname "$0")"
+SRC=../../train_gpt.cu
+PAIRS="common.h:warp_sum common.h:warp_max common.h:block_sum common.h:block_max
+rope.cu:rope_kernel
+rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel
+attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
+attention.cu:attention_forward_online_kernel
+swiglu.cu:swiglu_forward_kernel swiglu.cu:swiglu_backward_kernel
+classifier.cu:classifier_kernel
+adamw.cu:adamw_kernel"
+
+extract() {  # extract FILE NAME
+    awk -v name="$2" '
+        !found && $0 ~ ("^(__global__|__device__|static)[^(]*[ *]" name "\\(") { found = 1 }
+        found { print; if ($0 == "}") exit }' "$1"
+}
+
+fail=0
+n=0
+for pair in $PAIRS; do
+    file=${pair%%:*}
+    fn=${pair##*:}
+    a=$(extract "$SRC" "$fn")
+    b=$(extract "$file" "$fn")
+    n=$((n + 1))
+    if [ -z "$a" ]; then
+        echo "check-v1: $fn not found in train_gpt.cu"
+        fail=1
+    elif [ -z "$b" ]; then
+        echo "check-v1: $fn not found in dev/cuda/$file"
+        fail=1
+    elif [ "$a" != "$b" ]; then
+        echo "check-v1: dev/cuda/$file: $fn differs from train_gpt.cu (< train_gpt.cu, > dev/cuda):"
+        diff <(printf '%s\n' "$a") <(printf '%s\n' "$b")
+        fail=1
+    fi
+done
+if [ $fail = 0 ]; then
+    echo "check-v1: $n functions identical to train_gpt.cu"
+fi
+exit $fail

@@ -1,0 +1,255 @@
+// dev/cuda/rope.cu: RoPE, rotate-half layout (element j pairs with j + hd/2), in place on
+// x (B,T,H,hd). THE POSAUG HOOK: p_t = alpha * t + offset, angle = p_t * inv_freq[j] in fp32
+// with no fused multiply-add (__fmul_rn/__fadd_rn, matching the CPU's -ffp-contract=off),
+// then an accurate sincosf (never __sinf/__cosf: wrong on unreduced angles of 1e5 rad).
+// cos and sin are scaled by mscale; sign -1 is the backward (rotation by -angle).
+//
+//   v1  train_gpt.cu's rope_kernel: one thread per (b,t,h,j) pair, a sincosf per pair
+//   v2  one thread per (b,t, VEC consecutive j): VEC sincosf reused across all H heads;
+//       128-bit loads/stores (bf16x8 / float4) of both halves
+//   v3  one block per TT=4 positions: the cos/sin table of those positions computed once
+//       into shared memory (sincosf per (t,j), shared by every sequence and head), then
+//       the block streams (b, t, h, VEC-group) items with 128-bit loads/stores
+//
+// Validation (on fresh random inputs, CPU reference = rope_rotate of train_gpt_cpu.c):
+// training shapes at alpha 1, large angles at alpha 8 over T = 16384 (angles up to 131064
+// rad), and the backward (sign -1) with offset, mscale 1.2 and hd 128.
+// Benchmark: q of the 10M preset, B=16 T=2048 NH=6 hd=64, at alpha 1 and alpha 8.
+//
+// usage: ./rope_bin [VERSION] [--no-bench]
+#include "common.h"
+#include "../../llmc/schedule.h"
+
+// ----------------------------------------------------------------------------
+// CPU reference: rope_rotate of train_gpt_cpu.c (serial). Built with -ffp-contract=off so
+// p and the angle round exactly as on the device.
+static void rope_cpu(float *x, int B, int T, int H, int hd, float alpha, float offset, const float *inv_freq,
+                     float mscale, float sign) {
+    int half = hd / 2;
+    std::vector<float> cs((size_t)T * half * 2);  // (T, half, {cos,sin})
+    for (int t = 0; t < T; t++) {
+        float p = alpha * (float)t + offset;
+        for (int j = 0; j < half; j++) {
+            float angle = p * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
+            cs[((size_t)t * half + j) * 2 + 0] = cosf(angle) * mscale;
+            cs[((size_t)t * half + j) * 2 + 1] = sign * sinf(angle) * mscale;
+        }
+    }
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *c = cs.data() + (size_t)t * half * 2;
+            for (int h = 0; h < H; h++) {
+                float *v = x + (((size_t)b * T + t) * H + h) * hd;
+                for (int j = 0; j < half; j++) {
+                    float x0 = v[j], x1 = v[j + half], co = c[2 * j], si = c[2 * j + 1];
+                    v[j] = x0 * co - x1 * si;
+                    v[j + half] = x1 * co + x0 * si;
+                }
+            }
+        }
+}
+
+// ----------------------------------------------------------------------------
+// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
+__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+    int half = hd / 2;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
+    if (i >= (size_t)B * T * H * half) return;
+    int j = (int)(i % half);
+    size_t bth = i / half;
+    int t = (int)((bth / H) % T);
+    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float angle = __fmul_rn(p, ps.inv_freq[j]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    c *= ps.mscale;
+    s *= sign * ps.mscale;
+    floatX *v = x + bth * hd;
+    float x0 = to_f(v[j]), x1 = to_f(v[j + half]);
+    v[j] = to_x(x0 * c - x1 * s);
+    v[j + half] = to_x(x1 * c + x0 * s);
+}
+
+// ----------------------------------------------------------------------------
+// v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads
+__global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+    int half = hd / 2, nv = half / XVEC;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,nv)
+    if (i >= (size_t)B * T * nv) return;
+    int jv = (int)(i % nv);
+    size_t bt = i / nv;
+    int t = (int)(bt % T);
+    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float cs[XVEC], sn[XVEC];
+#pragma unroll
+    for (int k = 0; k < XVEC; k++) {
+        float angle = __fmul_rn(p, ps.inv_freq[jv * XVEC + k]);
+        float s, c;
+        sincosf(angle, &s, &c);
+        cs[k] = c * ps.mscale;
+        sn[k] = s * (sign * ps.mscale);
+    }
+    floatX *row = x + bt * H * hd + jv * XVEC;
+    for (int h = 0; h < H; h++, row += hd) {
+        Pack128<floatX> a = load128(row), b = load128(row + half), oa, ob;
+#pragma unroll
+        for (int k = 0; k < XVEC; k++) {
+            float x0 = to_f(a.v[k]), x1 = to_f(b.v[k]);
+            oa.v[k] = to_x(x0 * cs[k] - x1 * sn[k]);
+            ob.v[k] = to_x(x1 * cs[k] + x0 * sn[k]);
+        }
+        store128(row, oa);
+        store128(row + half, ob);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// v3: one block per ROPE_TT positions; their cos/sin table lives in shared memory
+#define ROPE_TT 4
+__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+    __shared__ float cs[ROPE_TT][MAX_HALF_HD], sn[ROPE_TT][MAX_HALF_HD];
+    int half = hd / 2, nv = half / XVEC, t0 = blockIdx.x * ROPE_TT;
+    for (int e = threadIdx.x; e < ROPE_TT * half; e += blockDim.x) {
+        int tt = e / half, j = e % half;
+        float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)(t0 + tt)), ps.offset);
+        float angle = __fmul_rn(p, ps.inv_freq[j]);
+        float s, c;
+        sincosf(angle, &s, &c);
+        cs[tt][j] = c * ps.mscale;
+        sn[tt][j] = s * (sign * ps.mscale);
+    }
+    __syncthreads();
+    int count = B * ROPE_TT * H * nv;  // items (b, tt, h, jv), jv fastest: consecutive threads, consecutive memory
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        int jv = i % nv, r = i / nv;
+        int h = r % H;
+        r /= H;
+        int tt = r % ROPE_TT, b = r / ROPE_TT, t = t0 + tt;
+        if (t >= T) continue;
+        floatX *row = x + (((size_t)b * T + t) * H + h) * hd + jv * XVEC;
+        const float *c = cs[tt] + jv * XVEC, *s = sn[tt] + jv * XVEC;
+        Pack128<floatX> a = load128(row), bb = load128(row + half), oa, ob;
+#pragma unroll
+        for (int k = 0; k < XVEC; k++) {
+            float x0 = to_f(a.v[k]), x1 = to_f(bb.v[k]);
+            oa.v[k] = to_x(x0 * c[k] - x1 * s[k]);
+            ob.v[k] = to_x(x1 * c[k] + x0 * s[k]);
+        }
+        store128(row, oa);
+        store128(row + half, ob);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// launchers
+
+#define NV 3
+static const char *const VERSIONS[NV + 1] = {
+    "", "train_gpt.cu's rope_kernel: one thread per pair, sincosf per (b,t,h,j)",
+    "one thread per (b,t,8 pairs): sincosf once per (b,t,j) for all heads, 128-bit loads/stores",
+    "block per 4 positions: cos/sin table in shared memory (sincosf once per (t,j)), 128-bit loads/stores"};
+
+static bool supported(int v, int hd) {
+    if (hd % 2 || hd / 2 > MAX_HALF_HD) return false;
+    if (v >= 2) return (hd / 2) % XVEC == 0;  // both halves start on a 16-byte boundary
+    return true;
+}
+
+static void rope_run(int v, floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
+    if (v == 1) {
+        size_t n = (size_t)B * T * H * (hd / 2);
+        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+    } else if (v == 2) {
+        size_t n = (size_t)B * T * (hd / 2 / XVEC);
+        rope_kernel_v2<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+    } else {
+        rope_kernel_v3<<<ceil_div(T, ROPE_TT), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+static PosStep make_pos(int hd, float alpha, float offset, float mscale, int layer) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
+    ps.alpha[layer] = alpha;
+    ps.offset = offset;
+    ps.mscale = mscale;
+    pos_inv_freq(ps.inv_freq, hd, 10000.0);
+    return ps;
+}
+
+typedef struct {
+    const char *name;
+    int B, T, H, hd;
+    float alpha, offset, mscale, sign;
+} RopeCase;
+
+int main(int argc, char **argv) {
+    Args args = parse_args(argc, argv, "rope", VERSIONS, NV);
+    device_init(argv[0]);
+    int first = args.version ? args.version : 1, last = args.version ? args.version : NV;
+    Verdicts vd;
+    memset(&vd, 0, sizeof(vd));
+
+    const RopeCase cases[] = {
+        {"train alpha 1", 4, 2048, 6, 64, 1.0f, 0.0f, 1.0f, 1.0f},
+        {"alpha 8, T 16384", 1, 16384, 6, 64, 8.0f, 0.5f, 1.0f, 1.0f},  // angles up to 131064.5 rad
+        {"backward hd 128", 2, 512, 2, 128, 2.5f, 3.0f, 1.2f, -1.0f},
+    };
+    Rng rng = rng_make(1337, 1);
+    printf("validation (tolerance: norm rel %.0e for %s outputs)\n", FX_TOL, PRECISION_NAME);
+    for (const RopeCase &c : cases) {
+        size_t n = (size_t)c.B * c.T * c.H * c.hd;
+        int layer = 3;
+        PosStep ps = make_pos(c.hd, c.alpha, c.offset, c.mscale, layer);
+        std::vector<float> x(n);
+        fill_normal(x, 0.0f, 1.0f, &rng);
+        round_to_x(x);
+        std::vector<float> ref = x;
+        rope_cpu(ref.data(), c.B, c.T, c.H, c.hd, c.alpha, c.offset, ps.inv_freq, c.mscale, c.sign);
+        floatX *d = dalloc<floatX>(n);
+        printf("  case %s: B=%d T=%d H=%d hd=%d alpha=%g offset=%g mscale=%g sign=%+g (max angle %.0f rad)\n", c.name,
+               c.B, c.T, c.H, c.hd, c.alpha, c.offset, c.mscale, c.sign, (c.alpha * (c.T - 1) + c.offset) * ps.inv_freq[0]);
+        for (int v = first; v <= last; v++) {
+            if (!supported(v, c.hd)) {
+                printf("   v%d: not supported for hd=%d\n", v, c.hd);
+                vd.skipped[v] = 1;
+                continue;
+            }
+            printf("   v%d:\n", v);
+            upload_x(d, x);  // in place: the kernel overwrites its input
+            rope_run(v, d, c.B, c.T, c.H, c.hd, &ps, layer, c.sign);
+            cudaCheck(cudaDeviceSynchronize());
+            vd.ran[v] = 1;
+            if (!check_close("x", download_x(d, n), ref, FX_TOL)) vd.failed[v] = 1;
+        }
+        cudaCheck(cudaFree(d));
+    }
+    for (int v = first; v <= last; v++) verdict_print("rope", v, &vd);
+
+    if (args.bench) {
+        int B = 16, T = 2048, H = 6, hd = 64;  // q of the 10M preset
+        size_t n = (size_t)B * T * H * hd;
+        printf("benchmark: B=%d T=%d H=%d hd=%d (%.1f MiB in place), median of 50 runs, L2 flushed\n", B, T, H, hd,
+               n * sizeof(floatX) / 1048576.0);
+        measured_copy_gbps();
+        std::vector<float> x(n);
+        fill_normal(x, 0.0f, 1.0f, &rng);
+        floatX *d = dalloc<floatX>(n);
+        upload_x(d, x);
+        double bytes = 2.0 * n * sizeof(floatX);  // read + write
+        for (float alpha : {1.0f, 8.0f}) {
+            PosStep ps = make_pos(hd, alpha, 0.0f, 1.0f, 0);
+            for (int v = first; v <= last; v++) {
+                if (vd.failed[v] || !supported(v, hd)) continue;
+                float us = bench_us([&] { rope_run(v, d, B, T, H, hd, &ps, 0, 1.0f); });
+                char label[32];
+                snprintf(label, sizeof(label), " (alpha %g)", alpha);
+                report_bandwidth("rope", v, label, us, bytes);
+            }
+        }
+        cudaCheck(cudaFree(d));
+    }
+    return verdict_exit("rope", first, last, &vd);
+}
