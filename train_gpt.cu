@@ -1120,10 +1120,10 @@ int main(int argc, char **argv) {
             cudaCheck(cudaDeviceSynchronize());
             if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
             double dt = wall_time() - t0, elapsed = wall_time() - t_start;
-            double tok_s = (double)cfg.total_batch * cfg.T / dt, mfu = tok_s * fpt / 989e12;
+            double tok_s = (double)cfg.total_batch * cfg.T / dt, mfu = tok_s * fpt / 989e12;  // dense bf16 peak of H100/H200
             char eta[32];
             format_duration(elapsed / (step + 1 - first) * (cfg.steps - step - 1), eta, sizeof(eta));
-            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s | MFU %.1f%% | ETA %s\n",
+            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s | MFU %.1f%% (of 989 TFLOP/s bf16) | ETA %s\n",
                    step + 1, cfg.steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, 100 * mfu, eta);
             fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f, \"mfu\": %.4f",
                     step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, mfu);

@@ -56,8 +56,9 @@ typedef struct {
     long step;  // optimizer steps completed
     long data_epoch;
     int data_shard, data_sample;
-    int pos_scheme;  // the scheme the checkpoint was trained with
+    int pos_scheme;  // the scheme and seed the checkpoint was trained with
     float alpha_min, alpha_max, alpha_fixed;
+    long long seed;
 } TrainState;
 
 enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
@@ -123,14 +124,17 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     st->data_shard = (int)state[3];
     st->data_sample = (int)state[4];
     st->pos_scheme = ci[CKI_POS];
+    st->seed = (long long)state[1];
     st->alpha_min = cf[2];
     st->alpha_max = cf[3];
     st->alpha_fixed = cf[4];
     tf_free(&tf);
 }
 
-// Evaluating or sampling a checkpoint: label results with the scheme it was trained with.
+// Evaluating or sampling a checkpoint: label results with the scheme and seed it was
+// trained with.
 static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
+    c->seed = st->seed;
     c->pos_scheme = st->pos_scheme;
     c->alpha_min = st->alpha_min;
     c->alpha_max = st->alpha_max;

@@ -89,7 +89,7 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
     PasskeyPrompts pp;
     int pretokenized = c->passkey_prompts[0] != 0;
     if (pretokenized) {
-        passkey_prompts_load(&pp, c->passkey_prompts);
+        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
         for (int i = 0; i < pp.n; i++) {  // the file's distinct lengths, in order
             int k = 0;
             while (k < r.n && r.lengths[k] != pp.lengths[i]) k++;
@@ -115,7 +115,6 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
             if (pretokenized) {
                 while (pp.lengths[i] != len) i++;
                 n = pp.offsets[i + 1] - pp.offsets[i];
-                if (n > len) n = len;
                 memcpy(prompt, pp.tokens + pp.offsets[i], n * sizeof(int));
                 key = pp.keys[i];
                 depth = pp.depths[i];
@@ -245,9 +244,12 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     if (pk.n) {
         fprintf(f, "{\"lengths\": [");
         for (int i = 0; i < pk.n; i++) fprintf(f, "%s%d", i ? ", " : "", pk.lengths[i]);
-        fprintf(f, "], \"n\": %d, \"accuracy\": [", pk.total[0]);
+        fprintf(f, "], \"n\": [");
+        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%d", i ? ", " : "", pk.total[i]);
+        fprintf(f, "], \"accuracy\": [");
         for (int i = 0; i < pk.n; i++) fprintf(f, "%s%.4f", i ? ", " : "", pk.total[i] ? (double)pk.correct[i] / pk.total[i] : 0.0);
-        fprintf(f, "], \"digits\": %d}}\n", c->passkey_digits);
+        if (c->passkey_prompts[0]) fprintf(f, "], \"prompts\": \"%s\"}}\n", c->passkey_prompts);
+        else fprintf(f, "], \"digits\": %d}}\n", c->passkey_digits);
     } else {
         fprintf(f, "null}\n");
     }

@@ -68,7 +68,7 @@ typedef struct {
     const float *depths;
 } PasskeyPrompts;
 
-static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path) {
+static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int vocab_size) {
     tf_load(&p->tf, path, TF_KIND_DUMP);
     const TensorEntry *k = tf_find(&p->tf, "keys");
     if (!k) fail("--passkey_prompts: '%s' has no tensor 'keys'", path);
@@ -80,4 +80,12 @@ static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path) {
     const TensorEntry *t = tf_find(&p->tf, "tokens");
     if (!t || t->dtype != TF_I32 || (long)t->numel != p->offsets[p->n]) fail("--passkey_prompts: '%s' has inconsistent tokens/offsets", path);
     p->tokens = (const int *)t->data;
+    for (long i = 0; i < (long)t->numel; i++)
+        if (p->tokens[i] < 0 || p->tokens[i] >= vocab_size)
+            fail("--passkey_prompts: '%s' has token %d at index %ld, outside the vocab size %d (another tokenizer?)", path,
+                 p->tokens[i], i, vocab_size);
+    for (int i = 0; i < p->n; i++)
+        if (p->offsets[i + 1] - p->offsets[i] > p->lengths[i] || p->offsets[i + 1] < p->offsets[i])
+            fail("--passkey_prompts: '%s': prompt %d has %d tokens, more than its length %d", path, i,
+                 p->offsets[i + 1] - p->offsets[i], p->lengths[i]);
 }

@@ -76,10 +76,9 @@ static inline void yarn_low_high(int hd, double base, int w, double beta_fast, d
     const double pi = 3.14159265358979323846;
     double d_fast = hd * log(w / (2 * pi * beta_fast)) / (2 * log(base));
     double d_slow = hd * log(w / (2 * pi * beta_slow)) / (2 * log(base));
-    *low = (int)floor(d_fast);
-    *high = (int)ceil(d_slow);
-    if (*low < 0) *low = 0;
-    if (*high > hd / 2 - 1) *high = hd / 2 - 1;
+    int lo = (int)floor(d_fast), hi = (int)ceil(d_slow), top = hd / 2 - 1;
+    *low = lo < 0 ? 0 : lo > top ? top : lo;
+    *high = hi < 0 ? 0 : hi > top ? top : hi;
 }
 
 // Standard positions with the scaling applied, for a sequence of seq_len tokens.
