@@ -84,9 +84,51 @@ static void gemm_serial(const Gemm *g, int N, int M) {
 }
 
 // all threads, contiguous operands: out (N,M) (+)= op(A) (N,K) . Bm (K,M), where op(A)
-// is A (N,K) or, with a_trans, the transpose of A stored as (K,N)
-static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate, int a_trans) {
-    Gemm g = {out, A, Bm, M, a_trans ? N : K, M, K, accumulate, GEMM_FULL, a_trans};
+// is A (N,K) or, with a_trans, the transpose of A stored as (K,N). Blocked and packed
+// (MC x KC blocks of A in 8-row panels, KC x NC blocks of Bm in 32-column panels), so
+// the 8x32 register kernel reads contiguous memory whatever the strides. Each output
+// block belongs to one thread and adds its KC blocks in order: results do not depend on
+// the thread count.
+#define GEMM_MC 64
+#define GEMM_KC 256
+#define GEMM_NC 512
+
+static void pack_a(float *Ap, const float *A, int lda, int a_trans, int i0, int mc, int k0, int kc) {
+    for (int p = 0; p < (mc + GEMM_RB - 1) / GEMM_RB; p++)
+        for (int k = 0; k < kc; k++)
+            for (int r = 0; r < GEMM_RB; r++) {
+                int i = p * GEMM_RB + r;
+                float v = 0.0f;
+                if (i < mc) v = a_trans ? A[(size_t)(k0 + k) * lda + i0 + i] : A[(size_t)(i0 + i) * lda + k0 + k];
+                Ap[((size_t)p * kc + k) * GEMM_RB + r] = v;
+            }
+}
+
+// one 32-column panel (kc,32) of Bm rows k0.., columns j0..j0+n-1, zero padded
+static void pack_b(float *Bp, const float *Bm, int ldb, int k0, int kc, int j0, int n) {
+    for (int k = 0; k < kc; k++) {
+        const float *src = Bm + (size_t)(k0 + k) * ldb + j0;
+        float *dst = Bp + (size_t)k * GEMM_CB;
+        for (int c = 0; c < GEMM_CB; c++) dst[c] = c < n ? src[c] : 0.0f;
+    }
+}
+
+// o (nr,ncl) (+)= Ap panel (kc,8)^T . Bp panel (kc,32), accumulators in registers
+static void gemm_micro(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int ncl, int add) {
+    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
+    for (int k = 0; k < kc; k++) {
+        const float *a = ap + (size_t)k * GEMM_RB, *b = bp + (size_t)k * GEMM_CB;
+        for (int r = 0; r < GEMM_RB; r++)
+#pragma omp simd
+            for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < ncl; c++) o[(size_t)r * ldo + c] = add ? o[(size_t)r * ldo + c] + acc[r][c] : acc[r][c];
+}
+
+// short products with a row-major A: register tiles straight from memory (no packing)
+static void gemm_tiles(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate) {
+    Gemm g = {out, A, Bm, M, K, M, K, accumulate, GEMM_FULL, 0};
     int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int cb = 0; cb < ncb; cb++)
@@ -94,6 +136,49 @@ static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, i
             int r0 = rb * GEMM_RB, c0 = cb * GEMM_CB;
             gemm_tile(&g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
         }
+}
+
+static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate, int a_trans) {
+    if (!a_trans && K <= 512) {
+        gemm_tiles(out, A, Bm, N, K, M, accumulate);
+        return;
+    }
+    int lda = a_trans ? N : K, MCb = GEMM_MC, threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    while ((N + MCb - 1) / MCb < 2 * threads && MCb > 16) MCb /= 2;  // work for every thread
+    int nib = (N + MCb - 1) / MCb;
+    float *Bp = (float *)xmalloc((size_t)GEMM_KC * GEMM_NC * sizeof(float));  // shared
+#pragma omp parallel
+    {
+        float *Ap = (float *)xmalloc((size_t)GEMM_MC * GEMM_KC * sizeof(float));
+        for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
+            int nc = M - j0 < GEMM_NC ? M - j0 : GEMM_NC, nq = (nc + GEMM_CB - 1) / GEMM_CB;
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, add = accumulate || k0 > 0;
+#pragma omp for schedule(static)
+                for (int q = 0; q < nq; q++) pack_b(Bp + (size_t)q * kc * GEMM_CB, Bm, M, k0, kc, j0 + q * GEMM_CB,
+                                                    nc - q * GEMM_CB < GEMM_CB ? nc - q * GEMM_CB : GEMM_CB);
+#pragma omp for schedule(static)
+                for (int ib = 0; ib < nib; ib++) {
+                    int i0 = ib * MCb, mc = N - i0 < MCb ? N - i0 : MCb;
+                    pack_a(Ap, A, lda, a_trans, i0, mc, k0, kc);
+                    for (int q = 0; q < nq; q++)
+                        for (int p = 0; p < (mc + GEMM_RB - 1) / GEMM_RB; p++) {
+                            int nr = mc - p * GEMM_RB < GEMM_RB ? mc - p * GEMM_RB : GEMM_RB;
+                            int ncl = nc - q * GEMM_CB < GEMM_CB ? nc - q * GEMM_CB : GEMM_CB;
+                            gemm_micro(Ap + (size_t)p * kc * GEMM_RB, Bp + (size_t)q * kc * GEMM_CB, kc,
+                                       out + (size_t)(i0 + p * GEMM_RB) * M + j0 + q * GEMM_CB, M, nr, ncl, add);
+                        }
+                }
+            }
+        }
+        free(Ap);
+    }
+    free(Bp);
+    if (K == 0 && !accumulate)
+        for (size_t i = 0; i < (size_t)N * M; i++) out[i] = 0.0f;
 }
 
 // dst (cols,rows) = src (rows,cols)^T, in 16x16 blocks
@@ -412,12 +497,17 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
         float *l = logits + (size_t)i * Vp;
         float maxv = -INFINITY;
         for (int c = 0; c < V; c++) maxv = l[c] > maxv ? l[c] : maxv;
+        float target_logit = targets ? l[targets[i]] : 0.0f;
         double sum = 0.0;
-        for (int c = 0; c < V; c++) sum += expf(l[c] - maxv);
-        float lse = maxv + (float)log(sum);
-        if (targets) losses[i] = lse - l[targets[i]];
+        for (int c = 0; c < V; c++) {
+            float e = expf(l[c] - maxv);
+            sum += e;
+            if (backward) l[c] = e;  // kept for the probabilities below: one exp per logit
+        }
+        if (targets) losses[i] = maxv + (float)log(sum) - target_logit;
         if (backward) {
-            for (int c = 0; c < V; c++) l[c] = expf(l[c] - lse) * dloss;
+            float scale = (float)(dloss / sum);
+            for (int c = 0; c < V; c++) l[c] *= scale;
             l[targets[i]] -= dloss;
             for (int c = V; c < Vp; c++) l[c] = 0.0f;
         }
