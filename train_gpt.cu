@@ -204,6 +204,7 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, 
 }
 
 static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
+    if (!ps->rotary) return;  // NoPE, ALiBi
     size_t n = (size_t)B * T * H * (hd / 2);
     rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
     cudaCheck(cudaGetLastError());
@@ -243,6 +244,22 @@ __global__ void softmax_backward_kernel(floatX *datt, const floatX *att, int row
     for (int s = lane; s < T; s += 32) d[s] = to_x(s <= t ? to_f(a[s]) * (to_f(d[s]) - dot) * scale : 0.0f);
 }
 
+// ALiBi slope of query head h of n (as alibi_slopes in llmc/schedule.h)
+__device__ float alibi_slope(int h, int n) {
+    int c = 1;
+    while (c * 2 <= n) c *= 2;
+    return h < c ? exp2f(-8.0f * (h + 1) / c) : exp2f(-8.0f * (2 * (h - c) + 1) / (2 * c));
+}
+
+// ALiBi on raw scores (B,NH,T,T): adds -m_h * alpha * (t - s) / scale, so that the
+// softmax's scale * score carries -m_h * alpha * (t - s).   mirrors the bias in attention_forward_train
+__global__ void alibi_bias_kernel(floatX *att, int NH, int T, float alpha, float scale, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH);
+    if (s <= t) att[i] = to_x(to_f(att[i]) - alibi_slope(h, NH) * alpha * (float)(t - s) / scale);
+}
+
 // strided-batched gemm over the B sequences (column-major arguments)
 static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const floatX *A, int lda,
                          long long sa, const floatX *Bm, int ldb, long long sb, float beta, floatX *Cm, int ldc,
@@ -251,14 +268,20 @@ static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int 
                                            &beta, Cm, CUDA_FX, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// alibi_alpha > 0: ALiBi with distances times alibi_alpha
 static void attention_forward(floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                              int NH, int NKV, int hd) {
+                              int NH, int NKV, int hd, float alibi_alpha) {
     int group = NH / NKV;
     long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
     for (int h = 0; h < NH; h++) {  // S_h = Q_h K_kvh^T
         int kvh = h / group;
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
+    }
+    if (alibi_alpha > 0) {
+        size_t n = (size_t)B * NH * T * T;
+        alibi_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, alibi_alpha, 1.0f / sqrtf((float)hd), n);
+        cudaCheck(cudaGetLastError());
     }
     int rows = B * NH * T;
     softmax_forward_kernel<<<ceil_div(rows, 8), 256>>>(att, rows, T, 1.0f / sqrtf((float)hd));
@@ -306,11 +329,12 @@ static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt,
 // query t is the (q_offset + t)-th key position (q_offset > 0 with a KV cache) and reads
 // keys s <= q_offset + t, only the last `window` of them when window > 0. entropy (Tq),
 // when given, gets ent_scale * (-sum p ln p) added per row, from the running sums:
-// H = m + ln l - (sum_s e^(x_s - m) x_s) / l.  hd <= 256.   mirrors attention_forward_rows
+// H = m + ln l - (sum_s e^(x_s - m) x_s) / l. alibi_alpha > 0: ALiBi, scores get
+// -m_h * alibi_alpha * (position distance). hd <= 256.        mirrors attention_forward_rows
 #define ATT_MAX_HD 256
 __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
                                                 int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window,
-                                                float *entropy, float ent_scale) {
+                                                float *entropy, float ent_scale, float alibi_alpha) {
     extern __shared__ float qs[];  // (warps per block, hd)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,Tq,NH)
@@ -318,7 +342,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
     int h = (int)(row % NH), t = (int)((row / NH) % Tq), b = (int)(row / ((size_t)NH * Tq));
     int kvh = h / (NH / NKV), last = q_offset + t;
     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
     float *qw = qs + warp * hd;
     const floatX *qr = q + row * hd;
     for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
@@ -335,6 +359,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
             const floatX *ks = kb + s * kstride;
             score = 0.0f;
             for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
+            score -= bias * (float)(last - s);
         }
         float m_new = fmaxf(m, warp_max(score));
         float p = s <= last ? expf(score - m_new) : 0.0f;
@@ -624,6 +649,9 @@ typedef struct {
     int pos0;
 } FwdOpts;
 
+// ALiBi's distance factor for layer l (0: no ALiBi)
+static float alibi_alpha(const PosStep *ps, int l) { return ps->alibi_slope[0] > 0 ? ps->alpha[l] : 0.0f; }
+
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
 // with_loss. Mirrors gpt_forward.
 static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const FwdOpts *o) {
@@ -645,7 +673,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (a->train) {
             rope(q, B, T, NH, hd, ps, l, 1.0f);
             rope(k, B, T, NKV, hd, ps, l, 1.0f);
-            attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd);
+            attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
         } else {
             KVCache *kv = o ? o->kv : NULL;
             PosStep pl = *ps;  // positions pos0 + t with a KV cache
@@ -666,7 +694,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
             size_t rows = (size_t)B * T * NH;
             attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(
                 atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0, o ? o->entropy : NULL,
-                1.0f / ((float)B * NH * c->L));
+                1.0f / ((float)B * NH * c->L), alibi_alpha(ps, l));
             cudaCheck(cudaGetLastError());
         }
         matmul_forward(mid, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C);

@@ -308,11 +308,13 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, floa
 }
 
 static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
+    if (!ps->rotary) return;  // NoPE, ALiBi
     rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f);
 }
 
 // The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
 static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
+    if (!ps->rotary) return;
     rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f);
 }
 
@@ -327,9 +329,10 @@ static void transpose_rows(float *dst, const float *src, int T, int hd, int ld) 
         for (int i = 0; i < hd; i++) dst[(size_t)i * T + t] = src[(size_t)t * ld + i];
 }
 
-// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P.
+// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P. alibi (NH), when
+// given: ALiBi, the logit of key s for query t gets -alibi[h] * (t - s).
 static void attention_forward_train(float *y, float *att, const float *q, const float *k, const float *v, int B,
-                                    int T, int NH, int NKV, int hd) {
+                                    int T, int NH, int NKV, int hd, const float *alibi) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -343,10 +346,11 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
                 Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                 gemm_serial(&qk, T, T);
-                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled
+                float m = alibi ? alibi[h] : 0.0f;
+                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled (and biased)
                     float *a = S + (size_t)t * T, maxv = -INFINITY, sum = 0.0f;
-                    for (int s = 0; s <= t; s++) maxv = fmaxf(maxv, a[s] * scale);
-                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] * scale - maxv));
+                    for (int s = 0; s <= t; s++) maxv = fmaxf(maxv, a[s] = a[s] * scale - m * (float)(t - s));
+                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] - maxv));
                     float inv = 1.0f / sum;
                     for (int s = 0; s <= t; s++) a[s] *= inv;
                     for (int s = t + 1; s < T; s++) a[s] = 0.0f;
@@ -364,9 +368,10 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
 // which query t is the (q_offset + t)-th (q_offset > 0 with a KV cache). Query t reads
 // keys s <= q_offset + t, and with window W > 0 only the last W of them (itself included).
 // entropy (Tq), when given, gets the attention entropy -sum p ln p of each query row
-// added, averaged over the heads and divided by `layers`.
+// added, averaged over the heads and divided by `layers`. alibi (NH), when given: ALiBi.
 static void attention_forward_rows(float *y, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
-                                   int q_offset, int NH, int NKV, int hd, int window, float *entropy, int layers) {
+                                   int q_offset, int NH, int NKV, int hd, int window, float *entropy, int layers,
+                                   const float *alibi) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
     float *ent = entropy ? (float *)xcalloc((size_t)B * NH * Tq, sizeof(float)) : NULL;  // (B,NH,Tq)
@@ -387,7 +392,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                        a[s] = dot * scale;
+                        a[s] = dot * scale - (alibi ? alibi[h] * (float)(last - s) : 0.0f);
                         maxv = fmaxf(maxv, a[s]);
                     }
                     float sum = 0.0f;
@@ -659,6 +664,13 @@ static void kv_keep_last(KVCache *kv, int n_layer, int keep) {
     kv->len = keep;
 }
 
+// ALiBi slopes of layer l, times its alpha (ALiBi+PosAug), or NULL without ALiBi.
+static const float *alibi_for_layer(const PosStep *ps, int l, int NH, float *buf) {
+    if (ps->alibi_slope[0] <= 0.0f) return NULL;
+    for (int h = 0; h < NH; h++) buf[h] = ps->alibi_slope[h] * ps->alpha[l];
+    return buf;
+}
+
 // Options of a forward-only pass (acts with train = 0):
 typedef struct {
     int window;      // > 0: each query sees only the last `window` keys (the exact banded variant)
@@ -688,14 +700,18 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
         matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
+        float alibi_buf[MAX_HEADS];
+        const float *alibi = alibi_for_layer(ps, l, NH, alibi_buf);
         if (a->train) {
             rope_forward(q, B, T, NH, hd, ps, l);
             rope_forward(k, B, T, NKV, hd, ps, l);
-            attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd);
+            attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi);
         } else {
             float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
-            rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
-            rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+            if (ps->rotary) {
+                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+            }
             const float *keys = k, *vals = v;
             int Tk = T, q_off = 0;
             if (kv) {  // append, then attend over the whole cache
@@ -708,7 +724,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
                 q_off = kv->len;
             }
             attention_forward_rows(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
-                                   o ? o->entropy : NULL, c->L);
+                                   o ? o->entropy : NULL, c->L, alibi);
         }
         matmul_forward(mid, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C);
         residual_forward(mid, mid, x, (size_t)N * C);

@@ -25,6 +25,15 @@ Positions: p_t = alpha * t (+ offset), per layer alpha allowed. RoPE pairs
 element j with j + hd/2, angle p_t * theta_j, theta_j = base^(-2j/hd).
 Logits over the padded vocabulary Vp are masked to -inf for columns >= V.
 
+Position kinds (`pos_kind`, POS_KINDS; the integer is the `pos_kind` tensor of the
+reference files):
+    0 "rope"   the rotation above;
+    1 "nope"   no positional signal: q and k are not rotated, the causal mask only;
+    2 "alibi"  no rotation; after the 1/sqrt(hd) scale the attention logit of query i
+               and key j <= i gets  - m_h * alpha * (i - j), m_h = alibi_slopes(NH)[h]
+               over the QUERY heads h; alpha is the step's (per-layer allowed) alpha:
+               alpha = 1 is plain ALiBi, a random alpha is ALiBi+PosAug.
+
 Two attention paths: `attn="math"` (explicit softmax, used by the reference,
 works in float64) and `attn="sdpa"` (torch's scaled_dot_product_attention,
 used by the benchmark).
@@ -78,6 +87,33 @@ class Config:
         return d
 
 
+POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2}
+
+
+def alibi_slopes(n):
+    """ALiBi head slopes (Press et al. 2022; Hugging Face's get_slopes / build_alibi_tensor).
+
+    n a power of two: m_h = 2^(-8(h+1)/n), h = 0..n-1. Otherwise, with c the largest
+    power of two below n: the c slopes of c, then every other slope of 2c starting with
+    the first, i.e. 2^(-8(2k+1)/(2c)) for k = 0, 1, ..., until n slopes.
+    Exact powers of two (Python floats); n = 6 gives [2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3].
+    """
+    assert n >= 1
+    c = 1 << (n.bit_length() - 1)          # largest power of two <= n
+    slopes = [2.0 ** (-8.0 * (h + 1) / c) for h in range(c)]
+    slopes += [2.0 ** (-8.0 * (2 * k + 1) / (2 * c)) for k in range(n - c)]
+    return slopes
+
+
+def alibi_bias(T, slopes, alpha, dtype, device):
+    """(NH, T, T) additive logit bias -m_h * alpha * (i - j) for j <= i (0 above the
+    diagonal, which the causal mask removes anyway). Formed in float64."""
+    i = torch.arange(T, dtype=torch.float64, device=device)
+    dist = (i[:, None] - i[None, :]).clamp(min=0.0)             # (T, T), i - j for j <= i
+    m = torch.tensor(slopes, dtype=torch.float64, device=device)
+    return (-(m[:, None, None] * float(alpha)) * dist[None]).to(dtype)
+
+
 def rope_cos_sin(T, hd, alpha, base, dtype, device, offset=0.0, angles_fp32=False):
     """cos, sin of shape (T, hd/2) for positions p_t = alpha*t + offset.
 
@@ -107,12 +143,16 @@ def rmsnorm(x, gain, eps):
 
 
 class LlamaRoPE(nn.Module):
-    def __init__(self, cfg: Config, attn="math", angles_fp32=False, slice_head=False):
+    def __init__(self, cfg: Config, attn="math", angles_fp32=False, slice_head=False,
+                 pos_kind="rope"):
         """attn: "math" (explicit softmax) or "sdpa". slice_head: compute logits only
-        for the V real columns (same loss, faster) instead of Vp columns masked to -inf."""
+        for the V real columns (same loss, faster) instead of Vp columns masked to -inf.
+        pos_kind: "rope" (default), "nope" or "alibi" (module docstring)."""
         super().__init__()
         cfg.check()
+        assert pos_kind in POS_KINDS, pos_kind
         self.cfg = cfg
+        self.pos_kind = pos_kind
         self.attn = attn
         self.angles_fp32 = angles_fp32
         self.slice_head = slice_head
@@ -175,14 +215,29 @@ class LlamaRoPE(nn.Module):
         """idx (B,T) int64. Returns (logits, loss or None); logits are (B,T,Vp) with the
         padded columns at -inf, or (B,T,V) with slice_head.
 
-        alpha: a float (all layers) or a list of L floats (per-layer positions).
+        alpha: a float (all layers) or a list of L floats (per-layer positions); for
+        pos_kind "alibi" it multiplies the distance, for "nope" it is ignored.
         """
-        cos, sin = self.rope_tables(idx.shape[1], alpha, offset)
-        return self.forward_tables(idx, cos, sin, targets)
+        T = idx.shape[1]
+        if self.pos_kind == "rope":
+            cos, sin = self.rope_tables(T, alpha, offset)
+            return self.forward_tables(idx, cos, sin, targets)
+        bias = None
+        if self.pos_kind == "alibi":
+            bias = self.alibi_tables(T, alpha)
+        return self.forward_tables(idx, None, None, targets, bias)
 
-    def forward_tables(self, idx, cos, sin, targets=None):
-        """forward() with the RoPE tables given: cos, sin (L, T, hd/2). The position
-        schedule lives entirely in these tables (what torch.compile sees is static)."""
+    def alibi_tables(self, T, alpha=1.0):
+        """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
+        slopes = alibi_slopes(self.cfg.NH)
+        return torch.stack([alibi_bias(T, slopes, a, self.wte.dtype, self.wte.device)
+                            for a in self._alphas(alpha)])
+
+    def forward_tables(self, idx, cos, sin, targets=None, bias=None):
+        """forward() with the RoPE tables given: cos, sin (L, T, hd/2), or None for no
+        rotation (NoPE, ALiBi). bias: None or (L, NH, T, T) additive attention-logit
+        biases (ALiBi). The position schedule lives entirely in these tables (what
+        torch.compile sees is static)."""
         cfg = self.cfg
         B, T = idx.shape
         NH, NKV, hd = cfg.NH, cfg.NKV, cfg.hd
@@ -193,9 +248,10 @@ class LlamaRoPE(nn.Module):
             q = F.linear(n1, self.wq[l]).view(B, T, NH, hd).transpose(1, 2)
             k = F.linear(n1, self.wk[l]).view(B, T, NKV, hd).transpose(1, 2)
             v = F.linear(n1, self.wv[l]).view(B, T, NKV, hd).transpose(1, 2)
-            q = apply_rope(q, cos[l], sin[l])
-            k = apply_rope(k, cos[l], sin[l])
-            y = self._attention(q, k, v)                   # (B,NH,T,hd)
+            if cos is not None:
+                q = apply_rope(q, cos[l], sin[l])
+                k = apply_rope(k, cos[l], sin[l])
+            y = self._attention(q, k, v, None if bias is None else bias[l])  # (B,NH,T,hd)
             y = y.transpose(1, 2).reshape(B, T, NH * hd)
             x = x + F.linear(y, self.wo[l])
             n2 = rmsnorm(x, self.mlp_norm[l], cfg.rms_eps)
@@ -214,9 +270,18 @@ class LlamaRoPE(nn.Module):
             loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
         return logits, loss
 
-    def _attention(self, q, k, v):
+    def _attention(self, q, k, v, bias=None):
+        """bias: None or (NH, T, T) added to the scaled logits before the causal mask."""
         cfg = self.cfg
         rep = cfg.NH // cfg.NKV
+        if self.attn == "sdpa" and bias is not None:
+            T = q.shape[2]
+            causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            mask = bias.masked_fill(~causal, float("-inf"))
+            if rep > 1:
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if self.attn == "sdpa":
             try:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True,
@@ -232,6 +297,8 @@ class LlamaRoPE(nn.Module):
             v = v.repeat_interleave(rep, dim=1)
         T = q.shape[2]
         att = (q @ k.transpose(-2, -1)) / math.sqrt(cfg.hd)
+        if bias is not None:
+            att = att + bias
         causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         att = att.masked_fill(~causal, float("-inf"))
         att = torch.softmax(att, dim=-1)

@@ -1,16 +1,28 @@
 """Write the PyTorch reference file that test_gpt.c compares the C trainer against.
 
     python dev/pytorch_reference.py                # writes dev/reference_tiny.bin
+    python dev/pytorch_reference.py --pos_kind nope   # writes dev/reference_nope.bin
+    python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
     python dev/pytorch_reference.py --out FILE
 
 Independent of the C code: forward from the model definition (dev/model_torch.py),
 gradients by autograd, optimizer = torch.optim.AdamW. Everything is computed in
 float64 from float32-representable initial weights; stored values are float32.
 
+--pos_kind (dev/model_torch.py, POS_KINDS): rope (default; RoPE positions alpha*t),
+nope (no rotation, the causal mask only) or alibi (no rotation; the scaled attention
+logits get -m_h * alpha * (i - j), standard slopes over the query heads). The three
+files share the config, seed, tokens, initial parameters and alphas: the check pass
+uses check_alpha (8) and the 10 steps the file's alphas, so the ALiBi file tests
+ALiBi+PosAug (the distance times alpha); plain ALiBi is alpha = 1. With alibi the
+script first checks alibi_slopes() against the published recursive get_slopes.
+
 Contents (in order; format in dev/tensorfile.py, kind 1):
     config_i    int32   [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup]
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
+    pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi; only in the nope and alibi
+                             files (reference_tiny.bin has no such tensor: rope)
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked)
@@ -23,6 +35,7 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
 """
 
 import argparse
+import math
 import os
 import sys
 
@@ -32,13 +45,56 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorfile  # noqa: E402
 from model_torch import (Config, OptConfig, LlamaRoPE, PARAM_NAMES,  # noqa: E402
-                         make_optimizer, train_step)
+                         POS_KINDS, alibi_slopes, make_optimizer, train_step)
 
 ALPHAS = [1.0, 8.0, 0.125, 2.5, 8.0, 0.5, 1.0, 4.0, 0.25, 8.0]
 
 
 def f32(t):
     return t.detach().to(torch.float32).cpu().numpy()
+
+
+DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
+               "alibi": "reference_alibi.bin"}
+
+
+def published_get_slopes(n):
+    """The ALiBi authors' recursive algorithm (Press et al., attention_with_linear_biases;
+    also Hugging Face's BLOOM build_alibi_tensor), written out independently of
+    model_torch.alibi_slopes: a geometric sequence starting at and with ratio
+    2^(-2^-(log2(n) - 3)) for a power of two; otherwise the sequence of the closest lower
+    power of two followed by the even-indexed entries of the sequence for twice that."""
+    def power_of_2(m):
+        start = 2.0 ** (-(2.0 ** -(math.log2(m) - 3)))
+        return [start * start ** i for i in range(m)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    c = 2 ** math.floor(math.log2(n))
+    return power_of_2(c) + published_get_slopes(2 * c)[0::2][:n - c]
+
+
+def check_slopes(verbose=True):
+    """alibi_slopes(n) == the published get_slopes(n) for n = 1..64 (to 1e-13 relative:
+    the recursive form multiplies floats, ours takes exact powers of two), and the
+    explicit n = 6 case. Exits on a mismatch."""
+    want6 = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3]
+    got6 = alibi_slopes(6)
+    worst = 0.0
+    for n in range(1, 65):
+        a, b = alibi_slopes(n), published_get_slopes(n)
+        assert len(a) == len(b) == n
+        worst = max(worst, max(abs(x - y) / y for x, y in zip(a, b)))
+    ok = got6 == want6 and worst < 1e-13
+    if verbose:
+        print("ALiBi slopes, n = 6: " + ", ".join("2^%d" % round(math.log2(m)) for m in got6)
+              + "  (expected 2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3: %s)" % ("ok" if got6 == want6 else "MISMATCH"))
+        print("ALiBi slopes, n = 4 (this file's NH): "
+              + ", ".join("2^%d" % round(math.log2(m)) for m in alibi_slopes(4)))
+        print("ALiBi slopes vs the published recursive get_slopes, n = 1..64: max rel diff %.1e (%s)"
+              % (worst, "ok" if worst < 1e-13 else "MISMATCH"))
+    if not ok:
+        print("FAIL: ALiBi slopes")
+        sys.exit(1)
 
 
 def fd_check(model, inp, tgt, alpha, gen, n_per_param=4, h=1e-4):
@@ -101,13 +157,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "reference_tiny.bin"))
+    ap.add_argument("--pos_kind", choices=list(POS_KINDS), default="rope",
+                    help="rope (default, dev/reference_tiny.bin), nope (dev/reference_nope.bin) "
+                         "or alibi (dev/reference_alibi.bin)")
+    ap.add_argument("--out", default=None, help="output file (default: by --pos_kind)")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--check_alpha", type=float, default=8.0)
     ap.add_argument("--angles_fp32", action="store_true",
                     help="form RoPE angles in fp32 like the C kernels (default: exact float64)")
     ap.add_argument("--no_fd", action="store_true", help="skip the finite-difference self-check")
     args = ap.parse_args()
+    default_out = os.path.join(here, DEFAULT_OUT[args.pos_kind])
+    if args.out is None:
+        args.out = default_out
+    if args.pos_kind == "alibi":
+        check_slopes()
 
     torch.use_deterministic_algorithms(True)
     cfg = Config(V=257, C=64, L=2, NH=4, NKV=2, F=128, T=32)
@@ -119,7 +183,7 @@ def main():
     gen = torch.Generator().manual_seed(args.seed)
     tokens = torch.randint(0, cfg.V, (oc.steps, micro, B, cfg.T + 1), generator=gen,
                            dtype=torch.int64)
-    model = LlamaRoPE(cfg, attn="math", angles_fp32=args.angles_fp32)
+    model = LlamaRoPE(cfg, attn="math", angles_fp32=args.angles_fp32, pos_kind=args.pos_kind)
     model.init_weights(gen)           # float32 draws
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
@@ -132,6 +196,8 @@ def main():
     out.append(("config_f", np.array([cfg.rope_base, cfg.rms_eps, oc.lr_max, oc.min_lr,
                                       oc.weight_decay, oc.beta1, oc.beta2, oc.eps,
                                       oc.grad_clip, args.check_alpha], dtype=np.float32)))
+    if args.pos_kind != "rope":  # the rope file stays as it always was (no pos_kind: rope)
+        out.append(("pos_kind", np.array([POS_KINDS[args.pos_kind]], dtype=np.int32)))
     out.append(("alphas", np.array(ALPHAS, dtype=np.float32)))
     out.append(("tokens", tokens.numpy().astype(np.int32)))
     for n in PARAM_NAMES:
@@ -190,11 +256,14 @@ def main():
     size = os.path.getsize(args.out)
     print(f"wrote {args.out} ({size} bytes, {len(out)} tensors)")
     print("regenerate: python dev/pytorch_reference.py"
-          + ("" if args.out == ap.get_default("out") else f" --out {args.out}")
+          + ("" if args.pos_kind == "rope" else f" --pos_kind {args.pos_kind}")
+          + ("" if args.out == default_out else f" --out {args.out}")
           + (" --angles_fp32" if args.angles_fp32 else "")
           + (f" --seed {args.seed}" if args.seed != 1337 else ""))
-    print(f"torch {torch.__version__}, seed {args.seed}, angles "
-          f"{'fp32' if args.angles_fp32 else 'float64'}")
+    print(f"torch {torch.__version__}, seed {args.seed}, pos_kind {args.pos_kind}"
+          + (f", angles {'fp32' if args.angles_fp32 else 'float64'}" if args.pos_kind == "rope" else
+             ", ALiBi slopes " + ", ".join("%g" % m for m in alibi_slopes(cfg.NH))
+             + " (distance times alpha)" if args.pos_kind == "alibi" else ""))
     print(f"check pass (alpha={args.check_alpha}): loss {check_loss:.9f}  "
           f"grad norm {gnorm_check:.9f}  (ln V = {np.log(cfg.V):.6f})")
     print("step  alpha   lr          loss         grad_norm")

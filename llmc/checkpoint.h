@@ -174,7 +174,8 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
 // A test case file (the input part of dev/reference_tiny.bin, kind 1): config_i
 // [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup], config_f [rope_base, rms_eps, lr,
 // min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
-// initial weights. Both trainers' --dump_case read it.
+// initial weights, and optionally pos_kind int32 [1] (0 RoPE, 1 NoPE, 2 ALiBi with the
+// distances multiplied by the alphas). Both trainers' --dump_case read it.
 static inline void config_from_case(Config *c, const TensorFile *tf, int *micro) {
     const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
     const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
@@ -184,5 +185,11 @@ static inline void config_from_case(Config *c, const TensorFile *tf, int *micro)
     c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
     c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
     *micro = ci[9];
+    const TensorEntry *pk = tf_find(tf, "pos_kind");  // 0 RoPE, 1 NoPE, 2 ALiBi (distances times the case's alphas)
+    if (pk) {
+        int kind = *(const int32_t *)tf_get(tf, "pos_kind", TF_I32, 1);
+        if (kind < 0 || kind > 2) fail("'%s': unknown pos_kind %d", tf->path, kind);
+        c->pos_scheme = kind == 1 ? POS_NOPE : kind == 2 ? POS_ALIBI_POSAUG : POS_ROPE;
+    }
 }
 

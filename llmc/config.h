@@ -12,6 +12,9 @@ typedef struct {
     // position scheme (the hook)
     int pos_scheme;
     float alpha_min, alpha_max, alpha_fixed;
+    char alpha_set[256];                 // discrete, cycle
+    int pos_layers, curriculum_dist;
+    float curriculum_frac;
     // optimization
     int B, total_batch, steps, warmup;
     float lr, min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip;
@@ -71,6 +74,8 @@ static inline void config_defaults(Config *c) {
     c->V = 257;  // the byte tokenizer: 256 bytes + end-of-text
     c->rope_base = 10000.0f; c->rms_eps = 1e-5f;
     c->pos_scheme = POS_ROPE; c->alpha_min = 0.125f; c->alpha_max = 8.0f; c->alpha_fixed = 4.0f;
+    snprintf(c->alpha_set, sizeof(c->alpha_set), "1,2,4,8");
+    c->curriculum_frac = 0.5f;
     c->weight_decay = 0.1f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f; c->grad_clip = 1.0f;
     c->seed = 42;
     snprintf(c->train_data, sizeof(c->train_data), "data/builtin/train.bin");
@@ -107,9 +112,15 @@ static const ArgSpec ARGS[] = {
     A("--ffn_hidden", ARG_INT, F, "SwiGLU hidden size F"),
     A("--seq_len", ARG_INT, T, "training window T (= w)"),
     A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
-    CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES, "position scheme: rope (default), posaug, posaug-log, fixed"),
+    CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES,
+           "position scheme: rope (default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
+           "curriculum-step, random-base, nope, alibi, alibi-posaug (doc/schemes.md)"),
     A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
     A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
+    A("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
+    CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent"),
+    A("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
+    CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform"),
     A("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
     A("--total_batch", ARG_INT, total_batch, "sequences per optimizer step (multiple of --batch_size)"),
     A("--steps", ARG_INT, steps, "optimizer steps"),
@@ -177,6 +188,22 @@ static inline int parse_int_list(const char *s, int *out, int max, const char *f
             fail("%s expects positive integers separated by commas, got '%s'", flag, s);
         if (n == max) fail("%s: at most %d values", flag, max);
         out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+// "1,2,4,8" -> {1, 2, 4, 8}, each > 0; returns the count.
+static inline int parse_float_list(const char *s, float *out, int max, const char *flag) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        float v = strtof(p, &end);
+        if (end == p || !(v > 0) || !isfinite(v) || (*end && *end != ','))
+            fail("%s expects positive numbers separated by commas, got '%s'", flag, s);
+        if (n == max) fail("%s: at most %d values", flag, max);
+        out[n++] = v;
         p = *end ? end + 1 : end;
     }
     return n;
@@ -259,6 +286,11 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->rope_base > 1.0f, "--rope_base must be > 1, got %g", c->rope_base);
     REQUIRE(c->alpha_min > 0 && c->alpha_min <= c->alpha_max, "--alpha_range needs 0 < a <= b, got %g,%g", c->alpha_min, c->alpha_max);
     REQUIRE(c->alpha_fixed > 0, "--alpha must be > 0, got %g", c->alpha_fixed);
+    float set[MAX_ALPHA_SET];
+    int ns = parse_float_list(c->alpha_set, set, MAX_ALPHA_SET, "--alpha_set");
+    REQUIRE(ns > 0, "--alpha_set needs at least one value");
+    REQUIRE(c->curriculum_frac >= 0 && c->curriculum_frac <= 1, "--curriculum_frac must lie in [0, 1], got %g", c->curriculum_frac);
+    REQUIRE(c->NH <= MAX_HEADS, "--n_head %d exceeds the maximum %d", c->NH, MAX_HEADS);
     REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
     REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
     REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
@@ -332,6 +364,21 @@ static inline void parse_args(Config *c, int argc, char **argv) {
 }
 
 static inline PosConfig pos_config_of(const Config *c) {
-    PosConfig p = {c->pos_scheme, c->alpha_min, c->alpha_max, c->alpha_fixed, c->rope_base, c->C / c->NH, c->L, (uint64_t)c->seed};
+    PosConfig p;
+    memset(&p, 0, sizeof(p));
+    p.scheme = c->pos_scheme;
+    p.alpha_min = c->alpha_min;
+    p.alpha_max = c->alpha_max;
+    p.alpha_fixed = c->alpha_fixed;
+    p.rope_base = c->rope_base;
+    p.head_dim = c->C / c->NH;
+    p.n_layer = c->L;
+    p.n_head = c->NH;
+    p.seed = (uint64_t)c->seed;
+    p.n_alpha_set = parse_float_list(c->alpha_set, p.alpha_set, MAX_ALPHA_SET, "--alpha_set");
+    p.layers = c->pos_layers;
+    p.curriculum_frac = c->curriculum_frac;
+    p.curriculum_log = c->curriculum_dist;
+    p.total_steps = c->steps;
     return p;
 }

@@ -9,43 +9,80 @@
 #define MAX_LAYERS 64
 #define MAX_HALF_HD 128
 
+#define MAX_HEADS 64
+#define MAX_ALPHA_SET 16
+
 enum {
-    POS_ROPE = 0,     // p_t = t
-    POS_POSAUG,       // alpha ~ U[a,b] per optimizer step, shared by every layer
-    POS_POSAUG_LOG,   // ln alpha ~ U[ln a, ln b]
-    POS_FIXED,        // constant alpha
+    POS_ROPE = 0,         // p_t = t
+    POS_POSAUG,           // alpha ~ U[a,b] per optimizer step
+    POS_POSAUG_LOG,       // ln alpha ~ U[ln a, ln b]
+    POS_FIXED,            // constant alpha
+    POS_DISCRETE,         // alpha drawn uniformly from a set
+    POS_CYCLE,            // alpha = set[step mod size]
+    POS_CURR_LINEAR,      // the range moves linearly from [1/2, 2] to [a,b] over training
+    POS_CURR_STEP,        // alpha 1 for the first part of training, then from [a,b]
+    POS_RANDOM_BASE,      // positions unchanged; B ~ U[B0/8, 8 B0] per step
+    POS_NOPE,             // no positional signal: the rotation is the identity
+    POS_ALIBI,            // no rotation; attention logits get -m_h * (i - j)
+    POS_ALIBI_POSAUG,     // ALiBi with the distance multiplied by alpha ~ U[a,b]
     POS_N_SCHEMES
 };
-static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {"rope", "posaug", "posaug-log", "fixed"};
+static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {
+    "rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
+    "random-base", "nope", "alibi", "alibi-posaug"};
+enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
+static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
+static const char *DIST_NAMES[2] = {"uniform", "log"};
 
 typedef struct {
     int scheme;
     float alpha_min, alpha_max;  // PosAug range [a,b]
     float alpha_fixed;           // for "fixed"
     float rope_base;             // B in theta_j = B^(-2j/hd)
-    int head_dim, n_layer;
+    int head_dim, n_layer, n_head;
     uint64_t seed;
+    float alpha_set[MAX_ALPHA_SET];  // discrete, cycle
+    int n_alpha_set;
+    int layers;                  // LAYERS_*: which layers get alpha
+    float curriculum_frac;       // curriculum-step: the part of training at alpha 1
+    int curriculum_log;          // curriculum schemes draw log-uniformly
+    long total_steps;            // curriculum schemes
 } PosConfig;
 
-// What one step's RoPE kernels read.
+// What one step's position kernels read.
 typedef struct {
-    float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset
+    float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset; ALiBi: distances times alpha[l]
     float offset;
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
+    int rotary;                     // 0: the rotation is the identity (NoPE, ALiBi)
+    float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 without ALiBi
 } PosStep;
+
+// ALiBi slopes for n heads: 2^(-8(h+1)/n) for a power of two n; otherwise the slopes of
+// the nearest lower power of two c, then every other slope of 2c, until n.
+static inline void alibi_slopes(float *m, int n) {
+    int c = 1;
+    while (c * 2 <= n) c *= 2;
+    for (int h = 0; h < c; h++) m[h] = (float)pow(2.0, -8.0 * (h + 1) / c);
+    for (int h = c, k = 0; h < n; h++, k += 2) m[h] = (float)pow(2.0, -8.0 * (k + 1) / (2 * c));
+}
 
 static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
     for (int j = 0; j < head_dim / 2; j++) inv_freq[j] = (float)pow(base, -2.0 * j / head_dim);
 }
 
-// Standard positions (alpha 1, offset 0): evaluation and plain RoPE.
+// Standard positions (alpha 1, offset 0, base B): evaluation and plain RoPE; NoPE and
+// ALiBi switch the rotation off, ALiBi sets its slopes.
 static inline PosStep pos_standard(const PosConfig *pc) {
     PosStep ps;
+    memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
-    ps.offset = 0.0f;
     ps.mscale = 1.0f;
     pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
+    int alibi = pc->scheme == POS_ALIBI || pc->scheme == POS_ALIBI_POSAUG;
+    ps.rotary = !(alibi || pc->scheme == POS_NOPE);
+    if (alibi) alibi_slopes(ps.alibi_slope, pc->n_head);
     return ps;
 }
 
@@ -115,25 +152,55 @@ static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, 
     return ps;
 }
 
-// Draw this optimizer step's alpha. Counter-based (a fresh stream per step from the seed),
-// so the sequence is a pure function of (seed, step): resume needs no extra state and the
-// CPU and GPU trainers draw identical numbers.
-static inline float pos_draw_alpha(const PosConfig *pc, long step) {
-    Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+// Draw alpha for (step, layer stream). Counter-based (a fresh stream per step and layer
+// from the seed), so the sequence is a pure function of (seed, step): resume needs no
+// extra state and the CPU and GPU trainers draw identical numbers.
+static inline float pos_draw_alpha_stream(const PosConfig *pc, long step, int stream) {
+    Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step + ((uint64_t)stream << 40));
     float u = rng_f32(&r), a = pc->alpha_min, b = pc->alpha_max;
+    int uniform_in_range = 1;  // curriculum: the range of this step
     switch (pc->scheme) {
-    case POS_POSAUG: return a + (b - a) * u;
+    case POS_POSAUG: case POS_ALIBI_POSAUG: return a + (b - a) * u;
     case POS_POSAUG_LOG: return expf(logf(a) + (logf(b) - logf(a)) * u);
     case POS_FIXED: return pc->alpha_fixed;
-    default: return 1.0f;
+    case POS_DISCRETE: return pc->alpha_set[(int)(u * pc->n_alpha_set) < pc->n_alpha_set ? (int)(u * pc->n_alpha_set) : pc->n_alpha_set - 1];
+    case POS_CYCLE: return pc->alpha_set[step % pc->n_alpha_set];
+    case POS_CURR_LINEAR: {
+        float f = pc->total_steps > 1 ? (float)step / (float)(pc->total_steps - 1) : 1.0f;
+        a = 0.5f + (pc->alpha_min - 0.5f) * f;
+        b = 2.0f + (pc->alpha_max - 2.0f) * f;
+        break;
     }
+    case POS_CURR_STEP:
+        if (step < (long)(pc->curriculum_frac * pc->total_steps)) return 1.0f;
+        break;
+    default: uniform_in_range = 0;
+    }
+    if (!uniform_in_range) return 1.0f;
+    return pc->curriculum_log ? expf(logf(a) + (logf(b) - logf(a)) * u) : a + (b - a) * u;
 }
 
-// THE POSAUG HOOK (host side): positions and frequencies for optimizer step `step`.
+static inline float pos_draw_alpha(const PosConfig *pc, long step) { return pos_draw_alpha_stream(pc, step, 0); }
+
+// THE POSAUG HOOK (host side): positions, frequencies and biases for optimizer step `step`.
 static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
     PosStep ps = pos_standard(pc);
-    float alpha = pos_draw_alpha(pc, step);
-    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = alpha;
+    if (pc->scheme == POS_RANDOM_BASE) {
+        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+        double b0 = pc->rope_base;
+        pos_inv_freq(ps.inv_freq, pc->head_dim, b0 / 8 + (8 * b0 - b0 / 8) * rng_f32(&r));
+        return ps;
+    }
+    float shared = pos_draw_alpha(pc, step);
+    for (int l = 0; l < pc->n_layer; l++) {
+        int bottom = l < pc->n_layer / 2;
+        switch (pc->layers) {
+        case LAYERS_BOTTOM: ps.alpha[l] = bottom ? shared : 1.0f; break;
+        case LAYERS_TOP: ps.alpha[l] = bottom ? 1.0f : shared; break;
+        case LAYERS_INDEPENDENT: ps.alpha[l] = pos_draw_alpha_stream(pc, step, l); break;
+        default: ps.alpha[l] = shared;
+        }
+    }
     return ps;
 }
 

@@ -89,6 +89,19 @@ __global__ void softmax_forward_kernel(floatX *att, int rows, int T, float scale
 }
 
 // strided-batched gemm over the B sequences (column-major arguments)
+__device__ float alibi_slope(int h, int n) {
+    int c = 1;
+    while (c * 2 <= n) c *= 2;
+    return h < c ? exp2f(-8.0f * (h + 1) / c) : exp2f(-8.0f * (2 * (h - c) + 1) / (2 * c));
+}
+
+__global__ void alibi_bias_kernel(floatX *att, int NH, int T, float alpha, float scale, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH);
+    if (s <= t) att[i] = to_x(to_f(att[i]) - alibi_slope(h, NH) * alpha * (float)(t - s) / scale);
+}
+
 static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const floatX *A, int lda,
                          long long sa, const floatX *Bm, int ldb, long long sb, float beta, floatX *Cm, int ldc,
                          long long sc, int batch) {
@@ -97,13 +110,18 @@ static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int 
 }
 
 static void attention_forward(floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                              int NH, int NKV, int hd) {
+                              int NH, int NKV, int hd, float alibi_alpha) {
     int group = NH / NKV;
     long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
     for (int h = 0; h < NH; h++) {  // S_h = Q_h K_kvh^T
         int kvh = h / group;
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
+    }
+    if (alibi_alpha > 0) {
+        size_t n = (size_t)B * NH * T * T;
+        alibi_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, alibi_alpha, 1.0f / sqrtf((float)hd), n);
+        cudaCheck(cudaGetLastError());
     }
     int rows = B * NH * T;
     softmax_forward_kernel<<<ceil_div(rows, 8), 256>>>(att, rows, T, 1.0f / sqrtf((float)hd));
@@ -120,7 +138,7 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
 #define ATT_MAX_HD 256
 __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
                                                 int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window,
-                                                float *entropy, float ent_scale) {
+                                                float *entropy, float ent_scale, float alibi_alpha) {
     extern __shared__ float qs[];  // (warps per block, hd)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,Tq,NH)
@@ -128,7 +146,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
     int h = (int)(row % NH), t = (int)((row / NH) % Tq), b = (int)(row / ((size_t)NH * Tq));
     int kvh = h / (NH / NKV), last = q_offset + t;
     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
     float *qw = qs + warp * hd;
     const floatX *qr = q + row * hd;
     for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
@@ -145,6 +163,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
             const floatX *ks = kb + s * kstride;
             score = 0.0f;
             for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
+            score -= bias * (float)(last - s);
         }
         float m_new = fmaxf(m, warp_max(score));
         float p = s <= last ? expf(score - m_new) : 0.0f;
@@ -470,12 +489,12 @@ static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX 
 static void attention_run(int ver, floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B,
                           int T, int NH, int NKV, int hd) {
     if (ver == 1) {
-        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd);
+        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, 0.0f);
     } else if (ver == 2) {
         size_t rows = (size_t)B * T * NH;
         // as gpt_forward runs it for a whole sequence: no KV cache, no window, no entropy
         attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(y, q, k, v, B, T, T, 0, NH,
-                                                                                             NKV, hd, 0, NULL, 0.0f);
+                                                                                             NKV, hd, 0, NULL, 0.0f, 0.0f);
     } else if (ver == 3) {
         dim3 grid(ceil_div(T, FA3_BQ), NH, B);
         if (hd == 32) attention_forward_kernel_v3<32><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);

@@ -10,7 +10,7 @@ PAIRS="common.h:warp_sum common.h:warp_max common.h:block_sum common.h:block_max
 rope.cu:rope_kernel
 rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel
 attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
-attention.cu:attention_forward_online_kernel
+attention.cu:attention_forward_online_kernel attention.cu:alibi_slope attention.cu:alibi_bias_kernel
 swiglu.cu:swiglu_forward_kernel swiglu.cu:swiglu_backward_kernel
 classifier.cu:classifier_kernel
 adamw.cu:adamw_kernel"
