@@ -341,6 +341,35 @@ static void test_schemes(void) {
     alibi_slopes(m, 6);  // c = 4: 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3
     float want6[6] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
     check(pow2 && memcmp(m, want6, sizeof(want6)) == 0, "ALiBi slopes for 8 and 6 heads", "");
+    pc.scheme = POS_RPE;
+    pc.seq_len = 64;
+    pc.rpe_max = 512;
+    ps = pos_schedule_step(&pc, 4);
+    int rpe_ok = ps.positions && ps.n_positions == 64 && ps.rotary;
+    for (int t = 0; t < 64 && rpe_ok; t++)
+        rpe_ok = ps.positions[t] >= 0 && ps.positions[t] < 512 && ps.positions[t] == floorf(ps.positions[t]) &&
+                 (t == 0 || ps.positions[t] > ps.positions[t - 1]);
+    float step4[64];
+    memcpy(step4, ps.positions, sizeof(step4));
+    ps = pos_schedule_step(&pc, 5);
+    int differ = memcmp(step4, ps.positions, sizeof(step4)) != 0;
+    ps = pos_schedule_step(&pc, 4);
+    check(rpe_ok && differ && memcmp(step4, ps.positions, sizeof(step4)) == 0,
+          "RPE: T distinct sorted integers in [0, rpe_max), new each step, fixed by (seed, step)", "");
+    EvalScaling none = {SCALE_NONE, 1, 32, 1, 0, 64};
+    ps = pos_eval_step(&pc, &none, 200);
+    check(ps.positions == NULL, "RPE evaluates at standard positions", "");
+    pc.scheme = POS_RFS;
+    pc.rfs_scale = 1000.0f;
+    ps = pos_schedule_step(&pc, 4);
+    int rfs_ok = ps.positions && ps.n_positions == 64;
+    for (int t = 0; t < 64 && rfs_ok; t++) rfs_ok = ps.positions[t] >= 0 && ps.positions[t] < 1000 && (t == 0 || ps.positions[t] >= ps.positions[t - 1]);
+    check(rfs_ok, "RFS: T sorted floats in [0, L)", "");
+    ps = pos_eval_step(&pc, &none, 200);  // n = 200 > T: p_t = (2t+1) / 400 * 1000
+    float p0 = ps.positions[0], p199 = ps.positions[199];
+    ps = pos_eval_step(&pc, &none, 32);   // n = 32 < T: (2t+1) / 128 * 1000
+    check(fabsf(p0 - 2.5f) < 1e-4f && fabsf(p199 - 997.5f) < 1e-3f && fabsf(ps.positions[0] - 7.8125f) < 1e-4f,
+          "RFS inference positions (2t+1) / (2 max(T,n)) * L", "%.4f %.4f %.4f", p0, p199, ps.positions[0]);
     pc.scheme = POS_ALIBI_POSAUG;
     ps = pos_schedule_step(&pc, 9);
     check(!ps.rotary && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
@@ -749,6 +778,19 @@ static void test_resume(void) {
     check(rg == 0 && strstr(out, "The ") != NULL, "generation from a checkpoint", "exit %d", rg);
 }
 
+// every scheme trains two steps and evaluates through the trainer binary
+static void test_every_scheme_runs(void) {
+    char cmd[1024], out[8192];
+    for (int k = 0; k < POS_N_SCHEMES; k++) {
+        snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 --pos %s --out_dir %s/scheme_%s",
+                 SMALL, POS_SCHEME_NAMES[k], TMP, POS_SCHEME_NAMES[k]);
+        int rc = run_cmd(cmd, out, sizeof(out));
+        char label[128];
+        snprintf(label, sizeof(label), "--pos %s trains and evaluates", POS_SCHEME_NAMES[k]);
+        check(rc == 0 && strstr(out, "cliff"), label, "exit %d", rc);
+    }
+}
+
 typedef struct {
     const char *name, *args, *expect;
 } BadCase;
@@ -813,6 +855,10 @@ static void test_bad_inputs(void) {
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
         {"unknown scaling", "--scaling rope2", "--scaling: unknown value 'rope2'"},
+        {"alpha set syntax", "--alpha_set 1,x", "--alpha_set expects positive numbers"},
+        {"curriculum fraction", "--curriculum_frac 1.5", "--curriculum_frac must lie in [0, 1]"},
+        {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
+        {"rpe range below the window", "--rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
@@ -981,6 +1027,7 @@ int main(int argc, char **argv) {
     test_passkey();
     test_files();
     test_resume();
+    test_every_scheme_runs();
     test_bad_inputs();
     test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

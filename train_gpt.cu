@@ -183,15 +183,17 @@ __global__ void rmsnorm_backward_kernel(floatX *dx, float *dw, const floatX *dou
 // p_t = alpha * t + offset and angle = p_t * inv_freq[j] in fp32 with the same rounding
 // as the CPU (no fused multiply-add), then an accurate sincosf (this file is never built
 // with --use_fast_math: __sinf/__cosf are wrong on unreduced angles of 1e5 radians).
-// x (B,T,H,hd) rotated in place; sign -1 is the backward.  mirrors rope_forward/rope_backward
-__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+// x (B,T,H,hd) rotated in place; sign -1 is the backward. positions (device), when given,
+// replace alpha * t + offset by positions[pos0 + t] (RPE, RFS).  mirrors rope_forward/rope_backward
+__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign,
+                            const float *positions, int pos0) {
     int half = hd / 2;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
     if (i >= (size_t)B * T * H * half) return;
     int j = (int)(i % half);
     size_t bth = i / half;
     int t = (int)((bth / H) % T);
-    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
     float angle = __fmul_rn(p, ps.inv_freq[j]);
     float s, c;
     sincosf(angle, &s, &c);
@@ -203,10 +205,24 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, 
     v[j + half] = to_x(x1 * c + x0 * s);
 }
 
-static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
+// ps->positions (host) go to the device once per pass: upload_positions()
+static float *d_positions;
+static int d_positions_cap;
+
+static void upload_positions(const PosStep *ps) {
+    if (!ps->positions) return;
+    if (ps->n_positions > d_positions_cap) {
+        cudaFree(d_positions);
+        d_positions = (float *)dmalloc(ps->n_positions * sizeof(float));
+        d_positions_cap = ps->n_positions;
+    }
+    cudaCheck(cudaMemcpy(d_positions, ps->positions, ps->n_positions * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign, int pos0) {
     if (!ps->rotary) return;  // NoPE, ALiBi
     size_t n = (size_t)B * T * H * (hd / 2);
-    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, ps->positions ? d_positions : NULL, pos0);
     cudaCheck(cudaGetLastError());
 }
 
@@ -659,6 +675,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
+    upload_positions(ps);  // RPE, RFS (the backward reuses them)
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
@@ -671,15 +688,15 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         if (a->train) {
-            rope(q, B, T, NH, hd, ps, l, 1.0f);
-            rope(k, B, T, NKV, hd, ps, l, 1.0f);
+            rope(q, B, T, NH, hd, ps, l, 1.0f, 0);
+            rope(k, B, T, NKV, hd, ps, l, 1.0f, 0);
             attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
         } else {
             KVCache *kv = o ? o->kv : NULL;
             PosStep pl = *ps;  // positions pos0 + t with a KV cache
             if (kv) pl.offset = ps->offset + ps->alpha[l] * (float)o->pos0;
-            rope(q, B, T, NH, hd, &pl, l, 1.0f);
-            rope(k, B, T, NKV, hd, &pl, l, 1.0f);
+            rope(q, B, T, NH, hd, &pl, l, 1.0f, kv ? o->pos0 : 0);
+            rope(k, B, T, NKV, hd, &pl, l, 1.0f, kv ? o->pos0 : 0);
             const floatX *keys = k, *vals = v;
             int Tk = T, q_off = 0;
             if (kv) {  // append, then attend over the whole cache
@@ -747,8 +764,8 @@ static void gpt_backward(GPT *g, Acts *a, const PosStep *ps, float dloss) {
                     P(g, P_MLP_NORM) + (size_t)l * C, a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
         attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        rope(a->dq, B, T, NH, hd, ps, l, -1.0f);
-        rope(a->dk, B, T, NKV, hd, ps, l, -1.0f);
+        rope(a->dq, B, T, NH, hd, ps, l, -1.0f, 0);
+        rope(a->dk, B, T, NKV, hd, ps, l, -1.0f, 0);
         matmul_backward(a->dC, G(g, P_WQ) + (size_t)l * QD * C, a->dq, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD, 0);
         matmul_backward(a->dC, G(g, P_WK) + (size_t)l * KD * C, a->dk, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD, 1);
         matmul_backward(a->dC, G(g, P_WV) + (size_t)l * KD * C, a->dv, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD, 1);
@@ -943,7 +960,7 @@ static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
 static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
     Acts *a = &g->acts;
     PosConfig pc = pos_config_of(&g->cfg);
-    PosStep ps = pos_standard(&pc);
+    PosStep ps = pos_inference(&pc, a->T);
     int B = a->B, T = a->T;
     float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
     double s = 0.0;

@@ -278,13 +278,14 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
 // here when needed; cos and sin are scaled by mscale (YaRN's attention factor).
 // x (B,T,H,hd) rotated in place; sign = +1 forward, -1 backward (rotation by -angle).
 
+// positions, when given, replace alpha * t + offset by positions[pos0 + t] (RPE, RFS).
 static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, float offset, const float *inv_freq,
-                        float mscale, float sign) {
+                        float mscale, float sign, const float *positions, int pos0) {
     int half = hd / 2;
     float *cs = (float *)xmalloc((size_t)T * half * 2 * sizeof(float));  // (T, half, {cos,sin})
 #pragma omp parallel for
     for (int t = 0; t < T; t++) {
-        float p = alpha * (float)t + offset;
+        float p = positions ? positions[pos0 + t] : alpha * (float)t + offset;
         for (int j = 0; j < half; j++) {
             float angle = p * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
             cs[((size_t)t * half + j) * 2 + 0] = cosf(angle) * mscale;
@@ -309,13 +310,13 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, floa
 
 static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
     if (!ps->rotary) return;  // NoPE, ALiBi
-    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f);
+    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, 0);
 }
 
 // The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
 static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
     if (!ps->rotary) return;
-    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f);
+    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f, ps->positions, 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -709,8 +710,9 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         } else {
             float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
             if (ps->rotary) {
-                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
-                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f);
+                int pos0 = kv ? o->pos0 : 0;
+                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
+                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
             }
             const float *keys = k, *vals = v;
             int Tk = T, q_off = 0;
@@ -952,7 +954,7 @@ static void eval_ctx_free(EvalCtx *e) {
 // Mean loss over the first `batches` (B,T) windows of the validation stream.
 static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int batches) {
     PosConfig pc = pos_config_of(&g->cfg);
-    PosStep ps = pos_standard(&pc);
+    PosStep ps = pos_inference(&pc, a->T);
     int B = a->B, T = a->T;
     int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
     double s = 0.0;
@@ -983,7 +985,7 @@ static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new
     ctx[0] = tok->eot;
     for (int i = 0; i < n_prompt; i++) ctx[1 + i] = (unsigned char)prompt[i];
     PosConfig pc = pos_config_of(&g->cfg);
-    PosStep ps = pos_standard(&pc);
+    PosStep ps = pos_inference(&pc, n_prompt + 1 + n_new);
     Rng r = rng_make(seed, RNG_SAMPLE);
     EvalCtx e;
     memset(&e, 0, sizeof(e));

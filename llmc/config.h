@@ -13,6 +13,8 @@ typedef struct {
     int pos_scheme;
     float alpha_min, alpha_max, alpha_fixed;
     char alpha_set[256];                 // discrete, cycle
+    int rpe_max;
+    float rfs_scale;
     int pos_layers, curriculum_dist;
     float curriculum_frac;
     // optimization
@@ -76,6 +78,7 @@ static inline void config_defaults(Config *c) {
     c->pos_scheme = POS_ROPE; c->alpha_min = 0.125f; c->alpha_max = 8.0f; c->alpha_fixed = 4.0f;
     snprintf(c->alpha_set, sizeof(c->alpha_set), "1,2,4,8");
     c->curriculum_frac = 0.5f;
+    c->rfs_scale = 1000.0f;
     c->weight_decay = 0.1f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f; c->grad_clip = 1.0f;
     c->seed = 42;
     snprintf(c->train_data, sizeof(c->train_data), "data/builtin/train.bin");
@@ -118,6 +121,8 @@ static const ArgSpec ARGS[] = {
     A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
     A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
     A("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
+    A("--rpe_max", ARG_INT, rpe_max, "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)"),
+    A("--rfs_scale", ARG_FLOAT, rfs_scale, "RFS: positions scaled to [0, L) (1000)"),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent"),
     A("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
     CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform"),
@@ -291,6 +296,9 @@ static inline void validate_config(Config *c) {
     REQUIRE(ns > 0, "--alpha_set needs at least one value");
     REQUIRE(c->curriculum_frac >= 0 && c->curriculum_frac <= 1, "--curriculum_frac must lie in [0, 1], got %g", c->curriculum_frac);
     REQUIRE(c->NH <= MAX_HEADS, "--n_head %d exceeds the maximum %d", c->NH, MAX_HEADS);
+    if (c->rpe_max == 0) c->rpe_max = 8 * c->T;
+    REQUIRE(c->rpe_max >= c->T, "--rpe_max %d must be at least --seq_len %d", c->rpe_max, c->T);
+    REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
     REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
     REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
     REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
@@ -380,5 +388,8 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.curriculum_frac = c->curriculum_frac;
     p.curriculum_log = c->curriculum_dist;
     p.total_steps = c->steps;
+    p.seq_len = c->T;
+    p.rpe_max = c->rpe_max;
+    p.rfs_scale = c->rfs_scale;
     return p;
 }

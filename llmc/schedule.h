@@ -25,11 +25,13 @@ enum {
     POS_NOPE,             // no positional signal: the rotation is the identity
     POS_ALIBI,            // no rotation; attention logits get -m_h * (i - j)
     POS_ALIBI_POSAUG,     // ALiBi with the distance multiplied by alpha ~ U[a,b]
+    POS_RPE,              // T distinct sorted integers from [0, rpe_max) per step; standard at evaluation
+    POS_RFS,              // T sorted floats U[0,1) * L per step; (2t+1) / (2 max(T,n)) * L at inference
     POS_N_SCHEMES
 };
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {
     "rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
-    "random-base", "nope", "alibi", "alibi-posaug"};
+    "random-base", "nope", "alibi", "alibi-posaug", "rpe", "rfs"};
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
@@ -47,6 +49,9 @@ typedef struct {
     float curriculum_frac;       // curriculum-step: the part of training at alpha 1
     int curriculum_log;          // curriculum schemes draw log-uniformly
     long total_steps;            // curriculum schemes
+    int seq_len;                 // the training window T
+    int rpe_max;                 // RPE: positions come from [0, rpe_max)
+    float rfs_scale;             // RFS: L (1000)
 } PosConfig;
 
 // What one step's position kernels read.
@@ -57,7 +62,27 @@ typedef struct {
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
     int rotary;                     // 0: the rotation is the identity (NoPE, ALiBi)
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 without ALiBi
+    const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL
+    int n_positions;
 } PosStep;
+
+// The explicit positions of the current step or pass: one grow-only host buffer (a
+// PosStep's positions stay valid until the next step or pass asks for them).
+static inline float *pos_buffer(int n) {
+    static float *buf;
+    static int cap;
+    if (n > cap) {
+        free(buf);
+        buf = (float *)xmalloc((size_t)n * sizeof(float));
+        cap = n;
+    }
+    return buf;
+}
+
+static inline int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
 
 // ALiBi slopes for n heads: 2^(-8(h+1)/n) for a power of two n; otherwise the slopes of
 // the nearest lower power of two c, then every other slope of 2c, until n.
@@ -118,9 +143,17 @@ static inline void yarn_low_high(int hd, double base, int w, double beta_fast, d
     *high = hi < 0 ? 0 : hi > top ? top : hi;
 }
 
-// Standard positions with the scaling applied, for a sequence of seq_len tokens.
+// Standard positions with the scaling applied, for a sequence of seq_len tokens
+// (RFS: its inference positions (2t+1) / (2 max(T, n)) * L).
 static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, int seq_len) {
     PosStep ps = pos_standard(pc);
+    if (pc->scheme == POS_RFS) {
+        float *p = pos_buffer(seq_len);
+        int den = 2 * (pc->seq_len > seq_len ? pc->seq_len : seq_len);
+        for (int t = 0; t < seq_len; t++) p[t] = (float)((2.0 * t + 1) / den * pc->rfs_scale);
+        ps.positions = p;
+        ps.n_positions = seq_len;
+    }
     int hd = pc->head_dim;
     double s = es->factor, B = pc->rope_base, expo = (double)hd / (hd - 2);
     switch (es->method) {
@@ -150,6 +183,12 @@ static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, 
     default: break;
     }
     return ps;
+}
+
+// Inference positions for seq_len tokens without scaling (validation, generation).
+static inline PosStep pos_inference(const PosConfig *pc, int seq_len) {
+    EvalScaling none = {SCALE_NONE, 1.0f, 32.0f, 1.0f, YARN_TEMP_HF, pc->seq_len};
+    return pos_eval_step(pc, &none, seq_len);
 }
 
 // Draw alpha for (step, layer stream). Counter-based (a fresh stream per step and layer
@@ -189,6 +228,27 @@ static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
         Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
         double b0 = pc->rope_base;
         pos_inv_freq(ps.inv_freq, pc->head_dim, b0 / 8 + (8 * b0 - b0 / 8) * rng_f32(&r));
+        return ps;
+    }
+    if (pc->scheme == POS_RPE || pc->scheme == POS_RFS) {
+        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+        int T = pc->seq_len;
+        float *p = pos_buffer(T);
+        if (pc->scheme == POS_RFS) {
+            for (int t = 0; t < T; t++) p[t] = rng_f32(&r) * pc->rfs_scale;
+        } else {  // T distinct integers: a partial Fisher-Yates shuffle of [0, rpe_max)
+            int *all = (int *)xmalloc((size_t)pc->rpe_max * sizeof(int));
+            for (int i = 0; i < pc->rpe_max; i++) all[i] = i;
+            for (int t = 0; t < T; t++) {
+                int j = t + (int)rng_below(&r, (uint32_t)(pc->rpe_max - t));
+                int tmp = all[t]; all[t] = all[j]; all[j] = tmp;
+                p[t] = (float)all[t];
+            }
+            free(all);
+        }
+        qsort(p, T, sizeof(float), cmp_float);
+        ps.positions = p;
+        ps.n_positions = T;
         return ps;
     }
     float shared = pos_draw_alpha(pc, step);

@@ -51,14 +51,15 @@ static void rope_cpu(float *x, int B, int T, int H, int hd, float alpha, float o
 
 // ----------------------------------------------------------------------------
 // v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign,
+                            const float *positions, int pos0) {
     int half = hd / 2;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
     if (i >= (size_t)B * T * H * half) return;
     int j = (int)(i % half);
     size_t bth = i / half;
     int t = (int)((bth / H) % T);
-    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
     float angle = __fmul_rn(p, ps.inv_freq[j]);
     float s, c;
     sincosf(angle, &s, &c);
@@ -158,7 +159,7 @@ static bool supported(int v, int hd) {
 static void rope_run(int v, floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
     if (v == 1) {
         size_t n = (size_t)B * T * H * (hd / 2);
-        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, NULL, 0);
     } else if (v == 2) {
         size_t n = (size_t)B * T * (hd / 2 / XVEC);
         rope_kernel_v2<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
