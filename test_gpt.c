@@ -134,7 +134,7 @@ static void test_reference(const char *path) {
 // 2. finite differences on a tiny model (central differences of the fp32 loss,
 // on the coordinates with the largest gradients, where the fp32 signal is clear)
 
-static void test_finite_differences(void) {
+static void test_finite_differences(int pe, const char *what) {
     Config c;
     config_defaults(&c);
     c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
@@ -155,6 +155,7 @@ static void test_finite_differences(void) {
     for (int i = 0; i < 16; i++) { inp[i] = (int)rng_below(&r, c.V); tgt[i] = (int)rng_below(&r, c.V); }
     PosConfig pc = pos_config_of(&c);
     PosStep ps = pos_standard(&pc);
+    pos_set_pe(&ps, pe, c.NH);
     for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
     ps.offset = 5.0f;
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
@@ -180,7 +181,7 @@ static void test_finite_differences(void) {
             g.grads[i][best] = 0.0f;  // the next pick takes the next largest
         }
         char label[64];
-        snprintf(label, sizeof(label), "finite differences %s", PARAM_NAMES[i]);
+        snprintf(label, sizeof(label), "finite differences%s %s", what, PARAM_NAMES[i]);
         check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
     }
     gpt_free(&g);
@@ -331,9 +332,15 @@ static void test_schemes(void) {
     }
     check(bmin >= 1250 * 0.999 && bmax <= 80000 * 1.001 && bmin < 5000 && bmax > 70000,
           "random base: B in [B0/8, 8 B0], positions unchanged", "[%.0f, %.0f]", bmin, bmax);
-    pc.scheme = POS_NOPE;
+    pc.scheme = POS_ROPE;
+    pc.pe = PE_NOPE;
     ps = pos_schedule_step(&pc, 3);
     check(!ps.rotary && ps.alibi_slope[0] == 0, "NoPE: no rotation, no bias", "");
+    pc.pe = PE_ROPE;
+    pc.drope_step = 40;
+    PosStep before = pos_schedule_step(&pc, 39), after = pos_schedule_step(&pc, 40), infer = pos_standard(&pc);
+    check(before.rotary && !after.rotary && !infer.rotary, "DroPE: RoPE until the step, then none (evaluation too)", "");
+    pc.drope_step = 0;
     float m[8];
     alibi_slopes(m, 8);
     int pow2 = 1;
@@ -370,10 +377,14 @@ static void test_schemes(void) {
     ps = pos_eval_step(&pc, &none, 32);   // n = 32 < T: (2t+1) / 128 * 1000
     check(fabsf(p0 - 2.5f) < 1e-4f && fabsf(p199 - 997.5f) < 1e-3f && fabsf(ps.positions[0] - 7.8125f) < 1e-4f,
           "RFS inference positions (2t+1) / (2 max(T,n)) * L", "%.4f %.4f %.4f", p0, p199, ps.positions[0]);
-    pc.scheme = POS_ALIBI_POSAUG;
+    pc.scheme = POS_POSAUG;
+    pc.pe = PE_ALIBI;
     ps = pos_schedule_step(&pc, 9);
     check(!ps.rotary && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
           "ALiBi+PosAug: slopes for 4 heads, distances times alpha", "");
+    pc.pe = PE_SINUSOIDAL;
+    ps = pos_schedule_step(&pc, 9);
+    check(!ps.rotary && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
 }
 
 // ----------------------------------------------------------------------------
@@ -778,15 +789,18 @@ static void test_resume(void) {
     check(rg == 0 && strstr(out, "The ") != NULL, "generation from a checkpoint", "exit %d", rg);
 }
 
-// every scheme trains two steps and evaluates through the trainer binary
+// every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
-    char cmd[1024], out[8192];
-    for (int k = 0; k < POS_N_SCHEMES; k++) {
-        snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 --pos %s --out_dir %s/scheme_%s",
-                 SMALL, POS_SCHEME_NAMES[k], TMP, POS_SCHEME_NAMES[k]);
+    char cmd[1024], out[8192], label[200];
+    for (int k = 0; k < POS_N_SCHEMES + PE_N + 1; k++) {
+        char flags[128];
+        if (k < POS_N_SCHEMES) snprintf(flags, sizeof(flags), "--pos %s", POS_SCHEME_NAMES[k]);
+        else if (k < POS_N_SCHEMES + PE_N) snprintf(flags, sizeof(flags), "--pe %s --pos posaug", PE_NAMES[k - POS_N_SCHEMES]);
+        else snprintf(flags, sizeof(flags), "--drope_step 1");
+        snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 %s --out_dir %s/scheme_%d",
+                 SMALL, flags, TMP, k);
         int rc = run_cmd(cmd, out, sizeof(out));
-        char label[128];
-        snprintf(label, sizeof(label), "--pos %s trains and evaluates", POS_SCHEME_NAMES[k]);
+        snprintf(label, sizeof(label), "%s trains and evaluates", flags);
         check(rc == 0 && strstr(out, "cliff"), label, "exit %d", rc);
     }
 }
@@ -852,6 +866,7 @@ static void test_bad_inputs(void) {
         {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
         {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
+        {"unknown encoding", "--pe xpos", "--pe: unknown value 'xpos'"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
         {"unknown scaling", "--scaling rope2", "--scaling: unknown value 'rope2'"},
@@ -1015,7 +1030,9 @@ int main(int argc, char **argv) {
     const char *ref = argc > 1 ? argv[1] : "dev/reference_tiny.bin";
     mkdir(TMP, 0755);
     test_reference(ref);
-    test_finite_differences();
+    test_finite_differences(PE_ROPE, "");
+    test_finite_differences(PE_SINUSOIDAL, ", sinusoidal APE,");
+    test_finite_differences(PE_ALIBI, ", ALiBi,");
     test_position_hook();
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");

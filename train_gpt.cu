@@ -127,6 +127,20 @@ __global__ void encoder_forward_kernel(floatX *x, const int *tokens, const float
     x[i] = wte[(size_t)tokens[n] * C + c];
 }
 
+// x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal)
+//                                                             mirrors sinusoidal_forward
+__global__ void sinusoidal_kernel(floatX *x, PosStep ps, int B, int T, int C, const float *positions, int pos0) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C/2)
+    if (i >= (size_t)B * T * (C / 2)) return;
+    int k = (int)(i % (C / 2)), t = (int)((i / (C / 2)) % T);
+    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[0], (float)(pos0 + t)), ps.offset);
+    float s, c;
+    sincosf(__fmul_rn(p, powf(10000.0f, -2.0f * k / C)), &s, &c);
+    floatX *xt = x + (i / (C / 2)) * C;
+    xt[2 * k] = to_x(to_f(xt[2 * k]) + s);
+    xt[2 * k + 1] = to_x(to_f(xt[2 * k + 1]) + c);
+}
+
 // dwte[tokens[n]] += dx[n] (fp32 atomics)                      mirrors encoder_backward
 __global__ void encoder_backward_kernel(float *dwte, const floatX *dx, const int *tokens, int N, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -677,6 +691,9 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
     upload_positions(ps);  // RPE, RFS (the backward reuses them)
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
+    if (ps->pe == PE_SINUSOIDAL)
+        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, ps->positions ? d_positions : NULL,
+                     o && o->kv ? o->pos0 : 0);
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         floatX *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;

@@ -222,6 +222,24 @@ static void encoder_forward(float *x, const int *tokens, const float *wte, int N
     for (int i = 0; i < N; i++) memcpy(x + (size_t)i * C, wte + (size_t)tokens[i] * C, C * sizeof(float));
 }
 
+// Sinusoidal absolute positions (--pe sinusoidal), added to x (B,T,C): the position of
+// token t comes from the hook (alpha * (pos0 + t) + offset, or the explicit positions),
+// PE[p, 2k] = sin(p * f_k), PE[p, 2k+1] = cos(p * f_k), f_k = 10000^(-2k/C), fp32 angles.
+// No parameters, so no backward.
+static void sinusoidal_forward(float *x, const PosStep *ps, int B, int T, int C, int pos0) {
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float p = ps->positions ? ps->positions[pos0 + t] : ps->alpha[0] * (float)(pos0 + t) + ps->offset;
+            float *xt = x + ((size_t)b * T + t) * C;
+            for (int k = 0; k < C / 2; k++) {
+                float angle = p * powf(10000.0f, -2.0f * k / C);
+                xt[2 * k] += sinf(angle);
+                xt[2 * k + 1] += cosf(angle);
+            }
+        }
+}
+
 // dwte[tokens[i]] += dx[i]; serial so repeated tokens accumulate in a fixed order
 static void encoder_backward(float *dwte, const float *dx, const int *tokens, int N, int C) {
     for (int i = 0; i < N; i++) {
@@ -691,6 +709,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     KVCache *kv = o ? o->kv : NULL;
     if (kv && (B != 1 || kv->len + T > kv->cap)) fail("internal: a KV cache of %d entries cannot take %d more", kv->cap, T);
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
+    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, ps, B, T, C, kv ? o->pos0 : 0);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;

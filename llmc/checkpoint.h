@@ -1,7 +1,7 @@
 // The parameter contract (names, shapes, which ones AdamW decays) and checkpoints,
 // shared by both trainers so a checkpoint from either loads in the other.
 // A checkpoint is a tensor file (llmc/tensorfile.h) of kind 2:
-//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme]
+//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe]
 //   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below
@@ -9,6 +9,11 @@
 #pragma once
 #include "config.h"
 #include "tensorfile.h"
+
+// The encoding a run has at a step (DroPE switches it off).
+static inline int pe_at_step_cfg(const Config *c, long step) {
+    return c->drope_step > 0 && step >= c->drope_step ? PE_NOPE : c->pe;
+}
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers.
@@ -56,14 +61,14 @@ typedef struct {
     long step;  // optimizer steps completed
     long data_epoch;
     int data_shard, data_sample;
-    int pos_scheme;  // the scheme and seed the checkpoint was trained with
+    int pos_scheme, pe;  // the scheme, encoding and seed the checkpoint was trained with
     float alpha_min, alpha_max, alpha_fixed;
     long long seed;
 } TrainState;
 
-enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_N };
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_N };
 static const char *CKI_NAMES[CKI_N] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
-                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos"};
+                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos", "--pe"};
 static const char *CK_GROUPS[3] = {"param", "adam_m", "adam_v"};
 
 // params, m, v: host arrays of NP views each; m and v NULL to write weights only.
@@ -71,7 +76,7 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
                                    float *const *m, float *const *v) {
     Shape shapes[NP];
     param_shapes(c, shapes);
-    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
+    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_at_step_cfg(c, st->step)};
     float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
     uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
                          (uint64_t)st->data_sample};
@@ -104,8 +109,8 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
     const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
     const uint64_t *state = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
-    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme};
-    for (int i = 0; i < CKI_POS; i++)
+    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, c->pe};
+    for (int i = 0; i < CKI_POS; i++)  // the scheme and the encoding may change (PosAug fine-tuning, DroPE)
         if (ci[i] != want[i])
             fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
     if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
@@ -124,6 +129,7 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     st->data_shard = (int)state[3];
     st->data_sample = (int)state[4];
     st->pos_scheme = ci[CKI_POS];
+    st->pe = ci[CKI_PE];
     st->seed = (long long)state[1];
     st->alpha_min = cf[2];
     st->alpha_max = cf[3];
@@ -135,6 +141,8 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
 // trained with.
 static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
     c->seed = st->seed;
+    c->pe = st->pe;
+    c->drope_step = 0;
     c->pos_scheme = st->pos_scheme;
     c->alpha_min = st->alpha_min;
     c->alpha_max = st->alpha_max;
@@ -189,7 +197,7 @@ static inline void config_from_case(Config *c, const TensorFile *tf, int *micro)
     if (pk) {
         int kind = *(const int32_t *)tf_get(tf, "pos_kind", TF_I32, 1);
         if (kind < 0 || kind > 2) fail("'%s': unknown pos_kind %d", tf->path, kind);
-        c->pos_scheme = kind == 1 ? POS_NOPE : kind == 2 ? POS_ALIBI_POSAUG : POS_ROPE;
+        c->pe = kind == 1 ? PE_NOPE : kind == 2 ? PE_ALIBI : PE_ROPE;
     }
 }
 

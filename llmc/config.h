@@ -10,7 +10,7 @@ typedef struct {
     int V, Vp, C, L, NH, NKV, F, T;
     float rope_base, rms_eps;
     // position scheme (the hook)
-    int pos_scheme;
+    int pos_scheme, pe, drope_step;
     float alpha_min, alpha_max, alpha_fixed;
     char alpha_set[256];                 // discrete, cycle
     int rpe_max;
@@ -116,8 +116,10 @@ static const ArgSpec ARGS[] = {
     A("--seq_len", ARG_INT, T, "training window T (= w)"),
     A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
     CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES,
-           "position scheme: rope (default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
-           "curriculum-step, random-base, nope, alibi, alibi-posaug (doc/schemes.md)"),
+           "positions: rope (p_t = t, default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
+           "curriculum-step, random-base, rpe, rfs (doc/schemes.md)"),
+    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal"),
+    A("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
     A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
     A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
     A("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
@@ -297,6 +299,7 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->curriculum_frac >= 0 && c->curriculum_frac <= 1, "--curriculum_frac must lie in [0, 1], got %g", c->curriculum_frac);
     REQUIRE(c->NH <= MAX_HEADS, "--n_head %d exceeds the maximum %d", c->NH, MAX_HEADS);
     if (c->rpe_max == 0) c->rpe_max = 8 * c->T;
+    REQUIRE(c->drope_step >= 0, "--drope_step must be >= 0");
     REQUIRE(c->rpe_max >= c->T, "--rpe_max %d must be at least --seq_len %d", c->rpe_max, c->T);
     REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
     REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
@@ -366,7 +369,9 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         char *slash = strrchr(c->out_dir, '/');
         if (slash) *slash = 0; else snprintf(c->out_dir, sizeof(c->out_dir), ".");
     }
-    if (!c->out_dir[0]) snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s", c->model, POS_SCHEME_NAMES[c->pos_scheme]);
+    if (!c->out_dir[0])
+        snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s%s%s", c->model, c->pe ? PE_NAMES[c->pe] : "",
+                 c->pe ? "_" : "", POS_SCHEME_NAMES[c->pos_scheme]);
     if (!c->eval_tag[0])
         snprintf(c->eval_tag, sizeof(c->eval_tag), "eval_L%d%s%s", c->eval_len, c->scaling ? "_" : "", c->scaling ? SCALE_NAMES[c->scaling] : "");
 }
@@ -375,6 +380,8 @@ static inline PosConfig pos_config_of(const Config *c) {
     PosConfig p;
     memset(&p, 0, sizeof(p));
     p.scheme = c->pos_scheme;
+    p.pe = c->pe;
+    p.drope_step = c->drope_step;
     p.alpha_min = c->alpha_min;
     p.alpha_max = c->alpha_max;
     p.alpha_fixed = c->alpha_fixed;

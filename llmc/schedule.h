@@ -22,22 +22,30 @@ enum {
     POS_CURR_LINEAR,      // the range moves linearly from [1/2, 2] to [a,b] over training
     POS_CURR_STEP,        // alpha 1 for the first part of training, then from [a,b]
     POS_RANDOM_BASE,      // positions unchanged; B ~ U[B0/8, 8 B0] per step
-    POS_NOPE,             // no positional signal: the rotation is the identity
-    POS_ALIBI,            // no rotation; attention logits get -m_h * (i - j)
-    POS_ALIBI_POSAUG,     // ALiBi with the distance multiplied by alpha ~ U[a,b]
     POS_RPE,              // T distinct sorted integers from [0, rpe_max) per step; standard at evaluation
     POS_RFS,              // T sorted floats U[0,1) * L per step; (2t+1) / (2 max(T,n)) * L at inference
     POS_N_SCHEMES
 };
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {
     "rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
-    "random-base", "nope", "alibi", "alibi-posaug", "rpe", "rfs"};
+    "random-base", "rpe", "rfs"};
+
+// The position encoding that turns those positions into a signal (--pe):
+enum {
+    PE_ROPE = 0,      // rotate q and k by p_t * theta_j
+    PE_NOPE,          // none: the causal mask only
+    PE_ALIBI,         // attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)
+    PE_SINUSOIDAL,    // PE(p_t) added to the token embedding
+    PE_N
+};
+static const char *PE_NAMES[PE_N] = {"rope", "nope", "alibi", "sinusoidal"};
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
 
 typedef struct {
-    int scheme;
+    int scheme, pe;
+    long drope_step;             // > 0: from this step on the encoding is NoPE (DroPE)
     float alpha_min, alpha_max;  // PosAug range [a,b]
     float alpha_fixed;           // for "fixed"
     float rope_base;             // B in theta_j = B^(-2j/hd)
@@ -60,8 +68,9 @@ typedef struct {
     float offset;
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
-    int rotary;                     // 0: the rotation is the identity (NoPE, ALiBi)
-    float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 without ALiBi
+    int pe;                         // PE_*: what the kernels do with the positions
+    int rotary;                     // pe == PE_ROPE: rotate q and k
+    float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe == PE_ALIBI
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL
     int n_positions;
 } PosStep;
@@ -97,17 +106,27 @@ static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
     for (int j = 0; j < head_dim / 2; j++) inv_freq[j] = (float)pow(base, -2.0 * j / head_dim);
 }
 
-// Standard positions (alpha 1, offset 0, base B): evaluation and plain RoPE; NoPE and
-// ALiBi switch the rotation off, ALiBi sets its slopes.
+static inline void pos_set_pe(PosStep *ps, int pe, int n_head) {
+    ps->pe = pe;
+    ps->rotary = pe == PE_ROPE;
+    memset(ps->alibi_slope, 0, sizeof(ps->alibi_slope));
+    if (pe == PE_ALIBI) alibi_slopes(ps->alibi_slope, n_head);
+}
+
+// The encoding at a step: --pe, or NoPE once DroPE has dropped it.
+static inline int pe_at_step(const PosConfig *pc, long step) {
+    return pc->drope_step > 0 && step >= pc->drope_step ? PE_NOPE : pc->pe;
+}
+
+// Standard positions (alpha 1, offset 0, base B) with the encoding the trained model
+// ends with: evaluation, validation, generation, plain RoPE.
 static inline PosStep pos_standard(const PosConfig *pc) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
     ps.mscale = 1.0f;
     pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
-    int alibi = pc->scheme == POS_ALIBI || pc->scheme == POS_ALIBI_POSAUG;
-    ps.rotary = !(alibi || pc->scheme == POS_NOPE);
-    if (alibi) alibi_slopes(ps.alibi_slope, pc->n_head);
+    pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
     return ps;
 }
 
@@ -199,7 +218,7 @@ static inline float pos_draw_alpha_stream(const PosConfig *pc, long step, int st
     float u = rng_f32(&r), a = pc->alpha_min, b = pc->alpha_max;
     int uniform_in_range = 1;  // curriculum: the range of this step
     switch (pc->scheme) {
-    case POS_POSAUG: case POS_ALIBI_POSAUG: return a + (b - a) * u;
+    case POS_POSAUG: return a + (b - a) * u;
     case POS_POSAUG_LOG: return expf(logf(a) + (logf(b) - logf(a)) * u);
     case POS_FIXED: return pc->alpha_fixed;
     case POS_DISCRETE: return pc->alpha_set[(int)(u * pc->n_alpha_set) < pc->n_alpha_set ? (int)(u * pc->n_alpha_set) : pc->n_alpha_set - 1];
@@ -224,6 +243,7 @@ static inline float pos_draw_alpha(const PosConfig *pc, long step) { return pos_
 // THE POSAUG HOOK (host side): positions, frequencies and biases for optimizer step `step`.
 static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
     PosStep ps = pos_standard(pc);
+    pos_set_pe(&ps, pe_at_step(pc, step), pc->n_head);
     if (pc->scheme == POS_RANDOM_BASE) {
         Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
         double b0 = pc->rope_base;
