@@ -1,0 +1,654 @@
+"""Run one of the PosAug paper's tables with the C trainers: one command per table.
+
+    python dev/ablate.py --table 6 --train_data 'data/openwebtext/*_train_*.bin' \\
+        --val_data 'data/openwebtext/*_val_*.bin'              # GPU, 10M, the paper's settings
+    python dev/ablate.py --table 7 --cpu                        # CPU scale: tiny model, built-in corpus
+    python dev/ablate.py --table 15 --cpu --seeds 42,137,2024   # mean +- std over seeds
+    python dev/ablate.py --table 6 --dry_run                    # print the commands only
+
+Tables (doc/schemes.md lists every scheme and the paper's numbers):
+    4   PosAug vs RPE (final protocol, eval at 16K; RPE max 16K / 32K = 8w / 16w)
+    5   wider alpha ranges [1/8,8], [1/16,16], [1/32,32] (eval at 16K)
+    6   is randomness necessary: fixed, discrete, cycling, random base
+    7   lower-bound isolation: [1/8,8], [1,8], [1/2,8], [1/8,1]
+    8   curriculum (linear, step), log-uniform, [1/16,16]
+    9   depth vs width (Deep L=12, Standard L=6, Wide L=3; one baseline per shape)
+    10  per-layer scaling: bottom, top, independent
+    11  PosAug vs longer training windows (same tokens: steps scale with 1/w)
+    15  RoPE, ALiBi, NoPE, RoPE+PosAug (+ ALiBi+PosAug), cliff at 2w and 4w
+
+Modes:
+- GPU (default): `./train_gpt`, the 10M preset (`--model 10m`: C=384, L=6, w=2048,
+  1907 steps of 128 sequences), evaluation at 8K (Tables 4 and 5: 16K), prepared data
+  required (`--train_data`, `--val_data`, `--vocab_size`, default 50277 = GPT-NeoX).
+- `--cpu`: `./train_gpt_cpu`, the tiny preset (C=128, L=4, w=128, 600 steps) on the
+  built-in corpus unless --train_data is given, evaluation at 8w = 1024 for every table
+  (Table 15: 2w and 4w). Each run takes about 1-2 minutes on 2 idle cores. The numbers
+  are not the paper's; the comparison is qualitative (which row has the lower cliff).
+
+Run it from the repository root (the trainers' default data paths are relative to it).
+Rows run sequentially, one seed after another. A run whose evaluation JSON exists is
+skipped (rerun the same command to resume an interrupted table; --force reruns);
+a run folder with a checkpoint but no evaluation resumes from it (GPU runs write a
+checkpoint every --ckpt_every steps). Rows whose scheme the C trainers do not have (only
+Table 15's GRU today) print "pending: ..." and are skipped; rows needing a flag (or a
+--pos / --pe value) the trainer binary does not list in its --help are skipped with a
+message (rebuild with `make`).
+
+Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu):
+    <slug>_seed<S>/      one run folder per row and seed (log, checkpoint, eval_*.json/.csv,
+                         train.log = the trainer's output)
+    table.md             dev/eval_table.py's table (baseline row as baseline; mean +- std
+                         over seeds), then ours next to the paper's numbers, pending rows
+    table.csv            the same numbers as CSV
+    loss.png, gain.png   dev/plot_eval.py (first seed of each row)
+    timings.json         wall time of every run (train, each evaluation), by row and seed
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import eval_table  # noqa: E402
+
+# Schemes of doc/schemes.md the C trainers do not implement yet (no table row needs the
+# first two today; they are here so that a row can name them).
+PENDING = {
+    "learned-ape": "learned APE",
+    "qk-norm": "QK-norm",
+    "gru": "GRU (a recurrent model, not a position scheme)",
+}
+
+
+class W:
+    """A flag value in units of the row's training window: W(8) is 8w (16384 on the GPU)."""
+
+    def __init__(self, k):
+        self.k = k
+
+POSAUG = ["--pos", "posaug", "--alpha_range", "0.125,8"]
+ROPE = ["--pos", "rope"]
+
+
+def row(slug, label, flags=None, paper=None, baseline=False, pending=None, group=None,
+        model=None, steps_scale=1.0, eval_factor=None, note=None):
+    """A table row. flags: trainer flags of the scheme. paper: dict of the paper's numbers
+    (cliff, G, in_dist, and for Table 15 cliff2x, cliff4x). model: 'deep' / 'wide' shape
+    (Table 9). steps_scale: steps and warmup times this (Table 11). eval_factor: L_eval in
+    units of the row's own window (default: the table's L_eval)."""
+    return dict(slug=slug, label=label, flags=flags or [], paper=paper or {}, baseline=baseline,
+                pending=pending, group=group, model=model, steps_scale=steps_scale,
+                eval_factor=eval_factor, note=note)
+
+
+def P(cliff=None, G=None, in_dist=None, **kw):
+    d = dict(cliff=cliff, G=G, in_dist=in_dist)
+    d.update(kw)
+    return d
+
+
+# L_eval and the paper's G length C, in units of the training window w (2048 in the paper):
+# 16K = 8w, 8K = 4w. In --cpu mode L_eval is always 8w (the tiny model's default).
+TABLES = {
+    4: dict(title="Table 4. PosAug vs RPE (10.6M, final protocol, eval at 16K)",
+            eval_w=8, gain_w=4, rows=[
+                row("rope", "Baseline (RoPE)", ROPE, P(1.915, -0.324, 4.087), baseline=True),
+                row("posaug", "PosAug [1/8, 8]", POSAUG, P(0.060, 1.025, 4.160, penalty="1.8%")),
+                row("rpe16k", "RPE max=16K (8w)", ["--pos", "rpe", "--rpe_max", W(8)],
+                    P(0.117, 0.311, 4.670, penalty="14.3%")),
+                row("rpe32k", "RPE max=32K (16w)", ["--pos", "rpe", "--rpe_max", W(16)],
+                    P(0.107, 0.141, 5.100, penalty="24.8%")),
+            ], note="The paper's G column is G(8K) although L_eval is 16K: table.md's G column is "
+                    "eval_table's largest common C (L_eval); the comparison below gives G at 4w."),
+    5: dict(title="Table 5. Extended alpha range (10M, eval at 16K)", eval_w=8, gain_w=None, rows=[
+                row("rope", "Baseline (RoPE)", ROPE, baseline=True,
+                    note="not in the paper's table; its penalties imply an in-dist of about 4.08"),
+                row("posaug_8", "PosAug [1/8, 8] (L_max 16K)", POSAUG, P(0.081, None, 4.157, penalty="1.8%")),
+                row("posaug_16", "PosAug [1/16, 16] (L_max 32K)", ["--pos", "posaug", "--alpha_range", "0.0625,16"],
+                    P(0.168, None, 4.412, penalty="8.0%")),
+                row("posaug_32", "PosAug [1/32, 32] (L_max 64K)", ["--pos", "posaug", "--alpha_range", "0.03125,32"],
+                    P(0.077, None, 4.489, penalty="9.8%")),
+            ], note="The paper's in-dist column is 'Val Loss'."),
+    6: dict(title="Table 6. Is randomness necessary? (10.6M, ablation family, eval at 8K)",
+            eval_w=4, gain_w=4, rows=[
+                row("rope", "Baseline", ROPE, P(2.28, -0.57, 4.04, delta=0.00), baseline=True),
+                row("posaug", "PosAug U[1/8, 8]", POSAUG, P(1.07, 0.42, 4.10, delta=0.06)),
+                row("fixed8", "Fixed alpha = 8", ["--pos", "fixed", "--alpha", "8"], P(0.29, -0.19, 5.69, delta=1.66)),
+                row("fixed4", "Fixed alpha = 4", ["--pos", "fixed", "--alpha", "4"], P(0.58, -0.22, 5.50, delta=1.46)),
+                row("discrete", "Discrete {1, 2, 4, 8}", ["--pos", "discrete", "--alpha_set", "1,2,4,8"],
+                    P(1.05, -0.06, 4.10, delta=0.07)),
+                row("cycle", "Cycling 1 -> 2 -> 4 -> 8", ["--pos", "cycle", "--alpha_set", "1,2,4,8"],
+                    P(1.14, -0.09, 4.10, delta=0.06)),
+                row("random_base", "Random RoPE base [B0/8, 8 B0]", ["--pos", "random-base"],
+                    P(1.09, -0.26, 4.05, delta=0.01)),
+            ]),
+    7: dict(title="Table 7. Lower-bound isolation (10.6M, ablation family, eval at 8K)",
+            eval_w=4, gain_w=4, rows=[
+                row("rope", "Baseline (for delta)", ROPE, P(2.28, -0.57, 4.04, delta=0.00), baseline=True,
+                    note="Table 6's baseline"),
+                row("posaug", "[1/8, 8] (reference)", POSAUG, P(1.07, 0.42, 4.10, delta=0.06)),
+                row("posaug_1_8", "[1, 8] (upper-only)", ["--pos", "posaug", "--alpha_range", "1,8"],
+                    P(1.15, -0.12, 4.11, delta=0.08)),
+                row("posaug_half_8", "[1/2, 8]", ["--pos", "posaug", "--alpha_range", "0.5,8"],
+                    P(1.15, 0.22, 4.11, delta=0.07)),
+                row("posaug_8th_1", "[1/8, 1] (downscale-only)", ["--pos", "posaug", "--alpha_range", "0.125,1"],
+                    P(2.17, 0.24, 4.09, delta=0.06)),
+            ]),
+    8: dict(title="Table 8. Curriculum, distribution and range variants (10.6M, ablation family, eval at 8K)",
+            eval_w=4, gain_w=4, rows=[
+                row("rope", "Baseline (no aug)", ROPE, P(2.28, -0.57, 4.04, delta=0.00), baseline=True),
+                row("posaug", "PosAug U[1/8, 8] (ref)", POSAUG, P(1.07, 0.42, 4.10, delta=0.06)),
+                row("curr_linear", "Curriculum linear [1/2,2] -> [1/8,8]",
+                    ["--pos", "curriculum-linear", "--alpha_range", "0.125,8"], P(0.88, 0.39, 4.10, delta=0.06)),
+                row("curr_step", "Curriculum step [1/8, 8]",
+                    ["--pos", "curriculum-step", "--alpha_range", "0.125,8", "--curriculum_frac", "0.5"],
+                    P(0.72, 0.40, 4.09, delta=0.06)),
+                row("posaug_log", "Log-uniform [1/8, 8]", ["--pos", "posaug-log", "--alpha_range", "0.125,8"],
+                    P(0.96, 0.59, 4.12, delta=0.08)),
+                row("posaug_16", "PosAug U[1/16, 16]", ["--pos", "posaug", "--alpha_range", "0.0625,16"],
+                    P(0.37, 0.38, 4.13, delta=0.09)),
+                row("curr_step_16", "Curriculum step [1/16, 16]",
+                    ["--pos", "curriculum-step", "--alpha_range", "0.0625,16", "--curriculum_frac", "0.5"],
+                    P(0.24, 0.43, 4.12, delta=0.08)),
+                row("curr_step_log", "Curriculum step + log-uniform [1/8, 8]",
+                    ["--pos", "curriculum-step", "--alpha_range", "0.125,8", "--curriculum_frac", "0.5",
+                     "--curriculum_dist", "log"], P(0.89, 0.61, 4.09, delta=0.05)),
+            ]),
+    9: dict(title="Table 9. Depth vs width (~10-15M, 500M tokens, eval at 8K)", eval_w=4, gain_w=4, rows=[
+                row("deep_rope", "Deep (L=12) baseline", ROPE, P(1.87, -0.53, 4.03), baseline=True, group="deep",
+                    model="deep"),
+                row("deep_posaug", "Deep (L=12) PosAug", POSAUG, P(0.80, 0.50, 4.09, reduction="2.3x"),
+                    group="deep", model="deep"),
+                row("std_rope", "Standard (L=6) baseline", ROPE, P(2.28, -0.57, 4.04), baseline=True, group="standard"),
+                row("std_posaug", "Standard (L=6) PosAug", POSAUG, P(1.07, 0.42, 4.10, reduction="2.1x"),
+                    group="standard"),
+                row("wide_rope", "Wide (L=3) baseline", ROPE, P(2.60, -0.60, 4.08), baseline=True, group="wide",
+                    model="wide"),
+                row("wide_posaug", "Wide (L=3) PosAug", POSAUG, P(1.00, 0.23, 4.21, reduction="2.6x"),
+                    group="wide", model="wide"),
+            ]),
+    10: dict(title="Table 10. Per-layer scaling (10.6M, ablation family, eval at 8K)", eval_w=4, gain_w=4, rows=[
+                row("rope", "Baseline (for delta)", ROPE, P(2.28, -0.57, 4.04, delta=0.00), baseline=True,
+                    note="Table 6's baseline"),
+                row("posaug", "PosAug all layers (ref)", POSAUG + ["--pos_layers", "all"], P(1.07, 0.42, 4.10, delta=0.06)),
+                row("bottom", "Bottom layers only", POSAUG + ["--pos_layers", "bottom"], P(2.36, -0.64, 4.06, delta=0.02)),
+                row("top", "Top layers only", POSAUG + ["--pos_layers", "top"], P(1.50, -0.19, 4.09, delta=0.05)),
+                row("independent", "Independent per-layer", POSAUG + ["--pos_layers", "independent"],
+                    P(0.73, 0.04, 4.19, delta=0.15)),
+            ]),
+    11: dict(title="Table 11. PosAug vs longer training windows (10.6M, same tokens, eval at 8K)",
+             eval_w=4, gain_w=4, rows=[
+                row("rope_w1", "Baseline, w", ROPE, P(2.28, -0.57, 4.04), baseline=True),
+                row("posaug_w1", "PosAug [1/8, 8], w", POSAUG, P(1.07, 0.42, 4.10)),
+                row("rope_w2", "Baseline, 2w", ROPE, P(1.32, -0.39, 4.39), steps_scale=0.5),
+                row("posaug_w2", "PosAug [1/8, 8], 2w", POSAUG, P(0.06, 0.32, 4.52), steps_scale=0.5),
+                row("rope_w4", "Baseline, 4w", ROPE, P(0.19, -0.25, 5.01), steps_scale=0.25, eval_factor=2,
+                    note="evaluated at 2 x its window (the trainer needs L_eval > w; the paper's 8K = its window)"),
+            ], note="Windows w, 2w, 4w (2048/4096/8192 on the GPU, 128/256/512 on the CPU); the same "
+                    "sequences per step, so the same tokens means steps and warmup times w/w'. Every row "
+                    "uses the gain window of w."),
+    15: dict(title="Table 15. Cross-PE comparison (10.6M, w = 2048): cliff at 2w and 4w", eval_w=None, gain_w=None,
+             evals=(2, 4), rows=[
+                row("rope", "RoPE", ROPE, P(in_dist=4.04, cliff2x=1.80, cliff4x=2.25), baseline=True),
+                row("alibi", "ALiBi", ["--pe", "alibi"], P(in_dist=3.97, cliff2x=-0.10, cliff4x=-0.01)),
+                row("nope", "NoPE", ["--pe", "nope"], P(in_dist=4.30, cliff2x=1.92, cliff4x=7.46)),
+                row("posaug", "RoPE+PosAug", POSAUG, P(in_dist=4.10, cliff2x=-0.08, cliff4x=0.06)),
+                row("alibi_posaug", "ALiBi+PosAug", ["--pe", "alibi"] + POSAUG,
+                    P(note="no numbers; Section 5: 'no benefit'")),
+                row("gru", "GRU (no PE)", pending="gru", paper=P(in_dist=4.77, cliff2x=-0.03, cliff4x=-0.10)),
+            ], note="The paper's In-dist column is read as the RoPE-relative in-distribution loss; "
+                    "the comparison gives the in-dist of the 2x evaluation (the two evaluations read different "
+                    "validation spans, so their in-dist differ slightly)."),
+}
+
+# --cpu stand-ins for the Deep / Wide shapes (parameter ratios to the tiny preset about those
+# of the paper's Deep (1.4x) and Wide (0.7x) to the 10M model).
+CPU_SHAPES = {"deep": ["--n_layer", "8", "--n_embd", "96"], "wide": ["--n_layer", "2", "--n_embd", "160"]}
+PRESET = {"gpu": dict(model="10m", w=2048, steps=1907, warmup=500, gain_window=512),
+          "cpu": dict(model="tiny", w=128, steps=600, warmup=30, gain_window=32)}
+
+
+def die(msg):
+    sys.exit("ablate.py: error: " + msg)
+
+
+def fmt_cmd(cmd):
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def fmt_len(n):
+    return "%dK" % (n // 1024) if n % 1024 == 0 and n >= 1024 else str(n)
+
+
+class Run:
+    """One row x seed: its training command and evaluation commands."""
+
+    def __init__(self, r, seed, rundir, train, evals, tags, steps):
+        self.r, self.seed, self.dir = r, seed, rundir
+        self.train, self.evals, self.tags = train, evals, tags
+        self.steps = steps              # optimizer steps the training runs to
+        self.baseline_json = None
+
+    def json(self, tag):
+        return os.path.join(self.dir, tag + ".json")
+
+    @property
+    def ckpt(self):
+        return os.path.join(self.dir, "checkpoint.bin")
+
+
+def build_runs(args, spec, mode):
+    pre = PRESET[mode]
+    w0 = pre["w"]
+    runs, pending = [], []
+    data = []
+    if args.train_data:
+        data += ["--train_data", args.train_data]
+    if args.val_data:
+        data += ["--val_data", args.val_data]
+    if args.vocab_size:
+        data += ["--vocab_size", str(args.vocab_size)]
+    for r in spec["rows"]:
+        if args.rows and r["slug"] not in args.rows:
+            continue
+        if r["pending"]:
+            pending.append(r)
+            continue
+        # the model: preset (or Table 9's shape), window, vocabulary; repeated by --eval_only
+        model = ["--model", pre["model"]]
+        if r["model"]:
+            model = ["--model", r["model"]] if mode == "gpu" else model + CPU_SHAPES[r["model"]]
+        w = w0
+        if r["steps_scale"] != 1.0:
+            w = int(round(w0 / r["steps_scale"]))
+            model += ["--seq_len", str(w)]
+        extra = []
+        if r["steps_scale"] != 1.0:
+            extra += ["--steps", str(int(round(pre["steps"] * r["steps_scale"]))),
+                      "--warmup", str(max(1, int(round(pre["warmup"] * r["steps_scale"]))))]
+        if args.table == 11:
+            extra += ["--gain_window", str(pre["gain_window"])]
+        if mode == "gpu" and args.ckpt_every:
+            extra += ["--ckpt_every", str(args.ckpt_every)]
+        flags = [str(f.k * w) if isinstance(f, W) else f for f in r["flags"]]
+        for seed in args.seeds:
+            rundir = os.path.join(args.out, "%s_seed%d" % (r["slug"], seed))
+            base = [args.trainer] + model + data
+            eval_base = [args.trainer] + model + data[2:] if args.train_data else base
+            if spec.get("evals"):   # Table 15: train without evaluation, then --eval_only at k*w
+                train = base + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", "0"]
+                evals, tags = [], []
+                for k in spec["evals"]:
+                    tag = "eval_%dx" % k
+                    evals.append(eval_base + ["--resume", os.path.join(rundir, "checkpoint.bin"), "--eval_only",
+                                         "--eval_len", str(k * w), "--eval_tag", tag])
+                    tags.append(tag)
+            else:
+                L = (r["eval_factor"] or (8 if mode == "cpu" else spec["eval_w"])) * (w if r["eval_factor"] else w0)
+                train = base + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", str(L)]
+                evals, tags = [], ["eval_L%d" % L]
+            runs.append(Run(r, seed, rundir, train, evals, tags,
+                            int(round(pre["steps"] * r["steps_scale"]))))
+    # --baseline JSON for the non-baseline rows (same group, seed and evaluation tag)
+    for run in runs:
+        if run.r["baseline"] or spec.get("evals"):
+            continue
+        for b in runs:
+            if b.r["baseline"] and b.r["group"] == run.r["group"] and b.seed == run.seed and b.tags == run.tags:
+                run.baseline_json = b.json(b.tags[0])
+                run.train = run.train + ["--baseline", run.baseline_json]
+    return runs, pending
+
+
+def trained(run):
+    """True when the run folder's log.jsonl reaches the run's last step."""
+    try:
+        with open(os.path.join(run.dir, "log.jsonl")) as f:
+            last = [ln for ln in f if ln.strip()][-1]
+        return json.loads(last).get("step", -1) >= run.steps
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+
+
+def help_text(trainer):
+    try:
+        p = subprocess.run([trainer, "--help"], capture_output=True, text=True, timeout=60)
+        return p.stdout + p.stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def missing_in_build(cmd, help_txt):
+    """Flags (and the values of --pos and --pe) of cmd that the trainer's --help does not
+    mention."""
+    miss = []
+    for i, a in enumerate(cmd):
+        if a.startswith("--"):
+            if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(a), help_txt):
+                miss.append(a)
+            elif a in ("--pos", "--pe") and i + 1 < len(cmd):
+                v = cmd[i + 1]
+                if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(v), help_txt):
+                    miss.append(a + " " + v)
+    return miss
+
+
+def tail(path, n=15):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def run_cmd(cmd, log_path):
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    t0 = time.time()
+    with open(log_path, "a") as log:
+        log.write("$ %s\n" % fmt_cmd(cmd))
+        log.flush()
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return rc, time.time() - t0
+
+
+def summary(path):
+    try:
+        with open(path) as f:
+            j = json.load(f)
+        return "cliff %.3f, in-dist %.3f" % (j["cliff"], j["in_dist"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no summary"
+
+
+def load_timings(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def fp(x):
+    """A paper number as printed there (1.915, -0.57, 4.10)."""
+    if x is None:
+        return "-"
+    if not isinstance(x, float):
+        return str(x)
+    return "%.2f" % x if abs(round(x, 2) - x) < 1e-9 else "%.3f" % x
+
+
+def write_report(args, spec, runs, pending, mode, skipped_build):
+    """table.md / table.csv via dev/eval_table.py, then the comparison with the paper."""
+    w = PRESET[mode]["w"]
+    done = [run for run in runs if all(os.path.exists(run.json(t)) for t in run.tags)]
+    if not done:
+        print("no finished runs: nothing to tabulate")
+        return None
+    groups = []
+    for run in done:
+        g = run.r["group"]
+        if g not in groups:
+            groups.append(g)
+    md = ["# %s" % spec["title"], "",
+          "Mode: %s (`%s`), seeds %s, written by `python dev/ablate.py %s`." % (
+              "GPU, 10M preset" if mode == "gpu" else "CPU scale, tiny preset, built-in corpus unless --train_data",
+              args.trainer, ",".join(map(str, args.seeds)), " ".join(sys.argv[1:])), ""]
+    if spec.get("note"):
+        md += ["Note: " + spec["note"], ""]
+    csv_parts = []
+    for g in groups:
+        pairs = []
+        for run in done:
+            if run.r["group"] != g:
+                continue
+            for t in run.tags:
+                pairs.append((run.r["label"], eval_table.Eval(run.json(t))))
+        base = [run.r["label"] for run in done if run.r["group"] == g and run.r["baseline"]]
+        rows, C, var = eval_table.build_rows(pairs, base[0] if base else None)
+        if g:
+            md += ["## %s" % g, ""]
+        md += [eval_table.markdown(rows, C, var), ""]
+        csv_parts.append(eval_table.to_csv(rows, C, var))
+    # ours next to the paper's numbers
+    gain_C = spec["gain_w"] * w if spec.get("gain_w") else None
+    is15 = bool(spec.get("evals"))
+    md += ["## Next to the paper's numbers", ""]
+    if mode == "cpu":
+        md += ["CPU scale (tiny model, w = %d, built-in corpus): compare orderings and signs, not values." % w, ""]
+    if is15:
+        head = ["row", "n", "in-dist", "paper", "cliff 2x", "paper", "cliff 4x", "paper"]
+    else:
+        head = ["row", "n", "cliff", "paper", "G(%s) chunked" % fmt_len(gain_C) if gain_C else "G",
+                "G banded", "paper G", "in-dist", "paper"]
+        if args.table == 9:
+            head += ["reduction", "paper"]
+    md += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    base_cliff = {}
+    by_row = {}
+    for run in done:
+        by_row.setdefault(run.r["slug"], []).append(run)
+    for slug, rs in by_row.items():
+        r = rs[0].r
+        p = r["paper"]
+        ev = {t: [eval_table.Eval(x.json(t)) for x in rs] for t in rs[0].tags}
+
+        def m(vals):
+            return eval_table.f_ms(eval_table.mean_std(vals))
+        if is15:
+            e2, e4 = ev["eval_2x"], ev["eval_4x"]
+            cells = [r["label"], str(len(rs)), m([e.j.get("in_dist") for e in e2]), fp(p.get("in_dist")),
+                     m([e.j.get("cliff") for e in e2]), fp(p.get("cliff2x")),
+                     m([e.j.get("cliff") for e in e4]), fp(p.get("cliff4x"))]
+        else:
+            es = ev[rs[0].tags[0]]
+            cliff = eval_table.mean_std([e.j.get("cliff") for e in es])[0]
+            if r["baseline"]:
+                base_cliff[r["group"]] = cliff
+            gc = m([e.G(gain_C, "chunked") for e in es]) if gain_C else "-"
+            gb = m([e.G(gain_C, "banded") for e in es]) if gain_C else "-"
+            cells = [r["label"], str(len(rs)), m([e.j.get("cliff") for e in es]), fp(p.get("cliff")),
+                     gc, gb, fp(p.get("G")), m([e.j.get("in_dist") for e in es]), fp(p.get("in_dist"))]
+            if args.table == 9:
+                bc = base_cliff.get(r["group"])
+                red = "%.1fx" % (bc / cliff) if (not r["baseline"] and bc and cliff and cliff > 0) else "-"
+                cells += [red, p.get("reduction", "-")]
+        if r.get("note") or p.get("note"):
+            cells[0] += " (%s)" % "; ".join(x for x in (r.get("note"), p.get("note")) if x)
+        md.append("| " + " | ".join(cells) + " |")
+    md.append("")
+    if pending or skipped_build:
+        md += ["## Not run", ""]
+        for r in pending:
+            md.append("- %s: pending: %s is not implemented yet (paper: %s)" % (
+                r["label"], PENDING[r["pending"]],
+                ", ".join("%s %s" % (k, v) for k, v in r["paper"].items() if v is not None)))
+        for r, miss in skipped_build:
+            md.append("- %s: the trainer binary does not list %s in --help (rebuild)" % (r["label"], ", ".join(miss)))
+        md.append("")
+    text = "\n".join(md)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out, "table.csv"), "w") as f:
+        f.write("\n\n".join(csv_parts) + "\n")
+    return text, done
+
+
+def plots(args, spec, done):
+    first = []
+    seen = set()
+    for run in done:
+        if run.r["slug"] not in seen:
+            seen.add(run.r["slug"])
+            first.append(run)
+    cmd = [sys.executable, os.path.join(HERE, "plot_eval.py")] + [run.dir for run in first] + \
+          ["--labels", ",".join(run.r["slug"] for run in first)]
+    if spec.get("evals"):
+        cmd += ["--tag", "eval_%dx" % max(spec["evals"])]
+    else:
+        # every run folder holds exactly its own tag; keep only it (a folder may hold extra evaluations)
+        tags = {run.tags[0] for run in first}
+        if len(tags) == 1:
+            cmd += ["--tag", tags.pop()]
+    for name, extra in (("loss.png", []), ("gain.png", ["--gain"])):
+        c = cmd + extra + ["--out", os.path.join(args.out, name),
+                           "--title", "%s (first seed of each row)" % spec["title"].split(" (")[0]]
+        p = subprocess.run(c, capture_output=True, text=True)
+        out = (p.stdout + p.stderr).strip()
+        print(out if p.returncode == 0 else "plot failed (%s): %s" % (name, out.splitlines()[-1] if out else p.returncode))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Details: the module docstring and doc/schemes.md.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", type=int, required=True, choices=sorted(TABLES))
+    ap.add_argument("--cpu", action="store_true", help="CPU scale: ./train_gpt_cpu, tiny preset, built-in corpus")
+    ap.add_argument("--seeds", default="42", help="comma-separated seeds (default 42; the paper's: 42,137,2024)")
+    ap.add_argument("--trainer", default=None, help="trainer binary (default ./train_gpt, or ./train_gpt_cpu with --cpu)")
+    ap.add_argument("--train_data", default=None, help="glob of training shards (required on the GPU)")
+    ap.add_argument("--val_data", default=None, help="glob of validation shards (required on the GPU)")
+    ap.add_argument("--vocab_size", type=int, default=None, help="real vocab size (GPU default 50277, GPT-NeoX)")
+    ap.add_argument("--out", default=None, help="output folder (default runs/table<N>[_cpu])")
+    ap.add_argument("--rows", default=None, help="only these row slugs (comma-separated; see --dry_run)")
+    ap.add_argument("--ckpt_every", type=int, default=250, help="GPU runs: checkpoint every N steps (0: end only)")
+    ap.add_argument("--force", action="store_true", help="rerun rows whose evaluation exists")
+    ap.add_argument("--dry_run", action="store_true", help="print the commands only")
+    args = ap.parse_args(argv)
+    mode = "cpu" if args.cpu else "gpu"
+    spec = TABLES[args.table]
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        die("--seeds: comma-separated integers, got %r" % args.seeds)
+    if not args.seeds:
+        die("--seeds: no seed")
+    args.rows = set(args.rows.split(",")) if args.rows else None
+    if args.rows:
+        unknown = args.rows - {r["slug"] for r in spec["rows"]}
+        if unknown:
+            die("--rows: unknown %s (table %d has %s)" % (", ".join(sorted(unknown)), args.table,
+                                                          ", ".join(r["slug"] for r in spec["rows"])))
+    args.trainer = args.trainer or ("./train_gpt_cpu" if args.cpu else "./train_gpt")
+    args.out = args.out or os.path.join("runs", "table%d%s" % (args.table, "_cpu" if args.cpu else ""))
+    if mode == "gpu":
+        if args.vocab_size is None:
+            args.vocab_size = 50277
+        if not args.train_data or not args.val_data:
+            if not args.dry_run:
+                die("GPU mode needs prepared data: --train_data GLOB --val_data GLOB [--vocab_size V] "
+                    "(python data/prepare.py --dataset openwebtext --tokenizer neox), or use --cpu")
+            args.train_data = args.train_data or "data/openwebtext/*_train_*.bin"
+            args.val_data = args.val_data or "data/openwebtext/*_val_*.bin"
+            print("# dry run without --train_data/--val_data: showing the README's OpenWebText paths")
+        elif not args.dry_run:
+            for flag, g in (("--train_data", args.train_data), ("--val_data", args.val_data)):
+                if not glob.glob(g):
+                    die("%s %r matches no file" % (flag, g))
+    elif args.train_data and not args.val_data:
+        die("--train_data without --val_data: give both (the built-in validation set is byte-level)")
+
+    runs, pending = build_runs(args, spec, mode)
+    htxt = help_text(args.trainer) if os.access(args.trainer, os.X_OK) else None
+    if htxt is None:
+        msg = "%s is not built (make%s; run this script from the repository root)" % (
+            args.trainer, "" if args.cpu else " on a machine with nvcc, or use --cpu")
+        if not args.dry_run:
+            die(msg)
+        print("# note: " + msg)
+    print("# %s | %s mode | %d rows x %d seeds | out %s" % (
+        spec["title"], mode.upper(), len({r.r["slug"] for r in runs}), len(args.seeds), args.out))
+    for r in pending:
+        print("pending: %s is not implemented yet (row '%s' skipped)" % (PENDING[r["pending"]], r["label"]))
+    skipped_build, runnable = [], []
+    seen_bad = set()
+    for run in runs:
+        miss = sorted(set(sum((missing_in_build(c, htxt) for c in [run.train] + run.evals), []))) if htxt else []
+        if miss:
+            if run.r["slug"] not in seen_bad:
+                seen_bad.add(run.r["slug"])
+                skipped_build.append((run.r, miss))
+                print("unavailable: row '%s' needs %s, which %s --help does not list (rebuild with make); skipped"
+                      % (run.r["label"], ", ".join(miss), args.trainer))
+            continue
+        runnable.append(run)
+
+    if args.dry_run:
+        for run in runnable:
+            print("\n# %s, seed %d" % (run.r["label"], run.seed))
+            print(fmt_cmd(run.train))
+            for e in run.evals:
+                print(fmt_cmd(e))
+        print("\n# then: dev/eval_table.py on the run folders -> %s/table.md (baseline: %s), dev/plot_eval.py -> "
+              "%s/loss.png, %s/gain.png" % (args.out, ", ".join(sorted({r.r["label"] for r in runs if r.r["baseline"]}))
+                                             or "-", args.out, args.out))
+        return 0
+
+    os.makedirs(args.out, exist_ok=True)
+    tpath = os.path.join(args.out, "timings.json")
+    timings = load_timings(tpath)
+    failed = []
+    t_all = time.time()
+    for k, run in enumerate(runnable):
+        name = "[%d/%d] %s, seed %d" % (k + 1, len(runnable), run.r["label"], run.seed)
+        if not args.force and all(os.path.exists(run.json(t)) for t in run.tags):
+            print("%s: done already (%s), skipped" % (name, summary(run.json(run.tags[0]))), flush=True)
+            continue
+        print("%s: running ..." % name, end="", flush=True)
+        log = os.path.join(run.dir, "train.log")
+        entry = {}
+        t0 = time.time()
+        ok = True
+        if args.force or not (run.evals and trained(run)):   # Table 15: skip a finished training
+            cmd = run.train
+            if os.path.exists(run.ckpt) and not args.force:
+                cmd = cmd + ["--resume", run.ckpt]       # interrupted (or evaluation missing): continue
+            if run.baseline_json and not os.path.exists(run.baseline_json):
+                i = cmd.index("--baseline")
+                cmd = cmd[:i] + cmd[i + 2:]
+            rc, dt = run_cmd(cmd, log)
+            entry["train_s"] = round(dt, 1)
+            ok = rc == 0
+        for tag, e in zip(run.tags, run.evals):
+            if not ok:
+                break
+            if os.path.exists(run.json(tag)) and not args.force:
+                continue
+            rc, dt = run_cmd(e, log)
+            entry[tag + "_s"] = round(dt, 1)
+            ok = rc == 0
+        dt = time.time() - t0
+        entry["total_s"] = round(dt, 1)
+        timings.setdefault(run.r["slug"], {"label": run.r["label"], "seeds": {}})["seeds"][str(run.seed)] = entry
+        with open(tpath, "w") as f:
+            json.dump(timings, f, indent=1)
+        if ok and all(os.path.exists(run.json(t)) for t in run.tags):
+            res = "; ".join("%s %s" % (t, summary(run.json(t))) for t in run.tags) if len(run.tags) > 1 \
+                else summary(run.json(run.tags[0]))
+            print(" done in %.1fs (%s) [elapsed %.0fs]" % (dt, res, time.time() - t_all), flush=True)
+        else:
+            failed.append(run)
+            print(" FAILED after %.1fs (log %s):\n%s" % (dt, log, tail(log)), flush=True)
+
+    rep = write_report(args, spec, runs, pending, mode, skipped_build)
+    if rep:
+        text, done = rep
+        print()
+        print(text)
+        print("wrote %s, %s, %s" % (os.path.join(args.out, "table.md"), os.path.join(args.out, "table.csv"), tpath))
+        plots(args, spec, done)
+    if failed:
+        print("%d run(s) failed: %s" % (len(failed), ", ".join("%s seed %d" % (r.r["slug"], r.seed) for r in failed)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
