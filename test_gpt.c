@@ -429,7 +429,7 @@ static void test_eval_metrics(void) {
 static void test_scaling(const char *ref_path) {
     int low, high;
     yarn_low_high(64, 10000.0, 2048, 32.0, 1.0, &low, &high);
-    check(low == 8 && high == 21, "YaRN ramp for hd 64, B 1e4, w 2048 (REFERENCE.md: low 8, high 21)", "low %d high %d", low, high);
+    check(low == 8 && high == 21, "YaRN ramp for hd 64, B 1e4, w 2048 (low 8, high 21, as Hugging Face computes)", "low %d high %d", low, high);
     PosConfig pc = test_pc(POS_ROPE, 1, 1, 1, 64, 4, 1);
     EvalScaling es = {SCALE_PI, 4.0f, 32.0f, 1.0f, YARN_TEMP_HF, 2048};
     PosStep ps = pos_eval_step(&pc, &es, 8192);

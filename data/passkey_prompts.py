@@ -1,4 +1,4 @@
-"""Write pre-tokenized passkey-retrieval prompts (REFERENCE.md, Metrics: passkey).
+"""Write pre-tokenized passkey-retrieval prompts (doc/evaluation.md, passkey).
 
     python data/passkey_prompts.py --tokenizer neox --lengths 1024,2048,4096 --out data/passkey_neox.bin
     python data/passkey_prompts.py --tokenizer_file tokenizer.json --digits 5 --out passkey.bin

@@ -8,7 +8,7 @@
 Each argument is a run folder (every `eval_*.json` in it, or only `--tag TAG`; the
 `*_passkey` files are not evaluations) or one evaluation JSON. An evaluation is the
 pair `<tag>.json` + `<tag>.csv` written by the trainer (README, "What the numbers
-mean"; REFERENCE.md, Metrics).
+mean"; the PosAug paper's Section 3).
 
 Columns: method | cliff | G(C) | in-dist | delta | penalty
 - Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`

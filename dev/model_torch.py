@@ -1,4 +1,4 @@
-"""PyTorch model of the project's Llama-style network (DESIGN.md section 2).
+"""PyTorch model of the project's Llama-style network (doc/model.md).
 
 Independent of the C code: forward pass written from the model definition,
 backward pass by autograd, optimizer from torch.optim.AdamW's definition.

@@ -4,7 +4,7 @@ The inverse frequencies come from Hugging Face transformers' own rope-init funct
 (`transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`, called with a `LlamaConfig`),
 except the static NTK-aware base `B' = B * s^(hd/(hd-2))`, which transformers does not
 offer as a rope type and which is computed here directly. The YaRN ramp bounds
-(`low_high`) come from a small function written from REFERENCE.md's formula, and the
+(`low_high`) come from a small function written from the YaRN paper's formula (doc/evaluation.md), and the
 script checks that they agree with the inv_freq HF produced (dims below `low` keep the
 original frequency, dims at or above `high` are divided by `s`).
 
@@ -25,7 +25,7 @@ Tensors per set (P = "" or "small."):
                                     for N <= w it equals plain.inv_freq
     P + "yarn_s{S}.inv_freq"        f32 (hd/2)  HF 'yarn' (beta_fast 32, beta_slow 1, truncate)
     P + "yarn_s{S}.attention_factor" f32 (1)   HF's multiplier of cos and sin (0.1 ln s + 1)
-    P + "yarn_s{S}.low_high"        i32 (2)    ramp bounds (REFERENCE.md formula)
+    P + "yarn_s{S}.low_high"        i32 (2)    ramp bounds (the YaRN formula)
 HF computes inv_freq in float32 (base ** (arange/dim) in fp32); compare with a relative
 tolerance of about 1e-6, not bit-exactly.
 """
@@ -49,7 +49,7 @@ except ImportError as e:  # pragma: no cover
 
 
 def yarn_low_high(hd, base, w, beta_fast=32.0, beta_slow=1.0):
-    """REFERENCE.md: d(r) = hd*ln(w/(2 pi r))/(2 ln B); low = floor(d(beta_fast)),
+    """YaRN: d(r) = hd*ln(w/(2 pi r))/(2 ln B); low = floor(d(beta_fast)),
     high = ceil(d(beta_slow)), both clamped to [0, hd/2 - 1]."""
     def d(r):
         return hd * math.log(w / (2 * math.pi * r)) / (2 * math.log(base))

@@ -257,7 +257,7 @@ static inline void poison(void *d, size_t bytes) { cudaCheck(cudaMemset(d, 0xFF,
 // ----------------------------------------------------------------------------
 // validation. Prints max abs error, max rel error (elementwise |got-ref| / (|ref| + rms(ref)),
 // so elements near zero are judged against the tensor's scale) and the norm-relative
-// error ||got-ref|| / ||ref|| (DESIGN.md 5). PASS: every element finite, norm rel <= tol,
+// error ||got-ref|| / ||ref|| (as test_gpt.c). PASS: every element finite, norm rel <= tol,
 // max rel <= 8 tol.
 static inline bool check_close(const char *what, const float *got, const float *ref, size_t n, double tol) {
     double sr = 0.0;
