@@ -1092,17 +1092,6 @@ static void dump_case(const char *in_path, const char *out_path) {
 // ----------------------------------------------------------------------------
 // training loop (the same as train_gpt_cpu.c's main, plus MFU)
 
-static void make_dir(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-    if (mkdir(buf, 0755) != 0) {
-        struct stat sb;
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
-    }
-}
-
 // Model FLOPs per trained token: 6 per weight (embedding as the LM head) plus causal
 // attention (QK^T and PV, forward and backward: 6 * L * T * C).
 static double flops_per_token(const Config *c, size_t n_params) {

@@ -1093,17 +1093,6 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
 }
 
 #ifndef TESTING
-static void make_dir(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-    if (mkdir(buf, 0755) != 0) {
-        struct stat sb;
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
-    }
-}
-
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt compares dumps
         if (argc != 4) fail("usage: %s --dump_case CASE_FILE OUT_FILE", argv[0]);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 // Print "error: <message>" and exit(1). Every user-facing failure goes through here.
@@ -68,3 +69,16 @@ static inline void format_duration(double s, char *buf, size_t n) {
     else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
     else snprintf(buf, n, "%lds", t);
 }
+
+// mkdir -p; fails naming the flag when the path cannot be a folder
+static inline void make_dir(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    if (mkdir(buf, 0755) != 0) {
+        struct stat sb;
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("--out_dir: cannot create '%s'", path);
+    }
+}
+
