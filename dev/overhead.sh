@@ -2,14 +2,14 @@
 # PosAug's cost against plain RoPE on the CPU, measured in one run two ways:
 #  - instructions (valgrind callgrind, single thread, deterministic) of the same short run;
 #  - wall clock: rope and posaug runs interleaved, median ms/step of each.
-# Usage: bash dev/overhead.sh [extra trainer flags]; needs valgrind for the first part.
+# Usage: bash dev/overhead.sh [extra trainer flags]; the first part needs valgrind (NO_VALGRIND=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s train_gpt_cpu data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base="--steps 3 --warmup 1 --val_every 0 --eval_len 0 --threads 1 $*"
-if command -v valgrind >/dev/null; then
+if [ -z "${NO_VALGRIND:-}" ] && command -v valgrind >/dev/null; then
     # valgrind does not decode AVX-512: an AVX2 build for the instruction count
     gcc -O3 -march=x86-64-v3 -std=c11 -ffp-contract=off -fopenmp -o "$tmp/train_avx2" train_gpt_cpu.c -lm
     for pos in rope posaug; do
