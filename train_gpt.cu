@@ -19,6 +19,7 @@
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
+#include "llmc/trainloop.h"
 
 #ifdef ENABLE_FP32
 typedef float floatX;
@@ -1098,6 +1099,17 @@ static double flops_per_token(const Config *c, size_t n_params) {
     return 6.0 * n_params + 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
 }
 
+// the model for llmc/trainloop.h (MFU against 989 TFLOP/s, the dense bf16 peak of H100/H200)
+static float gpu_train_step(void *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    float loss = train_step((GPT *)g, rows, accum, ps, lr, t, norm);
+    cudaCheck(cudaDeviceSynchronize());  // the step's time includes its last kernels
+    return loss;
+}
+static float gpu_val_loss(void *g, const int *val, long n_val, int batches) {
+    return validation_loss((GPT *)g, val, n_val, batches);
+}
+static void gpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
+
 static cudaDeviceProp gpu_init(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) fail("no CUDA device found (use ./train_gpt_cpu on a CPU)");
@@ -1138,73 +1150,19 @@ int main(int argc, char **argv) {
         gpt_init(&g, (uint64_t)cfg.seed);
     }
     make_dir(cfg.out_dir);
-    int hd = cfg.C / cfg.NH, accum = cfg.total_batch / cfg.B;
+    int hd = cfg.C / cfg.NH;
     printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);
     if (!cfg.eval_only && st.step < cfg.steps) {
-        PosConfig pc = pos_config_of(&cfg);
-        printf("position scheme %s | batch %d x %d (micro %d, accum %d) | %d steps | out %s\n",
-               POS_SCHEME_NAMES[cfg.pos_scheme], cfg.total_batch, cfg.T, cfg.B, accum, cfg.steps, cfg.out_dir);
-        DataLoader dl;
-        loader_init(&dl, cfg.train_data, cfg.V, cfg.T, (uint64_t)cfg.seed);
-        if (st.step > 0) loader_seek(&dl, st.data_epoch, st.data_shard, st.data_sample);
-        long n_val = 0;
-        int *val = cfg.val_every ? val_stream_load(cfg.val_data, cfg.V, &n_val) : NULL;
-        if (val && n_val < (long)cfg.B * cfg.T + 1)
-            fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
-                 n_val, cfg.B, cfg.T);
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
-        int *rows = (int *)xmalloc((size_t)cfg.total_batch * (cfg.T + 1) * sizeof(int));
-        char log_path[1100], ckpt_path[1100];
-        snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg.out_dir);
-        snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg.out_dir);
-        FILE *log = open_run_log(log_path, st.step);
-        double t_start = wall_time(), fpt = flops_per_token(&cfg, g.n_params);
-        long first = st.step;
-        long last = cfg.stop_after ? (cfg.stop_after < cfg.steps ? cfg.stop_after : cfg.steps) : cfg.steps;
-        for (long step = st.step; step < last; step++) {
-            double t0 = wall_time();
-            PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's alpha
-            loader_next_batch(&dl, cfg.total_batch, rows);
-            float lr = lr_at_step(step, cfg.warmup, cfg.steps, cfg.lr, cfg.min_lr), norm;
-            float loss = train_step(&g, rows, accum, &ps, lr, (int)step + 1, &norm);
-            cudaCheck(cudaDeviceSynchronize());
-            if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
-            double dt = wall_time() - t0, elapsed = wall_time() - t_start;
-            double tok_s = (double)cfg.total_batch * cfg.T / dt, mfu = tok_s * fpt / 989e12;  // dense bf16 peak of H100/H200
-            char eta[32];
-            format_duration(elapsed / (step + 1 - first) * (cfg.steps - step - 1), eta, sizeof(eta));
-            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s | MFU %.1f%% (of 989 TFLOP/s bf16) | ETA %s\n",
-                   step + 1, cfg.steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, 100 * mfu, eta);
-            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f, \"mfu\": %.4f",
-                    step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, mfu);
-            if (val && ((step + 1) % cfg.val_every == 0 || step + 1 == cfg.steps)) {
-                float vl = validation_loss(&g, val, n_val, cfg.val_batches);
-                printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg.steps, vl);
-                fprintf(log, ", \"val_loss\": %.6f", vl);
-            }
-            fprintf(log, "}\n");
-            fflush(log);
-            st.step = step + 1;
-            st.data_epoch = dl.epoch;
-            st.data_shard = dl.shard_pos;
-            st.data_sample = dl.sample_pos;
-            if ((cfg.ckpt_every && st.step % cfg.ckpt_every == 0) || st.step == last) {
-                gpt_checkpoint_save(&g, &st, ckpt_path);
-                printf("saved %s (step %ld)\n", ckpt_path, st.step);
-            }
-        }
+        TrainModel m = {&g, gpu_train_step, gpu_val_loss, gpu_save, flops_per_token(&cfg, g.n_params), 989e12};
+        int finished = run_training(&cfg, &st, &m, prop.name);
         size_t free_b, total_b;
         cudaCheck(cudaMemGetInfo(&free_b, &total_b));
         printf("GPU memory in use: %.2f GiB of %.2f GiB\n", (total_b - free_b) / 1073741824.0, total_b / 1073741824.0);
-        fclose(log);
-        free(rows);
-        free(val);
-        loader_free(&dl);
         cudaFree(g.acts.mem);
         g.acts.mem = NULL;
-        if (st.step < cfg.steps) {
-            printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st.step, cfg.steps, ckpt_path);
+        if (!finished) {
             gpt_free(&g);
             return 0;
         }

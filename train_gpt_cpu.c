@@ -20,6 +20,7 @@
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
+#include "llmc/trainloop.h"
 
 // ----------------------------------------------------------------------------
 // matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), row-major with row
@@ -1093,6 +1094,15 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
 }
 
 #ifndef TESTING
+// the model for llmc/trainloop.h
+static float cpu_train_step(void *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    return train_step((GPT *)g, rows, accum, ps, lr, t, norm);
+}
+static float cpu_val_loss(void *g, const int *val, long n_val, int batches) {
+    return validation_loss((GPT *)g, &((GPT *)g)->acts, val, n_val, batches);
+}
+static void cpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt compares dumps
         if (argc != 4) fail("usage: %s --dump_case CASE_FILE OUT_FILE", argv[0]);
@@ -1127,7 +1137,7 @@ int main(int argc, char **argv) {
         gpt_init(&g, (uint64_t)cfg.seed);
     }
     make_dir(cfg.out_dir);
-    int hd = cfg.C / cfg.NH, accum = cfg.total_batch / cfg.B;
+    int hd = cfg.C / cfg.NH;
     printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,
            (g.n_params - g.shapes[P_WTE].numel) / 1e6);
@@ -1137,66 +1147,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (train && st.step < cfg.steps) {
-        PosConfig pc = pos_config_of(&cfg);
-        printf("position scheme %s", POS_SCHEME_NAMES[cfg.pos_scheme]);
-        if (cfg.pos_scheme == POS_POSAUG || cfg.pos_scheme == POS_POSAUG_LOG) printf(" alpha in [%g, %g]", cfg.alpha_min, cfg.alpha_max);
-        if (cfg.pos_scheme == POS_FIXED) printf(" alpha %g", cfg.alpha_fixed);
-        printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %d threads | out %s\n", cfg.total_batch, cfg.T, cfg.B,
-               accum, cfg.steps, nthreads, cfg.out_dir);
-        DataLoader dl;
-        loader_init(&dl, cfg.train_data, cfg.V, cfg.T, (uint64_t)cfg.seed);
-        if (st.step > 0) loader_seek(&dl, st.data_epoch, st.data_shard, st.data_sample);
-        long n_val = 0;
-        int *val = cfg.val_every ? val_stream_load(cfg.val_data, cfg.V, &n_val) : NULL;
-        if (val && n_val < (long)cfg.B * cfg.T + 1)
-            fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
-                 n_val, cfg.B, cfg.T);
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
-        int *rows = (int *)xmalloc((size_t)cfg.total_batch * (cfg.T + 1) * sizeof(int));  // (accum,B,T+1)
-        char log_path[1100], ckpt_path[1100];
-        snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg.out_dir);
-        snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg.out_dir);
-        FILE *log = open_run_log(log_path, st.step);
-        double t_start = wall_time();
-        long first = st.step;
-        long last = cfg.stop_after ? (cfg.stop_after < cfg.steps ? cfg.stop_after : cfg.steps) : cfg.steps;
-        for (long step = st.step; step < last; step++) {
-            double t0 = wall_time();
-            PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's alpha
-            loader_next_batch(&dl, cfg.total_batch, rows);
-            float lr = lr_at_step(step, cfg.warmup, cfg.steps, cfg.lr, cfg.min_lr), norm;
-            float loss = train_step(&g, rows, accum, &ps, lr, (int)step + 1, &norm);
-            if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
-            double dt = wall_time() - t0, elapsed = wall_time() - t_start;
-            double tok_s = (double)cfg.total_batch * cfg.T / dt;
-            char eta[32];
-            format_duration(elapsed / (step + 1 - first) * (cfg.steps - step - 1), eta, sizeof(eta));
-            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.0f ms | %.0f tok/s | ETA %s\n",
-                   step + 1, cfg.steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, eta);
-            fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f",
-                    step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s);
-            if (val && cfg.val_every && ((step + 1) % cfg.val_every == 0 || step + 1 == cfg.steps)) {
-                float vl = validation_loss(&g, &g.acts, val, n_val, cfg.val_batches);
-                printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg.steps, vl);
-                fprintf(log, ", \"val_loss\": %.6f", vl);
-            }
-            fprintf(log, "}\n");
-            fflush(log);
-            st.step = step + 1;
-            st.data_epoch = dl.epoch;
-            st.data_shard = dl.shard_pos;
-            st.data_sample = dl.sample_pos;
-            if ((cfg.ckpt_every && st.step % cfg.ckpt_every == 0) || st.step == last) {
-                gpt_checkpoint_save(&g, &st, ckpt_path);
-                printf("saved %s (step %ld)\n", ckpt_path, st.step);
-            }
-        }
-        fclose(log);
-        free(rows);
-        free(val);
-        loader_free(&dl);
-        if (st.step < cfg.steps) {
-            printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st.step, cfg.steps, ckpt_path);
+        char where[32];
+        snprintf(where, sizeof(where), "%d threads", nthreads);
+        TrainModel m = {&g, cpu_train_step, cpu_val_loss, cpu_save, 0.0, 0.0};
+        if (!run_training(&cfg, &st, &m, where)) {
             gpt_free(&g);
             return 0;
         }

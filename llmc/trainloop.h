@@ -1,0 +1,96 @@
+// The training loop both trainers run: data order, the position schedule, the learning
+// rate, logging (terminal and log.jsonl), validation and checkpoints. The trainer gives
+// its model through three functions.
+#pragma once
+#include "checkpoint.h"
+#include "config.h"
+#include "dataloader.h"
+#include "schedule.h"
+
+typedef struct {
+    void *model;
+    // one optimizer step over rows (accum, B, T+1); returns the mean loss, *norm the gradient norm
+    float (*train_step)(void *model, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm);
+    float (*val_loss)(void *model, const int *val, long n_val, int batches);
+    void (*save)(void *model, const TrainState *st, const char *path);
+    double flops_per_token, peak_flops;  // peak_flops > 0: log MFU
+} TrainModel;
+
+static inline void print_run_header(const Config *c, const char *where) {
+    printf("--pe %s --pos %s", PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
+    int s = c->pos_scheme;
+    if (s == POS_FIXED) printf(" (alpha %g)", c->alpha_fixed);
+    else if (s == POS_DISCRETE || s == POS_CYCLE) printf(" (alpha set %s)", c->alpha_set);
+    else if (s != POS_ROPE && s != POS_RANDOM_BASE && s != POS_RPE && s != POS_RFS)
+        printf(" (alpha range [%g, %g])", c->alpha_min, c->alpha_max);
+    if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
+    printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %s | out %s\n", c->total_batch, c->T, c->B,
+           c->total_batch / c->B, c->steps, where, c->out_dir);
+}
+
+// Trains from st->step; returns 1 when cfg->steps were reached, 0 after --stop_after.
+static inline int run_training(const Config *cfg, TrainState *st, const TrainModel *m, const char *where) {
+    PosConfig pc = pos_config_of(cfg);
+    int accum = cfg->total_batch / cfg->B;
+    print_run_header(cfg, where);
+    DataLoader dl;
+    loader_init(&dl, cfg->train_data, cfg->V, cfg->T, (uint64_t)cfg->seed);
+    if (st->step > 0) loader_seek(&dl, st->data_epoch, st->data_shard, st->data_sample);
+    long n_val = 0;
+    int *val = cfg->val_every ? val_stream_load(cfg->val_data, cfg->V, &n_val) : NULL;
+    if (val && n_val < (long)cfg->B * cfg->T + 1)
+        fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
+             n_val, cfg->B, cfg->T);
+    int *rows = (int *)xmalloc((size_t)cfg->total_batch * (cfg->T + 1) * sizeof(int));  // (accum,B,T+1)
+    char log_path[1100], ckpt_path[1100];
+    snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg->out_dir);
+    snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg->out_dir);
+    FILE *log = open_run_log(log_path, st->step);
+    double t_start = wall_time();
+    long first = st->step;
+    long last = cfg->stop_after ? (cfg->stop_after < cfg->steps ? cfg->stop_after : cfg->steps) : cfg->steps;
+    for (long step = st->step; step < last; step++) {
+        double t0 = wall_time();
+        PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's positions
+        loader_next_batch(&dl, cfg->total_batch, rows);
+        float lr = lr_at_step(step, cfg->warmup, cfg->steps, cfg->lr, cfg->min_lr), norm;
+        float loss = m->train_step(m->model, rows, accum, &ps, lr, (int)step + 1, &norm);
+        if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
+        double dt = wall_time() - t0, elapsed = wall_time() - t_start;
+        double tok_s = (double)cfg->total_batch * cfg->T / dt;
+        char eta[32], mfu[64] = "";
+        format_duration(elapsed / (step + 1 - first) * (cfg->steps - step - 1), eta, sizeof(eta));
+        if (m->peak_flops > 0)
+            snprintf(mfu, sizeof(mfu), " | MFU %.1f%% (of %.0f TFLOP/s)", 100 * tok_s * m->flops_per_token / m->peak_flops,
+                     m->peak_flops / 1e12);
+        printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s%s | ETA %s\n", step + 1,
+               cfg->steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, mfu, eta);
+        fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f",
+                step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s);
+        if (m->peak_flops > 0) fprintf(log, ", \"mfu\": %.4f", tok_s * m->flops_per_token / m->peak_flops);
+        if (val && ((step + 1) % cfg->val_every == 0 || step + 1 == cfg->steps)) {
+            float vl = m->val_loss(m->model, val, n_val, cfg->val_batches);
+            printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg->steps, vl);
+            fprintf(log, ", \"val_loss\": %.6f", vl);
+        }
+        fprintf(log, "}\n");
+        fflush(log);
+        st->step = step + 1;
+        st->data_epoch = dl.epoch;
+        st->data_shard = dl.shard_pos;
+        st->data_sample = dl.sample_pos;
+        if ((cfg->ckpt_every && st->step % cfg->ckpt_every == 0) || st->step == last) {
+            m->save(m->model, st, ckpt_path);
+            printf("saved %s (step %ld)\n", ckpt_path, st->step);
+        }
+    }
+    fclose(log);
+    free(rows);
+    free(val);
+    loader_free(&dl);
+    if (st->step < cfg->steps) {
+        printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st->step, cfg->steps, ckpt_path);
+        return 0;
+    }
+    return 1;
+}
