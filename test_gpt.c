@@ -335,11 +335,11 @@ static void test_schemes(void) {
     pc.scheme = POS_ROPE;
     pc.pe = PE_NOPE;
     ps = pos_schedule_step(&pc, 3);
-    check(!ps.rotary && ps.alibi_slope[0] == 0, "NoPE: no rotation, no bias", "");
+    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0, "NoPE: no rotation, no bias", "");
     pc.pe = PE_ROPE;
     pc.drope_step = 40;
     PosStep before = pos_schedule_step(&pc, 39), after = pos_schedule_step(&pc, 40), infer = pos_standard(&pc);
-    check(before.rotary && !after.rotary && !infer.rotary, "DroPE: RoPE until the step, then none (evaluation too)", "");
+    check((before.pe == PE_ROPE) && after.pe != PE_ROPE && infer.pe != PE_ROPE, "DroPE: RoPE until the step, then none (evaluation too)", "");
     pc.drope_step = 0;
     float m[8];
     alibi_slopes(m, 8);
@@ -352,7 +352,7 @@ static void test_schemes(void) {
     pc.seq_len = 64;
     pc.rpe_max = 512;
     ps = pos_schedule_step(&pc, 4);
-    int rpe_ok = ps.positions && ps.n_positions == 64 && ps.rotary;
+    int rpe_ok = ps.positions && ps.n_positions == 64 && (ps.pe == PE_ROPE);
     for (int t = 0; t < 64 && rpe_ok; t++)
         rpe_ok = ps.positions[t] >= 0 && ps.positions[t] < 512 && ps.positions[t] == floorf(ps.positions[t]) &&
                  (t == 0 || ps.positions[t] > ps.positions[t - 1]);
@@ -380,11 +380,11 @@ static void test_schemes(void) {
     pc.scheme = POS_POSAUG;
     pc.pe = PE_ALIBI;
     ps = pos_schedule_step(&pc, 9);
-    check(!ps.rotary && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
+    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
           "ALiBi+PosAug: slopes for 4 heads, distances times alpha", "");
     pc.pe = PE_SINUSOIDAL;
     ps = pos_schedule_step(&pc, 9);
-    check(!ps.rotary && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
+    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
 }
 
 // ----------------------------------------------------------------------------

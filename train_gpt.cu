@@ -235,7 +235,7 @@ static void upload_positions(const PosStep *ps) {
 }
 
 static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign, int pos0) {
-    if (!ps->rotary) return;  // NoPE, ALiBi
+    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, sinusoidal
     size_t n = (size_t)B * T * H * (hd / 2);
     rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, ps->positions ? d_positions : NULL, pos0);
     cudaCheck(cudaGetLastError());
@@ -681,7 +681,7 @@ typedef struct {
 } FwdOpts;
 
 // ALiBi's distance factor for layer l (0: no ALiBi)
-static float alibi_alpha(const PosStep *ps, int l) { return ps->alibi_slope[0] > 0 ? ps->alpha[l] : 0.0f; }
+static float alibi_alpha(const PosStep *ps, int l) { return ps->pe == PE_ALIBI ? ps->alpha[l] : 0.0f; }
 
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
 // with_loss. Mirrors gpt_forward.

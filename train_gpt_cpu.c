@@ -328,13 +328,13 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, floa
 }
 
 static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
-    if (!ps->rotary) return;  // NoPE, ALiBi
+    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, sinusoidal
     rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, 0);
 }
 
 // The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
 static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
-    if (!ps->rotary) return;
+    if (ps->pe != PE_ROPE) return;
     rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f, ps->positions, 0);
 }
 
@@ -616,7 +616,6 @@ typedef struct {
     float *params_mem, *grads_mem, *m_mem, *v_mem;
     float *params[NP], *grads[NP], *m[NP], *v[NP];  // named views
     Acts acts;         // training batch (B,T)
-    float mean_loss;   // of the last forward
 } GPT;
 
 static void gpt_alloc(GPT *g, const Config *c, int train) {
@@ -686,7 +685,7 @@ static void kv_keep_last(KVCache *kv, int n_layer, int keep) {
 
 // ALiBi slopes of layer l, times its alpha (ALiBi+PosAug), or NULL without ALiBi.
 static const float *alibi_for_layer(const PosStep *ps, int l, int NH, float *buf) {
-    if (ps->alibi_slope[0] <= 0.0f) return NULL;
+    if (ps->pe != PE_ALIBI) return NULL;
     for (int h = 0; h < NH; h++) buf[h] = ps->alibi_slope[h] * ps->alpha[l];
     return buf;
 }
@@ -729,7 +728,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi);
         } else {
             float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
-            if (ps->rotary) {
+            if ((ps->pe == PE_ROPE)) {
                 int pos0 = kv ? o->pos0 : 0;
                 rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
                 rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
@@ -765,8 +764,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, 0.0f, 0);
     double s = 0.0;
     for (int i = 0; i < N; i++) s += a->losses[i];
-    g->mean_loss = (float)(s / N);
-    return g->mean_loss;
+    return (float)(s / N);
 }
 
 static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps) {

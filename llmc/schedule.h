@@ -69,7 +69,6 @@ typedef struct {
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
     int pe;                         // PE_*: what the kernels do with the positions
-    int rotary;                     // pe == PE_ROPE: rotate q and k
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe == PE_ALIBI
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL
     int n_positions;
@@ -108,7 +107,6 @@ static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
 
 static inline void pos_set_pe(PosStep *ps, int pe, int n_head) {
     ps->pe = pe;
-    ps->rotary = pe == PE_ROPE;
     memset(ps->alibi_slope, 0, sizeof(ps->alibi_slope));
     if (pe == PE_ALIBI) alibi_slopes(ps->alibi_slope, n_head);
 }
