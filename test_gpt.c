@@ -59,6 +59,18 @@ static double rel_err_named(const TensorFile *got, const TensorFile *want, const
     return rel_err(g, (const float *)w->data, w->numel);
 }
 
+// Whether both dumps hold `name` (an optional tensor: wpe, q_norm, k_norm); a tensor in
+// one of them only is a failure.
+static int both_have(const TensorFile *got, const TensorFile *want, const char *name, const char *label) {
+    int g = tf_find(got, name) != NULL, w = tf_find(want, name) != NULL;
+    if (g != w) {
+        char l[256];
+        snprintf(l, sizeof(l), "%s: %s", label, name);
+        check(0, l, "present in %s only", g ? got->path : want->path);
+    }
+    return g && w;
+}
+
 static void compare_dumps(const char *label, const char *got_path, const char *want_path, Tolerances tol) {
     TensorFile got, want;
     tf_load(&got, got_path, 0);
@@ -72,6 +84,7 @@ static void compare_dumps(const char *label, const char *got_path, const char *w
     check(e < tol.loss, l, "rel err %.2e (tol %.0e)", e, tol.loss);
     for (int i = 0; i < NP; i++) {
         snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
+        if (i > P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
         e = rel_err_named(&got, &want, name);
         snprintf(l, sizeof(l), "%s: %s", label, name);
         check(e < tol.grads, l, "rel err %.2e (tol %.0e)", e, tol.grads);
@@ -87,6 +100,7 @@ static void compare_dumps(const char *label, const char *got_path, const char *w
     const char *worst_name = "";
     for (int i = 0; i < NP; i++) {
         snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
+        if (i > P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
         double ei = rel_err_named(&got, &want, name);
         if (ei > worst) { worst = ei; worst_name = PARAM_NAMES[i]; }
     }
@@ -134,10 +148,15 @@ static void test_reference(const char *path) {
 // 2. finite differences on a tiny model (central differences of the fp32 loss,
 // on the coordinates with the largest gradients, where the fp32 signal is clear)
 
-static void test_finite_differences(int pe, const char *what) {
+// rpe: the positions of an RPE step with a draw per layer (explicit positions) instead
+// of alpha 3.7, offset 5.
+static void test_finite_differences(int pe, int qk_norm, int rpe, const char *what) {
     Config c;
     config_defaults(&c);
     c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
+    c.pe = pe;
+    c.qk_norm = qk_norm;
+    if (rpe) { c.pos_scheme = POS_RPE; c.rpe_max = 64; }  // a learned table then has 64 rows
     round_vocab(&c);
     GPT g;
     gpt_alloc(&g, &c, 1);
@@ -156,12 +175,19 @@ static void test_finite_differences(int pe, const char *what) {
     PosConfig pc = pos_config_of(&c);
     PosStep ps = pos_standard(&pc);
     pos_set_pe(&ps, pe, c.NH);
-    for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
-    ps.offset = 5.0f;
+    if (rpe) {
+        pc.rpe_per_layer = 1;
+        ps = pos_schedule_step(&pc, 3);
+        pos_set_pe(&ps, pe, c.NH);
+    } else if (pe != PE_LEARNED) {  // a learned table takes integer positions 0..T-1
+        for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
+        ps.offset = 5.0f;
+    }
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
     for (int i = 0; i < NP; i++) {
+        if (!g.shapes[i].numel) continue;
         double worst = 0;
         for (int pick = 0; pick < 3; pick++) {  // the 3 largest |grad| entries
             size_t best = 0;
@@ -366,6 +392,25 @@ static void test_schemes(void) {
     EvalScaling none = {SCALE_NONE, 1, 32, 1, 0, 64};
     ps = pos_eval_step(&pc, &none, 200);
     check(ps.positions == NULL, "RPE evaluates at standard positions", "");
+    pc.rpe_per_layer = 1;  // --rpe_layers independent: layer 0 keeps the shared draw, the others differ
+    ps = pos_schedule_step(&pc, 4);
+    int layers_ok = ps.positions_stride == 64 && memcmp(step4, pos_layer(&ps, 0), sizeof(step4)) == 0;
+    for (int l = 1; l < pc.n_layer; l++) {
+        const float *p = pos_layer(&ps, l);
+        layers_ok &= memcmp(p, pos_layer(&ps, l - 1), sizeof(step4)) != 0;
+        for (int t = 1; t < 64; t++) layers_ok &= p[t] > p[t - 1] && p[t] < 512;
+    }
+    check(layers_ok, "RPE --rpe_layers independent: a sorted draw per layer", "");
+    pc.rpe_per_layer = 0;
+    pc.rpe_eval_random = 1;
+    ps = pos_eval_step(&pc, &none, 200);
+    int eval_ok = ps.positions && ps.n_positions == 200 && ps.positions_stride == 0;
+    for (int t = 1; t < 200 && eval_ok; t++) eval_ok = ps.positions[t] > ps.positions[t - 1] && ps.positions[t] < 512;
+    float first = ps.positions[0], last = ps.positions[199];
+    ps = pos_eval_step(&pc, &none, 200);
+    check(eval_ok && ps.positions[0] == first && ps.positions[199] == last && last > 199,
+          "RPE --rpe_eval random: 200 sorted distinct positions in [0, rpe_max), fixed per length", "last %g", last);
+    pc.rpe_eval_random = 0;
     pc.scheme = POS_RFS;
     pc.rfs_scale = 1000.0f;
     ps = pos_schedule_step(&pc, 4);
@@ -385,6 +430,11 @@ static void test_schemes(void) {
     pc.pe = PE_SINUSOIDAL;
     ps = pos_schedule_step(&pc, 9);
     check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
+    pc.scheme = POS_ROPE;
+    pc.pe = PE_LEARNED;
+    ps = pos_schedule_step(&pc, 9);
+    learned_rows_check(&ps, 0, 64, 64);  // rows 0..63: passes (a failure would exit)
+    check(ps.pe == PE_LEARNED && pos_token(&ps, 63) == 63.0f, "learned APE: integer positions p_t = t, one row each", "");
 }
 
 // ----------------------------------------------------------------------------
@@ -789,14 +839,56 @@ static void test_resume(void) {
     check(rg == 0 && strstr(out, "The ") != NULL, "generation from a checkpoint", "exit %d", rg);
 }
 
+// A checkpoint's own model and scheme are adopted for evaluation (QK-norm, a learned
+// table: no flags needed), and --init_from starts a run from a checkpoint's weights.
+static void test_checkpoint_models(void) {
+    char cmd[1024], out[8192], a[512], b[512];
+    const char *ev = "--eval_len 96 --eval_n 2 --gain_window 16";
+    snprintf(cmd, sizeof(cmd), "%s --steps 3 %s --pe learned --pos rpe --qk_norm --out_dir %s/lq", SMALL, ev, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s %s --eval_only --resume %s/lq/checkpoint.bin --eval_tag again", SMALL, ev, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/lq/eval_L96.csv", TMP);
+    snprintf(b, sizeof(b), "%s/lq/again.csv", TMP);
+    check(r1 == 0 && r2 == 0 && files_equal(a, b), "--eval_only adopts the checkpoint's QK-norm and learned table",
+          "exit %d %d", r1, r2);
+    // --init_from with --steps 0 evaluates exactly the checkpoint's weights
+    snprintf(cmd, sizeof(cmd), "%s --steps 0 %s --pe learned --pos rpe --qk_norm --init_from %s/lq/checkpoint.bin --out_dir %s/lq0",
+             SMALL, ev, TMP, TMP);
+    int r3 = run_cmd(cmd, out, sizeof(out));
+    snprintf(b, sizeof(b), "%s/lq0/eval_L96.csv", TMP);
+    check(r3 == 0 && files_equal(a, b), "--init_from loads the checkpoint's weights", "exit %d", r3);
+    // DroPE recalibration from a RoPE checkpoint: no encoding, QK-norm added, new optimizer
+    snprintf(cmd, sizeof(cmd), "%s --steps 3 --out_dir %s/base", SMALL, TMP);
+    int r4 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 %s --pos rope --pe nope --qk_norm --beta2 0.999 --weight_decay 0 --init_from %s/base/checkpoint.bin "
+             "--out_dir %s/drope", SMALL, ev, TMP, TMP);
+    int r5 = run_cmd(cmd, out, sizeof(out));
+    int ok = r4 == 0 && r5 == 0 && strstr(out, "QK-norm gains added at 1") && strstr(out, "step     1/2");
+    if (ok) {
+        TensorFile tf;
+        snprintf(a, sizeof(a), "%s/drope/checkpoint.bin", TMP);
+        tf_load(&tf, a, TF_KIND_CHECKPOINT);
+        const uint64_t *st = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
+        const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
+        ok = st[0] == 2 && ci[CKI_PE] == PE_NOPE && ci[CKI_QK] == 1 && tf_find(&tf, "param.q_norm") && tf_find(&tf, "adam_v.k_norm");
+        tf_free(&tf);
+    }
+    check(ok, "DroPE from a checkpoint: --init_from --pe nope --qk_norm trains from step 0", "exit %d %d", r4, r5);
+}
+
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
     char cmd[1024], out[8192], label[200];
-    for (int k = 0; k < POS_N_SCHEMES + PE_N + 1; k++) {
+    const char *extra[] = {"--drope_step 1", "--drope_step 1 --qk_norm", "--pos rpe --rpe_layers independent --rpe_eval random"};
+    int n_extra = (int)(sizeof(extra) / sizeof(extra[0]));
+    for (int k = 0; k < POS_N_SCHEMES + PE_N + n_extra; k++) {
         char flags[128];
         if (k < POS_N_SCHEMES) snprintf(flags, sizeof(flags), "--pos %s", POS_SCHEME_NAMES[k]);
-        else if (k < POS_N_SCHEMES + PE_N) snprintf(flags, sizeof(flags), "--pe %s --pos posaug", PE_NAMES[k - POS_N_SCHEMES]);
-        else snprintf(flags, sizeof(flags), "--drope_step 1");
+        else if (k < POS_N_SCHEMES + PE_N)  // a learned table needs integer positions: RPE's reach past the window
+            snprintf(flags, sizeof(flags), "--pe %s --pos %s", PE_NAMES[k - POS_N_SCHEMES],
+                     k - POS_N_SCHEMES == PE_LEARNED ? "rpe" : "posaug");
+        else snprintf(flags, sizeof(flags), "%s", extra[k - POS_N_SCHEMES - PE_N]);
         snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 %s --out_dir %s/scheme_%d",
                  SMALL, flags, TMP, k);
         int rc = run_cmd(cmd, out, sizeof(out));
@@ -844,6 +936,10 @@ static void test_bad_inputs(void) {
     snprintf(a_tok, sizeof(a_tok), "--train_data %s/big_token.bin", TMP);
     snprintf(a_ck, sizeof(a_ck), "--resume %s", trunc);
     snprintf(a_cfg, sizeof(a_cfg), "--resume %s --ffn_hidden 96", good);
+    char a_qk[600], a_lq[600], a_both[1100];
+    snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
+    snprintf(a_lq, sizeof(a_lq), "--resume %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
+    snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
     BadCase cases[] = {
         {"shard with wrong magic", a_magic, "wrong magic"},
         {"shard with wrong version", a_ver, "version 3"},
@@ -880,6 +976,13 @@ static void test_bad_inputs(void) {
         {"passkey digits", "--passkey_digits 3", "--passkey_digits must be 0 or 5"},
         {"passkey prompt too short", "--passkey_lengths 50 --steps 1 --eval_len 64 --eval_n 2", "cannot hold the passkey prompt"},
         {"missing baseline", "--steps 1 --eval_len 64 --baseline nope.json", "--baseline: cannot open 'nope.json'"},
+        {"learned APE with scaled positions", "--pe learned --pos posaug", "--pe learned needs integer positions"},
+        {"learned APE evaluated past its table", "--pe learned --pos rope --eval_len 64", "wpe has rows for positions 0..31 only"},
+        {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
+        {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
+        {"resume and init_from together", a_both, "pass one of them"},
+        {"QK-norm added on resume", a_qk, "add --qk_norm to its weights with --init_from"},
+        {"QK-norm checkpoint resumed without it", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad %s", SMALL, TMP, cases[i].args);
@@ -903,15 +1006,20 @@ static void test_bad_inputs(void) {
 // Cases: the PyTorch reference (GQA, alphas with 8, accumulation) and a long window
 // (T 512, alpha 8: angles to 4088 rad).
 
-static void write_long_case(const char *path) {
+// A case file for --dump_case (random tokens, this project's init): the encoding pe,
+// QK-norm, and scheme >= 0 for a scheduled case (positions from pos_schedule_step; -1: the
+// alphas 8, 1/8, 8, 2).
+static void write_case(const char *path, int T, int pe, int qk_norm, int scheme, int rpe_layers) {
     Config c;
     config_defaults(&c);
-    c.V = 257; c.C = 64; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 128; c.T = 512; c.B = 2;
+    c.V = 257; c.C = 64; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 128; c.T = T; c.B = 2;
+    c.pe = pe; c.qk_norm = qk_norm; c.rpe_max = 8 * T; c.pos_scheme = scheme < 0 ? POS_ROPE : scheme;
     round_vocab(&c);
     int micro = 2, steps = 4, warmup = 2;
     int32_t ci[12] = {c.V, c.Vp, c.C, c.L, c.NH, c.NKV, c.F, c.T, c.B, micro, steps, warmup};
     float cf[10] = {c.rope_base, c.rms_eps, 3e-3f, 3e-4f, c.weight_decay, c.beta1, c.beta2, c.adam_eps, c.grad_clip, 8.0f};
     float alphas[4] = {8.0f, 0.125f, 8.0f, 2.0f};
+    int32_t kind = pe, qk = qk_norm, sched[2] = {scheme, rpe_layers};
     size_t ntok = (size_t)steps * micro * c.B * (c.T + 1);
     int *tokens = (int *)xmalloc(ntok * sizeof(int));
     Rng r = rng_make(21, 21);
@@ -919,14 +1027,20 @@ static void write_long_case(const char *path) {
     GPT g;
     gpt_alloc(&g, &c, 0);
     gpt_init(&g, 3);
+    int present = 0;
+    for (int i = 0; i < NP; i++) present += g.shapes[i].numel > 0;
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_REFERENCE, 4 + NP);
+    tw_open(&w, path, TF_KIND_REFERENCE, 6 + (scheme >= 0) + present);
     tw_add1(&w, "config_i", TF_I32, 12, ci);
     tw_add1(&w, "config_f", TF_F32, 10, cf);
+    tw_add1(&w, "pos_kind", TF_I32, 1, &kind);
+    tw_add1(&w, "qk_norm", TF_I32, 1, &qk);
+    if (scheme >= 0) tw_add1(&w, "pos_scheme", TF_I32, 2, sched);
     tw_add1(&w, "alphas", TF_F32, steps, alphas);
     int tshape[4] = {steps, micro, c.B, c.T + 1};
     tw_add(&w, "tokens", TF_I32, 4, tshape, tokens);
-    for (int i = 0; i < NP; i++) tw_add(&w, PARAM_NAMES[i], TF_F32, g.shapes[i].ndim, g.shapes[i].shape, g.params[i]);
+    for (int i = 0; i < NP; i++)
+        if (g.shapes[i].numel) tw_add(&w, PARAM_NAMES[i], TF_F32, g.shapes[i].ndim, g.shapes[i].shape, g.params[i]);
     tw_close(&w);
     gpt_free(&g);
     free(tokens);
@@ -988,22 +1102,33 @@ static void test_gpu(const char *ref) {
     const char *builds[2] = {"./train_gpt_fp32", "./train_gpt"};
     const char *names[2] = {"GPU fp32 vs CPU", "GPU bf16 vs CPU"};
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
-    char long_case[256], cases[4][256];
-    snprintf(long_case, sizeof(long_case), "%s/long_case.bin", TMP);
-    snprintf(cases[0], sizeof(cases[0]), "%s", ref);
-    snprintf(cases[1], sizeof(cases[1]), "%s", long_case);
-    snprintf(cases[2], sizeof(cases[2]), "dev/reference_nope.bin");
-    snprintf(cases[3], sizeof(cases[3]), "dev/reference_alibi.bin");
-    const char *case_names[4] = {"reference case", "long case", "NoPE case", "ALiBi+PosAug case"};
+    // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
+    // 4088 rad) and the schemes with explicit positions
+    enum { NCASES = 11 };
+    const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
+                                      "learned APE case", "QK-norm case", "long case", "RPE per-layer case",
+                                      "RFS case", "sinusoidal APE at RFS positions case", "learned APE at RPE positions case"};
+    char cases[NCASES][256];
+    const char *files[6] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
+                            "dev/reference_learned.bin", "dev/reference_qknorm.bin"};
+    for (int k = 0; k < 6; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
+    for (int k = 6; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
+    write_case(cases[6], 512, PE_ROPE, 0, -1, 0);
+    write_case(cases[7], 64, PE_ROPE, 0, POS_RPE, 1);
+    write_case(cases[8], 64, PE_ROPE, 0, POS_RFS, 0);
+    write_case(cases[9], 64, PE_SINUSOIDAL, 0, POS_RFS, 0);
+    write_case(cases[10], 64, PE_LEARNED, 1, POS_RPE, 0);
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
-    write_long_case(long_case);
-    char cpu_in[256], cpu_bin[256], cmd0[1024];
-    snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_long_inproc.bin", TMP);
-    snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_long_binary.bin", TMP);
-    dump_case(long_case, cpu_in);
-    snprintf(cmd0, sizeof(cmd0), "./train_gpt_cpu --dump_case %s %s", long_case, cpu_bin);
-    int rc0 = run_cmd(cmd0, out, sizeof(out));
-    check(rc0 == 0 && files_equal(cpu_in, cpu_bin), "CPU --dump_case on the long case (T 512, alpha 8)", "exit %d", rc0);
+    for (int k = 6; k < NCASES; k++) {
+        char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
+        snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_case%d_inproc.bin", TMP, k);
+        snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_case%d_binary.bin", TMP, k);
+        dump_case(cases[k], cpu_in);
+        snprintf(cmd0, sizeof(cmd0), "./train_gpt_cpu --dump_case %s %s", cases[k], cpu_bin);
+        int rc0 = run_cmd(cmd0, out, sizeof(out));
+        snprintf(label, sizeof(label), "CPU --dump_case on the %s", case_names[k]);
+        check(rc0 == 0 && files_equal(cpu_in, cpu_bin), label, "exit %d", rc0);
+    }
     for (int b = 0; b < 2; b++) {
         char label[128];
         snprintf(label, sizeof(label), "%s", names[b]);
@@ -1011,7 +1136,7 @@ static void test_gpu(const char *ref) {
         FILE *f = fopen(builds[b] + 2, "rb");
         if (!f) { skip(label, "the CUDA build is missing (make cuda)"); continue; }
         fclose(f);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < NCASES; k++) {
             char cpu_out[256], gpu_out[256], cmd[1024];
             snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d.bin", TMP, k);
             snprintf(gpu_out, sizeof(gpu_out), "%s/gpu%d_case%d.bin", TMP, b, k);
@@ -1030,9 +1155,13 @@ int main(int argc, char **argv) {
     const char *ref = argc > 1 ? argv[1] : "dev/reference_tiny.bin";
     mkdir(TMP, 0755);
     test_reference(ref);
-    test_finite_differences(PE_ROPE, "");
-    test_finite_differences(PE_SINUSOIDAL, ", sinusoidal APE,");
-    test_finite_differences(PE_ALIBI, ", ALiBi,");
+    test_finite_differences(PE_ROPE, 0, 0, "");
+    test_finite_differences(PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
+    test_finite_differences(PE_ALIBI, 0, 0, ", ALiBi,");
+    test_finite_differences(PE_LEARNED, 0, 0, ", learned APE,");
+    test_finite_differences(PE_ROPE, 1, 0, ", QK-norm,");
+    test_finite_differences(PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
+    test_finite_differences(PE_LEARNED, 0, 1, ", learned APE at RPE positions,");
     test_position_hook();
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
@@ -1045,6 +1174,7 @@ int main(int argc, char **argv) {
     test_files();
     test_resume();
     test_every_scheme_runs();
+    test_checkpoint_models();
     test_bad_inputs();
     test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

@@ -128,18 +128,45 @@ __global__ void encoder_forward_kernel(floatX *x, const int *tokens, const float
     x[i] = wte[(size_t)tokens[n] * C + c];
 }
 
+// The position of token t as the absolute encodings see it (layer 0's), with the CPU's
+// rounding (no fused multiply-add).                           mirrors pos_token
+__device__ float token_position(const PosStep &ps, const float *positions, int t) {
+    return positions ? positions[t] : __fadd_rn(__fmul_rn(ps.alpha[0], (float)t), ps.offset);
+}
+
 // x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal)
 //                                                             mirrors sinusoidal_forward
 __global__ void sinusoidal_kernel(floatX *x, PosStep ps, int B, int T, int C, const float *positions, int pos0) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C/2)
     if (i >= (size_t)B * T * (C / 2)) return;
     int k = (int)(i % (C / 2)), t = (int)((i / (C / 2)) % T);
-    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[0], (float)(pos0 + t)), ps.offset);
+    float p = token_position(ps, positions, pos0 + t);
     float s, c;
     sincosf(__fmul_rn(p, powf(10000.0f, -2.0f * k / C)), &s, &c);
     floatX *xt = x + (i / (C / 2)) * C;
     xt[2 * k] = to_x(to_f(xt[2 * k]) + s);
     xt[2 * k + 1] = to_x(to_f(xt[2 * k + 1]) + c);
+}
+
+// x (B,T,C) += wpe[p_t] (--pe learned; the host checked every p_t is a row)
+//                                                             mirrors learned_forward
+__global__ void learned_forward_kernel(floatX *x, const floatX *wpe, PosStep ps, int B, int T, int C,
+                                       const float *positions, int pos0) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C)
+    if (i >= (size_t)B * T * C) return;
+    int c = (int)(i % C), t = (int)((i / C) % T);
+    size_t row = (size_t)token_position(ps, positions, pos0 + t);
+    x[i] = to_x(to_f(x[i]) + to_f(wpe[row * C + c]));
+}
+
+// dwpe[p_t] += dx[b,t] (fp32 atomics)                          mirrors learned_backward
+__global__ void learned_backward_kernel(float *dwpe, const floatX *dx, PosStep ps, int B, int T, int C,
+                                        const float *positions) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    int c = (int)(i % C), t = (int)((i / C) % T);
+    size_t row = (size_t)token_position(ps, positions, t);
+    atomicAdd(&dwpe[row * C + c], to_f(dx[i]));
 }
 
 // dwte[tokens[n]] += dx[n] (fp32 atomics)                      mirrors encoder_backward
@@ -220,24 +247,31 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, 
     v[j + half] = to_x(x1 * c + x0 * s);
 }
 
-// ps->positions (host) go to the device once per pass: upload_positions()
+// ps->positions (host; n_layer sets with --rpe_layers independent) go to the device once
+// per pass: upload_positions()
 static float *d_positions;
-static int d_positions_cap;
+static size_t d_positions_cap;
 
-static void upload_positions(const PosStep *ps) {
+static void upload_positions(const PosStep *ps, int n_layer) {
     if (!ps->positions) return;
-    if (ps->n_positions > d_positions_cap) {
+    size_t n = (size_t)ps->n_positions * (ps->positions_stride ? n_layer : 1);
+    if (n > d_positions_cap) {
         cudaFree(d_positions);
-        d_positions = (float *)dmalloc(ps->n_positions * sizeof(float));
-        d_positions_cap = ps->n_positions;
+        d_positions = (float *)dmalloc(n * sizeof(float));
+        d_positions_cap = n;
     }
-    cudaCheck(cudaMemcpy(d_positions, ps->positions, ps->n_positions * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_positions, ps->positions, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+// Layer l's explicit positions on the device, or NULL.         mirrors pos_layer
+static const float *d_pos_layer(const PosStep *ps, int l) {
+    return ps->positions ? d_positions + (size_t)l * ps->positions_stride : NULL;
 }
 
 static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign, int pos0) {
-    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, sinusoidal
+    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
     size_t n = (size_t)B * T * H * (hd / 2);
-    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, ps->positions ? d_positions : NULL, pos0);
+    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, d_pos_layer(ps, layer), pos0);
     cudaCheck(cudaGetLastError());
 }
 
@@ -504,13 +538,15 @@ typedef struct {
     floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
     float *rstd1, *rstd2, *rstdf, *losses;
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
+    floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
+    float *rstdq, *rstdk;
     int *inputs, *targets;  // (B,T)
 } Acts;
 
 static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
-    size_t nl = train ? L : 1, att = (size_t)B * c->NH * T * T;
+    size_t nl = train ? L : 1, att = (size_t)B * c->NH * T * T, qk = c->qk_norm, tq = train && qk;
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -522,19 +558,20 @@ static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
     size_t xs[] = {(train ? L + 1 : 1) * N * C, nl * N * C, nl * N * QD, nl * N * KD, nl * N * KD, train ? nl * att : 0,
                    nl * N * QD, nl * N * C, nl * N * C, nl * N * F, nl * N * F, nl * N * F, N * C, N * c->Vp,
                    train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
-                   train ? N * QD : 0, train ? att : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0};
+                   train ? N * QD : 0, train ? att : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0,
+                   qk * nl * N * QD, qk * nl * N * KD, tq * N * QD, tq * N * KD};
     floatX **xv[] = {&a->resid, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid, &a->n2, &a->gate, &a->up,
                      &a->h, &a->nf, &a->logits, &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->datt,
-                     &a->dgate, &a->dup, &a->dh};
-    size_t fs[] = {nl * N, nl * N, N, N};
-    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses};
+                     &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw};
+    size_t fs[] = {nl * N, nl * N, N, N, qk * nl * N, qk * nl * N};
+    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk};
     size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), total = 0;
     for (size_t i = 0; i < nx; i++) total += xs[i] * sizeof(floatX);
     for (size_t i = 0; i < nf; i++) total += fs[i] * sizeof(float);
     total += 2 * N * sizeof(int) + 64 * (nx + nf + 2);
     a->mem = dmalloc(total);
     char *p = (char *)a->mem;
-    for (size_t i = 0; i < nf; i++) { *fv[i] = (float *)p; p += (fs[i] * sizeof(float) + 63) / 64 * 64; }
+    for (size_t i = 0; i < nf; i++) { *fv[i] = fs[i] ? (float *)p : NULL; p += (fs[i] * sizeof(float) + 63) / 64 * 64; }
     a->inputs = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
     a->targets = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
     for (size_t i = 0; i < nx; i++) { *xv[i] = xs[i] ? (floatX *)p : NULL; p += (xs[i] * sizeof(floatX) + 63) / 64 * 64; }
@@ -690,11 +727,15 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
-    upload_positions(ps);  // RPE, RFS (the backward reuses them)
+    int pos0 = o && o->kv ? o->pos0 : 0;
+    upload_positions(ps, c->L);  // RPE, RFS (the backward reuses them)
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     if (ps->pe == PE_SINUSOIDAL)
-        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, ps->positions ? d_positions : NULL,
-                     o && o->kv ? o->pos0 : 0);
+        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, d_pos_layer(ps, 0), pos0);
+    if (ps->pe == PE_LEARNED) {
+        learned_rows_check(ps, pos0, T, g->shapes[P_WPE].shape[0]);
+        LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), *ps, B, T, C, d_pos_layer(ps, 0), pos0);
+    }
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         floatX *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -702,8 +743,18 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         floatX *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, n1, a->rstd1 + l * a->ls_N, x, P(g, P_ATTN_NORM) + (size_t)l * C, N, C,
                     c->rms_eps);
-        matmul_forward(q, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
-        matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
+        if (c->qk_norm) {  // RMSNorm over the whole projection of each token, before RoPE
+            floatX *qraw = a->qraw + l * a->ls_q, *kraw = a->kraw + l * a->ls_kv;
+            matmul_forward(qraw, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
+            matmul_forward(kraw, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
+            LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, q, a->rstdq + l * a->ls_N, qraw, P(g, P_Q_NORM) + (size_t)l * QD, N,
+                        QD, c->rms_eps);
+            LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, k, a->rstdk + l * a->ls_N, kraw, P(g, P_K_NORM) + (size_t)l * KD, N,
+                        KD, c->rms_eps);
+        } else {
+            matmul_forward(q, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
+            matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
+        }
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         if (a->train) {
             rope(q, B, T, NH, hd, ps, l, 1.0f, 0);
@@ -713,8 +764,8 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
             KVCache *kv = o ? o->kv : NULL;
             PosStep pl = *ps;  // positions pos0 + t with a KV cache
             if (kv) pl.offset = ps->offset + ps->alpha[l] * (float)o->pos0;
-            rope(q, B, T, NH, hd, &pl, l, 1.0f, kv ? o->pos0 : 0);
-            rope(k, B, T, NKV, hd, &pl, l, 1.0f, kv ? o->pos0 : 0);
+            rope(q, B, T, NH, hd, &pl, l, 1.0f, pos0);
+            rope(k, B, T, NKV, hd, &pl, l, 1.0f, pos0);
             const floatX *keys = k, *vals = v;
             int Tk = T, q_off = 0;
             if (kv) {  // append, then attend over the whole cache
@@ -784,13 +835,23 @@ static void gpt_backward(GPT *g, Acts *a, const PosStep *ps, float dloss) {
         attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         rope(a->dq, B, T, NH, hd, ps, l, -1.0f, 0);
         rope(a->dk, B, T, NKV, hd, ps, l, -1.0f, 0);
-        matmul_backward(a->dC, G(g, P_WQ) + (size_t)l * QD * C, a->dq, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD, 0);
-        matmul_backward(a->dC, G(g, P_WK) + (size_t)l * KD * C, a->dk, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD, 1);
+        floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
+        if (c->qk_norm) {
+            LAUNCH_ROWS(rmsnorm_backward_kernel, N, QD * sizeof(float), a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dq,
+                        a->qraw + l * a->ls_q, P(g, P_Q_NORM) + (size_t)l * QD, a->rstdq + l * a->ls_N, N, QD, 0);
+            LAUNCH_ROWS(rmsnorm_backward_kernel, N, KD * sizeof(float), a->dkraw, G(g, P_K_NORM) + (size_t)l * KD, a->dk,
+                        a->kraw + l * a->ls_kv, P(g, P_K_NORM) + (size_t)l * KD, a->rstdk + l * a->ls_N, N, KD, 0);
+            dq = a->dqraw;
+            dk = a->dkraw;
+        }
+        matmul_backward(a->dC, G(g, P_WQ) + (size_t)l * QD * C, dq, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD, 0);
+        matmul_backward(a->dC, G(g, P_WK) + (size_t)l * KD * C, dk, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD, 1);
         matmul_backward(a->dC, G(g, P_WV) + (size_t)l * KD * C, a->dv, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD, 1);
         LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dC, x,
                     P(g, P_ATTN_NORM) + (size_t)l * C, a->rstd1 + l * a->ls_N, N, C, 1);
     }
     LAUNCH_ELEMS(encoder_backward_kernel, NC, G(g, P_WTE), a->dres, a->inputs, N, C);
+    if (ps->pe == PE_LEARNED) LAUNCH_ELEMS(learned_backward_kernel, NC, G(g, P_WPE), a->dres, *ps, B, T, C, d_pos_layer(ps, 0));
 }
 
 static float grad_global_norm(GPT *g) {
@@ -832,6 +893,7 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
     for (int i = 0; i < NP; i++) {
         size_t n = g->shapes[i].numel, o = g->offsets[i];
+        if (!n) continue;  // a tensor this model does not have
         LAUNCH_ELEMS(adamw_kernel, n, g->params + o, g->params_x + o, g->grads + o, g->m + o, g->v + o, n, lr, c->beta1,
                      c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale);
     }
@@ -855,13 +917,15 @@ static void gpt_checkpoint_save(const GPT *g, const TrainState *st, const char *
     for (int k = 0; k < 3; k++) free(hp[k].mem);
 }
 
-static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
-    int train = g->m != NULL;
+// mode CK_INIT keeps the current weights where the checkpoint has none (QK-norm gains).
+static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path, int mode) {
+    int resume = mode == CK_RESUME;
     HostParams hp[3];
     for (int k = 0; k < 3; k++) host_params(&hp[k], g);
-    checkpoint_load(&g->cfg, st, path, hp[0].views, train ? hp[1].views : NULL, train ? hp[2].views : NULL);
+    cudaCheck(cudaMemcpy(hp[0].mem, g->params, g->n_params * sizeof(float), cudaMemcpyDeviceToHost));
+    checkpoint_load(&g->cfg, st, path, hp[0].views, hp[1].views, hp[2].views, mode);
     gpt_upload(g, hp[0].views);
-    if (train) {
+    if (resume) {
         cudaCheck(cudaMemcpy(g->m, hp[1].mem, g->n_params * sizeof(float), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(g->v, hp[2].mem, g->n_params * sizeof(float), cudaMemcpyHostToDevice));
     }
@@ -1008,7 +1072,7 @@ static void dump_case(const char *in_path, const char *out_path) {
     tf_load(&tf, in_path, TF_KIND_REFERENCE);
     Config c;
     int micro;
-    config_from_case(&c, &tf, &micro);
+    int scheduled = config_from_case(&c, &tf, &micro);
     int B = c.B, T = c.T, steps = c.steps, N = B * T;
     float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
     const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
@@ -1016,12 +1080,15 @@ static void dump_case(const char *in_path, const char *out_path) {
     GPT g;
     gpt_alloc(&g, &c, 1);
     float *init[NP];
-    for (int i = 0; i < NP; i++) init[i] = (float *)tf_get(&tf, PARAM_NAMES[i], TF_F32, g.shapes[i].numel);
+    int present = 0;
+    for (int i = 0; i < NP; i++) {
+        init[i] = g.shapes[i].numel ? (float *)tf_get(&tf, PARAM_NAMES[i], TF_F32, g.shapes[i].numel) : NULL;
+        present += g.shapes[i].numel > 0;
+    }
     gpt_upload(&g, init);
     acts_alloc(&g.acts, &c, B, T, 1);
     PosConfig pc = pos_config_of(&c);
-    PosStep ps = pos_standard(&pc);
-    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
+    PosStep ps = case_pos_step(&pc, scheduled, check_alpha, 0);
 
     // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
     int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));
@@ -1057,8 +1124,7 @@ static void dump_case(const char *in_path, const char *out_path) {
     // the training steps
     float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
     for (int st = 0; st < steps; st++) {
-        PosStep p = pos_standard(&pc);
-        for (int l = 0; l < c.L; l++) p.alpha[l] = alphas[st];
+        PosStep p = case_pos_step(&pc, scheduled, alphas[st], st);
         float lr = lr_at_step(st, c.warmup, c.steps, c.lr, c.min_lr);
         losses[st] = train_step(&g, tokens + (size_t)st * micro * B * (T + 1), micro, &p, lr, st + 1, &norms[st]);
     }
@@ -1067,18 +1133,20 @@ static void dump_case(const char *in_path, const char *out_path) {
     cudaCheck(cudaMemcpy(fin.mem, g.params, g.n_params * sizeof(float), cudaMemcpyDeviceToHost));
 
     TensorWriter w;
-    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * NP);
+    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * present);
     int lshape[3] = {B, T, c.V};
     tw_add(&w, "logits", TF_F32, 3, lshape, logits);
     tw_add1(&w, "loss", TF_F32, 1, &loss);
     char name[TF_MAX_NAME];
     for (int i = 0; i < NP; i++) {
+        if (!g.shapes[i].numel) continue;
         snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
         tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, grads.views[i]);
     }
     tw_add1(&w, "losses", TF_F32, steps, losses);
     tw_add1(&w, "grad_norms", TF_F32, steps, norms);
     for (int i = 0; i < NP; i++) {
+        if (!g.shapes[i].numel) continue;
         snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
         tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, fin.views[i]);
     }
@@ -1138,16 +1206,26 @@ int main(int argc, char **argv) {
     }
     int train = !cfg.eval_only;
     if (cfg.generate) fail("--generate runs on the CPU trainer: ./train_gpt_cpu --resume CKPT --steps 0 --generate N");
-    GPT g;
-    gpt_alloc(&g, &cfg, train);
     TrainState st;
     memset(&st, 0, sizeof(st));
+    if (cfg.resume[0] && !train) {  // evaluate the checkpoint's own model and scheme
+        checkpoint_peek(cfg.resume, &st);
+        adopt_checkpoint_scheme(&cfg, &st);
+    }
+    GPT g;
+    gpt_alloc(&g, &cfg, train);
     if (cfg.resume[0]) {
-        gpt_checkpoint_load(&g, &st, cfg.resume);
-        printf("loaded %s (step %ld, trained with --pos %s)\n", cfg.resume, st.step, POS_SCHEME_NAMES[st.pos_scheme]);
-        if (!train) adopt_checkpoint_scheme(&cfg, &st);
+        gpt_checkpoint_load(&g, &st, cfg.resume, train ? CK_RESUME : CK_WEIGHTS);
+        printf("loaded %s (step %ld, trained with --pe %s --pos %s)\n", cfg.resume, st.step, PE_NAMES[st.pe],
+               POS_SCHEME_NAMES[st.pos_scheme]);
     } else {
         gpt_init(&g, (uint64_t)cfg.seed);
+        if (cfg.init_from[0]) {
+            TrainState from;
+            gpt_checkpoint_load(&g, &from, cfg.init_from, CK_INIT);
+            printf("weights from %s (step %ld, trained with --pe %s --pos %s%s); training starts at step 0\n", cfg.init_from,
+                   from.step, PE_NAMES[from.pe], POS_SCHEME_NAMES[from.pos_scheme], cfg.qk_norm && !from.qk_norm ? ", QK-norm gains added at 1" : "");
+        }
     }
     make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;

@@ -231,13 +231,35 @@ static void sinusoidal_forward(float *x, const PosStep *ps, int B, int T, int C,
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            float p = ps->positions ? ps->positions[pos0 + t] : ps->alpha[0] * (float)(pos0 + t) + ps->offset;
+            float p = pos_token(ps, pos0 + t);
             float *xt = x + ((size_t)b * T + t) * C;
             for (int k = 0; k < C / 2; k++) {
                 float angle = p * powf(10000.0f, -2.0f * k / C);
                 xt[2 * k] += sinf(angle);
                 xt[2 * k + 1] += cosf(angle);
             }
+        }
+}
+
+// Learned absolute positions (--pe learned): x (B,T,C) += wpe[p_t], wpe (rows,C); the
+// positions are integers below rows (learned_rows_check).
+static void learned_forward(float *x, const float *wpe, const PosStep *ps, int B, int T, int C, int pos0) {
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *row = wpe + (size_t)pos_token(ps, pos0 + t) * C;
+            float *xt = x + ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++) xt[c] += row[c];
+        }
+}
+
+// dwpe[p_t] += sum_b dx[b,t]; serial over (b,t) so a repeated position accumulates in order
+static void learned_backward(float *dwpe, const float *dx, const PosStep *ps, int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *d = dwpe + (size_t)pos_token(ps, t) * C;
+            const float *g = dx + ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++) d[c] += g[c];
         }
 }
 
@@ -328,14 +350,14 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, floa
 }
 
 static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
-    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, sinusoidal
-    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, 0);
+    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
+    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, layer), 0);
 }
 
 // The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
 static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
     if (ps->pe != PE_ROPE) return;
-    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f, ps->positions, 0);
+    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f, pos_layer(ps, layer), 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -551,8 +573,10 @@ typedef struct {
     float *resid;     // (L+1,B,T,C) input of each layer; resid[L] feeds the final norm
     float *rstd1;     // (L,B,T)
     float *n1;        // (L,B,T,C)
-    float *q;         // (L,B,T,NH*hd) after RoPE
-    float *k;         // (L,B,T,NKV*hd) after RoPE
+    float *q;         // (L,B,T,NH*hd) after QK-norm and RoPE
+    float *k;         // (L,B,T,NKV*hd) after QK-norm and RoPE
+    float *qraw, *kraw;   // (L,B,T,NH*hd), (L,B,T,NKV*hd) projections before QK-norm (--qk_norm only)
+    float *rstdq, *rstdk; // (L,B,T) their RMSNorm rstd
     float *v;         // (L,B,T,NKV*hd)
     float *att;       // (L,B,NH,T,T) probabilities (train only)
     float *atty;      // (L,B,T,NH*hd)
@@ -569,13 +593,14 @@ typedef struct {
     float *dres;      // (B,T,C) gradient of the residual stream
     float *dC;        // (B,T,C)
     float *dq, *dk, *dv, *datty;  // like q, k, v, atty
+    float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
 } Acts;
 
 static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
-    size_t nl = train ? L : 1;
+    size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -590,10 +615,12 @@ static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
         nl * N * F, nl * N * F, N, N * C, N * c->Vp, N,
         train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
         train ? N * QD : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0,
+        qk * nl * N * QD, qk * nl * N * KD, qk * nl * N, qk * nl * N, tq * N * QD, tq * N * KD,
     };
     float **views[] = {&a->resid, &a->rstd1, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid,
                        &a->rstd2, &a->n2, &a->gate, &a->up, &a->h, &a->rstdf, &a->nf, &a->logits, &a->losses,
-                       &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->dgate, &a->dup, &a->dh};
+                       &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->dgate, &a->dup, &a->dh,
+                       &a->qraw, &a->kraw, &a->rstdq, &a->rstdk, &a->dqraw, &a->dkraw};
     int nv = (int)(sizeof(sizes) / sizeof(sizes[0]));
     size_t total = 0;
     for (int i = 0; i < nv; i++) total += sizes[i];
@@ -708,8 +735,13 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     float **P = g->params;
     KVCache *kv = o ? o->kv : NULL;
     if (kv && (B != 1 || kv->len + T > kv->cap)) fail("internal: a KV cache of %d entries cannot take %d more", kv->cap, T);
+    int pos0 = kv ? o->pos0 : 0;
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
-    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, ps, B, T, C, kv ? o->pos0 : 0);
+    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, ps, B, T, C, pos0);
+    if (ps->pe == PE_LEARNED) {
+        learned_rows_check(ps, pos0, T, g->shapes[P_WPE].shape[0]);
+        learned_forward(a->resid, P[P_WPE], ps, B, T, C, pos0);
+    }
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -717,8 +749,16 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         float *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
         float *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         rmsnorm_forward(n1, a->rstd1 + l * a->ls_N, x, P[P_ATTN_NORM] + (size_t)l * C, N, C, c->rms_eps);
-        matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
-        matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
+        if (c->qk_norm) {  // RMSNorm over the whole projection of each token, before RoPE
+            float *qraw = a->qraw + l * a->ls_q, *kraw = a->kraw + l * a->ls_kv;
+            matmul_forward(qraw, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
+            matmul_forward(kraw, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
+            rmsnorm_forward(q, a->rstdq + l * a->ls_N, qraw, P[P_Q_NORM] + (size_t)l * QD, N, QD, c->rms_eps);
+            rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
+        } else {
+            matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
+            matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
+        }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
         float alibi_buf[MAX_HEADS];
         const float *alibi = alibi_for_layer(ps, l, NH, alibi_buf);
@@ -728,10 +768,9 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi);
         } else {
             float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
-            if ((ps->pe == PE_ROPE)) {
-                int pos0 = kv ? o->pos0 : 0;
-                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
-                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, ps->positions, pos0);
+            if (ps->pe == PE_ROPE) {
+                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, l), pos0);
+                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, l), pos0);
             }
             const float *keys = k, *vals = v;
             int Tk = T, q_off = 0;
@@ -800,13 +839,23 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         attention_backward(a->dq, a->dk, a->dv, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         rope_backward(a->dq, B, T, NH, hd, ps, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, l);
-        matmul_backward(a->dC, G[P_WQ] + (size_t)l * QD * C, a->dq, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD, 0);
-        matmul_backward(a->dC, G[P_WK] + (size_t)l * KD * C, a->dk, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD, 1);
+        float *dq = a->dq, *dk = a->dk;  // gradients of the projections
+        if (c->qk_norm) {
+            rmsnorm_backward(a->dqraw, G[P_Q_NORM] + (size_t)l * QD, a->dq, a->qraw + l * a->ls_q,
+                             P[P_Q_NORM] + (size_t)l * QD, a->rstdq + l * a->ls_N, N, QD, 0);
+            rmsnorm_backward(a->dkraw, G[P_K_NORM] + (size_t)l * KD, a->dk, a->kraw + l * a->ls_kv,
+                             P[P_K_NORM] + (size_t)l * KD, a->rstdk + l * a->ls_N, N, KD, 0);
+            dq = a->dqraw;
+            dk = a->dkraw;
+        }
+        matmul_backward(a->dC, G[P_WQ] + (size_t)l * QD * C, dq, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD, 0);
+        matmul_backward(a->dC, G[P_WK] + (size_t)l * KD * C, dk, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD, 1);
         matmul_backward(a->dC, G[P_WV] + (size_t)l * KD * C, a->dv, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD, 1);
         rmsnorm_backward(a->dres, G[P_ATTN_NORM] + (size_t)l * C, a->dC, x, P[P_ATTN_NORM] + (size_t)l * C,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
     encoder_backward(G[P_WTE], a->dres, inputs, N, C);
+    if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, ps, B, T, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -878,8 +927,8 @@ static void gpt_checkpoint_save(const GPT *g, const TrainState *st, const char *
     checkpoint_save(&g->cfg, st, path, g->params, g->m_mem ? g->m : NULL, g->m_mem ? g->v : NULL);
 }
 
-static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path) {
-    checkpoint_load(&g->cfg, st, path, g->params, g->m_mem ? g->m : NULL, g->m_mem ? g->v : NULL);
+static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path, int mode) {
+    checkpoint_load(&g->cfg, st, path, g->params, g->m, g->v, mode);
 }
 
 // ----------------------------------------------------------------------------
@@ -1028,19 +1077,22 @@ static void dump_case(const char *in_path, const char *out_path) {
     tf_load(&tf, in_path, TF_KIND_REFERENCE);
     Config c;
     int micro;
-    config_from_case(&c, &tf, &micro);
+    int scheduled = config_from_case(&c, &tf, &micro);
     int B = c.B, T = c.T, steps = c.steps, N = B * T;
     float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
     const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
     const int *tokens = (const int *)tf_get(&tf, "tokens", TF_I32, (size_t)steps * micro * B * (T + 1));
     GPT g;
     gpt_alloc(&g, &c, 1);
-    for (int i = 0; i < NP; i++)
+    int present = 0;
+    for (int i = 0; i < NP; i++) {
+        if (!g.shapes[i].numel) continue;
         memcpy(g.params[i], tf_get(&tf, PARAM_NAMES[i], TF_F32, g.shapes[i].numel), g.shapes[i].numel * sizeof(float));
+        present++;
+    }
     acts_alloc(&g.acts, &c, B, T, 1);
     PosConfig pc = pos_config_of(&c);
-    PosStep ps = pos_standard(&pc);
-    for (int l = 0; l < c.L; l++) ps.alpha[l] = check_alpha;
+    PosStep ps = case_pos_step(&pc, scheduled, check_alpha, 0);
     int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));
     for (int b = 0; b < B; b++) {
         memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
@@ -1055,24 +1107,25 @@ static void dump_case(const char *in_path, const char *out_path) {
     memcpy(grads, g.grads_mem, g.n_params * sizeof(float));
     float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
     for (int s = 0; s < steps; s++) {
-        PosStep st = pos_standard(&pc);
-        for (int l = 0; l < c.L; l++) st.alpha[l] = alphas[s];
+        PosStep st = case_pos_step(&pc, scheduled, alphas[s], s);
         float lr = lr_at_step(s, c.warmup, c.steps, c.lr, c.min_lr);
         losses[s] = train_step(&g, tokens + (size_t)s * micro * B * (T + 1), micro, &st, lr, s + 1, &norms[s]);
     }
     TensorWriter w;
-    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * NP);
+    tw_open(&w, out_path, TF_KIND_DUMP, 4 + 2 * present);
     int lshape[3] = {B, T, c.V};
     tw_add(&w, "logits", TF_F32, 3, lshape, logits);
     tw_add1(&w, "loss", TF_F32, 1, &loss);
     char name[TF_MAX_NAME];
     for (int i = 0, off = 0; i < NP; off += (int)g.shapes[i].numel, i++) {
+        if (!g.shapes[i].numel) continue;
         snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
         tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, grads + off);
     }
     tw_add1(&w, "losses", TF_F32, steps, losses);
     tw_add1(&w, "grad_norms", TF_F32, steps, norms);
     for (int i = 0; i < NP; i++) {
+        if (!g.shapes[i].numel) continue;
         snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
         tw_add(&w, name, TF_F32, g.shapes[i].ndim, g.shapes[i].shape, g.params[i]);
     }
@@ -1123,16 +1176,26 @@ int main(int argc, char **argv) {
         tokenizer_init_bytes(&tok);
     }
     int train = !cfg.eval_only && !(cfg.generate && cfg.resume[0] && cfg.steps == 0);
-    GPT g;
-    gpt_alloc(&g, &cfg, train);
     TrainState st;
     memset(&st, 0, sizeof(st));
+    if (cfg.resume[0] && !train) {  // evaluate or sample the checkpoint's own model and scheme
+        checkpoint_peek(cfg.resume, &st);
+        adopt_checkpoint_scheme(&cfg, &st);
+    }
+    GPT g;
+    gpt_alloc(&g, &cfg, train);
     if (cfg.resume[0]) {
-        gpt_checkpoint_load(&g, &st, cfg.resume);
-        printf("loaded %s (step %ld, trained with --pos %s)\n", cfg.resume, st.step, POS_SCHEME_NAMES[st.pos_scheme]);
-        if (!train) adopt_checkpoint_scheme(&cfg, &st);
+        gpt_checkpoint_load(&g, &st, cfg.resume, train ? CK_RESUME : CK_WEIGHTS);
+        printf("loaded %s (step %ld, trained with --pe %s --pos %s)\n", cfg.resume, st.step, PE_NAMES[st.pe],
+               POS_SCHEME_NAMES[st.pos_scheme]);
     } else {
         gpt_init(&g, (uint64_t)cfg.seed);
+        if (cfg.init_from[0]) {
+            TrainState from;
+            gpt_checkpoint_load(&g, &from, cfg.init_from, CK_INIT);
+            printf("weights from %s (step %ld, trained with --pe %s --pos %s%s); training starts at step 0\n", cfg.init_from,
+                   from.step, PE_NAMES[from.pe], POS_SCHEME_NAMES[from.pos_scheme], cfg.qk_norm && !from.qk_norm ? ", QK-norm gains added at 1" : "");
+        }
     }
     make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;

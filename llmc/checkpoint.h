@@ -1,10 +1,10 @@
 // The parameter contract (names, shapes, which ones AdamW decays) and checkpoints,
 // shared by both trainers so a checkpoint from either loads in the other.
 // A checkpoint is a tensor file (llmc/tensorfile.h) of kind 2:
-//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe]
+//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows]
 //   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
-//   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below
+//   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
 #include "config.h"
@@ -16,24 +16,27 @@ static inline int pe_at_step_cfg(const Config *c, long step) {
 }
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
-// tensor, stacked over layers.
-enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM, NP };
-static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo",
-                                      "mlp_norm", "w_gate", "w_up", "w_down", "final_norm"};
-static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // AdamW decays matrices only
+// tensor, stacked over layers. The last three exist only for the schemes that need them
+// (numel 0 otherwise): wpe with --pe learned, q_norm and k_norm with --qk_norm.
+enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM,
+       P_WPE, P_Q_NORM, P_K_NORM, NP };
+static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate",
+                                      "w_up", "w_down", "final_norm", "wpe", "q_norm", "k_norm"};
+static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0};  // AdamW decays matrices only
 
 typedef struct {
     int ndim, shape[3];
-    size_t numel;
+    size_t numel;  // 0: the tensor is not part of this model
 } Shape;
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
-    int hd = c->C / c->NH, L = c->L;
+    int hd = c->C / c->NH, L = c->L, qk = c->qk_norm;
     int t[NP][4] = {  // ndim, shape
         {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
         {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
         {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
-        {3, L, c->C, c->F},        {1, c->C, 0, 0},
+        {3, L, c->C, c->F},        {1, c->C, 0, 0},           {2, wpe_rows(c), c->C, 0},
+        {2, L, qk ? c->NH * hd : 0, 0}, {2, L, qk ? c->NKV * hd : 0, 0},
     };
     for (int i = 0; i < NP; i++) {
         s[i].ndim = t[i][0];
@@ -43,8 +46,9 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     }
 }
 
-// Seeded init, identical in both trainers: N(0, 0.02) for matrices and wte (its padded
-// rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1.
+// Seeded init, identical in both trainers: N(0, 0.02) for matrices, wte and wpe (wte's
+// padded rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1. Tensors are
+// drawn in contract order, so an optional tensor never changes the others.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
@@ -62,13 +66,14 @@ typedef struct {
     long data_epoch;
     int data_shard, data_sample;
     int pos_scheme, pe;  // the scheme, encoding and seed the checkpoint was trained with
+    int qk_norm, wpe_rows;
     float alpha_min, alpha_max, alpha_fixed;
     long long seed;
 } TrainState;
 
-enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_N };
-static const char *CKI_NAMES[CKI_N] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
-                                       "--n_kv_head", "--ffn_hidden", "--seq_len", "--pos", "--pe"};
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_QK, CKI_WPE, CKI_N };
+static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
+                                         "--n_kv_head", "--ffn_hidden", "--seq_len"};
 static const char *CK_GROUPS[3] = {"param", "adam_m", "adam_v"};
 
 // params, m, v: host arrays of NP views each; m and v NULL to write weights only.
@@ -76,74 +81,117 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
                                    float *const *m, float *const *v) {
     Shape shapes[NP];
     param_shapes(c, shapes);
-    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_at_step_cfg(c, st->step)};
+    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_at_step_cfg(c, st->step),
+                         c->qk_norm, wpe_rows(c)};
     float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
     uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
                          (uint64_t)st->data_sample};
-    int groups = m ? 3 : 1;
+    int groups = m ? 3 : 1, present = 0;
+    for (int i = 0; i < NP; i++) present += shapes[i].numel > 0;
     float *const *bufs[3] = {params, m, v};
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + groups * NP);
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
     tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
     tw_add1(&w, "meta.state", TF_U64, 5, state);
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)
         for (int i = 0; i < NP; i++) {
+            if (!shapes[i].numel) continue;
             snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
             tw_add(&w, name, TF_F32, shapes[i].ndim, shapes[i].shape, bufs[gi][i]);
         }
     tw_close(&w);
 }
 
-// Loads weights, the training state into st, and the moments when m and v are given
-// (resuming training: then the seed must match too). The checkpoint's
-// model must match the command line; a mismatch names the flag. The position scheme may
-// differ (PosAug fine-tuning from a baseline).
-static inline void checkpoint_load(const Config *c, TrainState *st, const char *path, float **params, float **m,
-                                   float **v) {
-    Shape shapes[NP];
-    param_shapes(c, shapes);
-    TensorFile tf;
-    tf_load(&tf, path, TF_KIND_CHECKPOINT);
-    const int32_t *ci = (const int32_t *)tf_get(&tf, "meta.config_i", TF_I32, CKI_N);
-    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
-    const uint64_t *state = (const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5);
-    int32_t want[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, c->pe};
-    for (int i = 0; i < CKI_POS; i++)  // the scheme and the encoding may change (PosAug fine-tuning, DroPE)
-        if (ci[i] != want[i])
-            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
-    if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
-    int groups = m ? 3 : 1;
-    float **bufs[3] = {params, m, v};
-    char name[TF_MAX_NAME];
-    for (int gi = 0; gi < groups; gi++)
-        for (int i = 0; i < NP; i++) {
-            snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
-            memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, shapes[i].numel), shapes[i].numel * sizeof(float));
-        }
-    if (m && (long long)state[1] != c->seed)
-        fail("checkpoint '%s' was trained with --seed %llu; resume with the same seed", path, (unsigned long long)state[1]);
+// The header of a checkpoint: model, scheme and training state (no tensors). Checkpoints
+// written before QK-norm and learned APE existed have 10 config entries (neither).
+static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], TrainState *st) {
+    const TensorEntry *e = tf_find(tf, "meta.config_i");
+    if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_QK))
+        fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", tf->path, CKI_N);
+    memset(ci, 0, CKI_N * sizeof(int32_t));
+    memcpy(ci, e->data, e->numel * sizeof(int32_t));
+    const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
+    const uint64_t *state = (const uint64_t *)tf_get(tf, "meta.state", TF_U64, 5);
+    memset(st, 0, sizeof(*st));
     st->step = (long)state[0];
+    st->seed = (long long)state[1];
     st->data_epoch = (long)state[2];
     st->data_shard = (int)state[3];
     st->data_sample = (int)state[4];
     st->pos_scheme = ci[CKI_POS];
     st->pe = ci[CKI_PE];
-    st->seed = (long long)state[1];
+    st->qk_norm = ci[CKI_QK];
+    st->wpe_rows = ci[CKI_WPE];
     st->alpha_min = cf[2];
     st->alpha_max = cf[3];
     st->alpha_fixed = cf[4];
+    if (st->pos_scheme < 0 || st->pos_scheme >= POS_N_SCHEMES || st->pe < 0 || st->pe >= PE_N)
+        fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, st->pos_scheme, st->pe);
+}
+
+static inline void checkpoint_peek(const char *path, TrainState *st) {
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    int32_t ci[CKI_N];
+    checkpoint_meta(&tf, ci, st);
     tf_free(&tf);
 }
 
-// Evaluating or sampling a checkpoint: label results with the scheme and seed it was
-// trained with.
+// How a checkpoint is loaded:
+enum {
+    CK_RESUME,  // continue its training: weights, moments, state; the seed must match
+    CK_WEIGHTS, // evaluate or sample it: weights and state
+    CK_INIT,    // start a new run from its weights (--init_from): QK-norm gains it lacks stay 1
+};
+
+// Loads into the run's model (params, and m, v for CK_RESUME) and fills st. The
+// checkpoint's model must match the command line; a mismatch names the flag. The position
+// scheme and encoding may differ (PosAug fine-tuning, DroPE).
+static inline void checkpoint_load(const Config *c, TrainState *st, const char *path, float **params, float **m,
+                                   float **v, int mode) {
+    Shape shapes[NP];
+    param_shapes(c, shapes);
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    int32_t ci[CKI_N];
+    checkpoint_meta(&tf, ci, st);
+    int32_t want[CKI_POS] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T};
+    for (int i = 0; i < CKI_POS; i++)
+        if (ci[i] != want[i])
+            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d", path, CKI_NAMES[i], ci[i], want[i]);
+    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
+    if (cf[0] != c->rope_base) fail("checkpoint '%s' was trained with --rope_base %g, this run has %g", path, cf[0], c->rope_base);
+    if (st->qk_norm && !c->qk_norm) fail("checkpoint '%s' has QK-norm gains (trained with --qk_norm): pass --qk_norm", path);
+    if (!st->qk_norm && c->qk_norm && mode != CK_INIT)
+        fail("checkpoint '%s' has no QK-norm gains: add --qk_norm to its weights with --init_from (gains start at 1)", path);
+    if (st->wpe_rows != wpe_rows(c))
+        fail("checkpoint '%s' has a learned position table of %d rows (--pe learned), this run %d (--pe, --pos, --seq_len, --rpe_max)",
+             path, st->wpe_rows, wpe_rows(c));
+    int groups = mode == CK_RESUME ? 3 : 1;
+    float **bufs[3] = {params, m, v};
+    char name[TF_MAX_NAME];
+    for (int gi = 0; gi < groups; gi++)
+        for (int i = 0; i < NP; i++) {
+            if (!shapes[i].numel || ((i == P_Q_NORM || i == P_K_NORM) && !st->qk_norm)) continue;
+            snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
+            memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, shapes[i].numel), shapes[i].numel * sizeof(float));
+        }
+    if (mode == CK_RESUME && st->seed != c->seed)
+        fail("checkpoint '%s' was trained with --seed %lld; resume with the same seed", path, st->seed);
+    tf_free(&tf);
+}
+
+// Evaluating or sampling a checkpoint: the model, scheme and seed it was trained with
+// (call before allocating the model: QK-norm and a learned table change its tensors).
 static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
     c->seed = st->seed;
     c->pe = st->pe;
+    c->qk_norm = st->qk_norm;
     c->drope_step = 0;
     c->pos_scheme = st->pos_scheme;
+    if (st->wpe_rows && st->pos_scheme == POS_RPE) c->rpe_max = st->wpe_rows;
     c->alpha_min = st->alpha_min;
     c->alpha_max = st->alpha_max;
     c->alpha_fixed = st->alpha_fixed;
@@ -182,9 +230,13 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
 // A test case file (the input part of dev/reference_tiny.bin, kind 1): config_i
 // [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup], config_f [rope_base, rms_eps, lr,
 // min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
-// initial weights, and optionally pos_kind int32 [1] (0 RoPE, 1 NoPE, 2 ALiBi with the
-// distances multiplied by the alphas). Both trainers' --dump_case read it.
-static inline void config_from_case(Config *c, const TensorFile *tf, int *micro) {
+// initial weights, and optionally pos_kind int32 [1] (the PE_* order: 0 RoPE, 1 NoPE, 2 ALiBi
+// with the distances multiplied by the alphas, 3 sinusoidal at positions alpha * t, 4 learned)
+// and qk_norm int32 [1], and pos_scheme int32 [2] = [--pos, --rpe_layers]: then the check pass
+// and every step take their positions from the schedule (pos_schedule_step at the step, the
+// config's seed) instead of the alphas. Both trainers' --dump_case read it; returns 1 for a
+// scheduled case.
+static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) {
     const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
     const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
     config_defaults(c);
@@ -193,11 +245,25 @@ static inline void config_from_case(Config *c, const TensorFile *tf, int *micro)
     c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
     c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
     *micro = ci[9];
-    const TensorEntry *pk = tf_find(tf, "pos_kind");  // 0 RoPE, 1 NoPE, 2 ALiBi (distances times the case's alphas)
-    if (pk) {
-        int kind = *(const int32_t *)tf_get(tf, "pos_kind", TF_I32, 1);
-        if (kind < 0 || kind > 2) fail("'%s': unknown pos_kind %d", tf->path, kind);
-        c->pe = kind == 1 ? PE_NOPE : kind == 2 ? PE_ALIBI : PE_ROPE;
+    if (tf_find(tf, "pos_kind")) {
+        c->pe = *(const int32_t *)tf_get(tf, "pos_kind", TF_I32, 1);
+        if (c->pe < 0 || c->pe >= PE_N) fail("'%s': unknown pos_kind %d", tf->path, c->pe);
     }
+    if (tf_find(tf, "qk_norm")) c->qk_norm = *(const int32_t *)tf_get(tf, "qk_norm", TF_I32, 1) != 0;
+    c->rpe_max = 8 * c->T;
+    if (!tf_find(tf, "pos_scheme")) return 0;
+    const int32_t *ps = (const int32_t *)tf_get(tf, "pos_scheme", TF_I32, 2);
+    if (ps[0] < 0 || ps[0] >= POS_N_SCHEMES) fail("'%s': unknown pos_scheme %d", tf->path, ps[0]);
+    c->pos_scheme = ps[0];
+    c->rpe_layers = ps[1] != 0;
+    return 1;
+}
+
+// The positions of a case's pass at `step`: the schedule's, or alpha on every layer.
+static inline PosStep case_pos_step(const PosConfig *pc, int scheduled, float alpha, long step) {
+    if (scheduled) return pos_schedule_step(pc, step);
+    PosStep ps = pos_standard(pc);
+    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = alpha;
+    return ps;
 }
 

@@ -10,10 +10,10 @@ typedef struct {
     int V, Vp, C, L, NH, NKV, F, T;
     float rope_base, rms_eps;
     // position scheme (the hook)
-    int pos_scheme, pe, drope_step;
+    int pos_scheme, pe, drope_step, qk_norm;
     float alpha_min, alpha_max, alpha_fixed;
     char alpha_set[256];                 // discrete, cycle
-    int rpe_max;
+    int rpe_max, rpe_layers, rpe_eval;
     float rfs_scale;
     int pos_layers, curriculum_dist;
     float curriculum_frac;
@@ -22,7 +22,7 @@ typedef struct {
     float lr, min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip;
     long long seed;
     // data and files
-    char model[32], train_data[512], val_data[512], out_dir[512], resume[512], tokenizer[512];
+    char model[32], train_data[512], val_data[512], out_dir[512], resume[512], init_from[512], tokenizer[512];
     int ckpt_every, val_every, val_batches, stop_after;
     // evaluation
     int eval_len, eval_n, indist_start, eval_only;
@@ -103,6 +103,8 @@ typedef struct {
 } ArgSpec;
 
 static const char *YARN_TEMP_NAMES[2] = {"hf", "paper"};
+static const char *RPE_LAYERS_NAMES[2] = {"shared", "independent"};
+static const char *RPE_EVAL_NAMES[2] = {"standard", "random"};
 #define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0}
 #define CHOICE(name, field, names, n, help) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n}
 static const ArgSpec ARGS[] = {
@@ -118,12 +120,15 @@ static const ArgSpec ARGS[] = {
     CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES,
            "positions: rope (p_t = t, default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
            "curriculum-step, random-base, rpe, rfs (doc/schemes.md)"),
-    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal"),
+    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal, learned (a trained wpe table)"),
     A("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
+    A("--qk_norm", ARG_FLAG, qk_norm, "RMSNorm with gains over the whole q and k projections, before RoPE (DroPE's option)"),
     A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
     A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
     A("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
     A("--rpe_max", ARG_INT, rpe_max, "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)"),
+    CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)"),
+    CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions"),
     A("--rfs_scale", ARG_FLOAT, rfs_scale, "RFS: positions scaled to [0, L) (1000)"),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent"),
     A("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
@@ -135,6 +140,7 @@ static const ArgSpec ARGS[] = {
     A("--lr", ARG_FLOAT, lr, "peak learning rate"),
     A("--min_lr", ARG_FLOAT, min_lr, "final learning rate of the cosine"),
     A("--weight_decay", ARG_FLOAT, weight_decay, "AdamW weight decay on matrices (0.1)"),
+    A("--beta2", ARG_FLOAT, beta2, "AdamW beta2 (0.95; the DroPE paper: 0.999)"),
     A("--grad_clip", ARG_FLOAT, grad_clip, "global-norm clip (1.0; 0 disables)"),
     A("--seed", ARG_I64, seed, "seed for init, data order and the position schedule (42)"),
     A("--train_data", ARG_STR, train_data, "glob of training shards"),
@@ -146,6 +152,7 @@ static const ArgSpec ARGS[] = {
     A("--val_batches", ARG_INT, val_batches, "micro-batches per validation loss"),
     A("--stop_after", ARG_INT, stop_after, "stop (with a checkpoint) after this step; --resume continues"),
     A("--resume", ARG_STR, resume, "checkpoint to resume training from (or to evaluate / generate with)"),
+    A("--init_from", ARG_STR, init_from, "start from a checkpoint's weights: step 0, new optimizer and schedule (DroPE recalibration)"),
     A("--eval_len", ARG_INT, eval_len, "L_eval of the final per-position evaluation (default 8*T, 0: skip)"),
     A("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
     A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64)"),
@@ -276,6 +283,11 @@ static inline const ArgSpec *find_arg(const char *name) {
     return NULL;
 }
 
+// Rows of the learned position table (--pe learned): the positions training can reach.
+static inline int wpe_rows(const Config *c) {
+    return c->pe != PE_LEARNED ? 0 : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+}
+
 static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
 
 static inline void validate_config(Config *c) {
@@ -301,6 +313,8 @@ static inline void validate_config(Config *c) {
     if (c->rpe_max == 0) c->rpe_max = 8 * c->T;
     REQUIRE(c->drope_step >= 0, "--drope_step must be >= 0");
     REQUIRE(c->rpe_max >= c->T, "--rpe_max %d must be at least --seq_len %d", c->rpe_max, c->T);
+    REQUIRE(!(c->rpe_eval && c->eval_len > c->rpe_max), "--rpe_eval random draws --eval_len %d positions from [0, --rpe_max %d): too few",
+            c->eval_len, c->rpe_max);
     REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
     REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
     REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
@@ -308,6 +322,16 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->warmup >= 0, "--warmup must be >= 0, got %d", c->warmup);
     REQUIRE(c->lr > 0 && c->min_lr >= 0 && c->min_lr <= c->lr, "need 0 <= --min_lr <= --lr and --lr > 0 (got %g, %g)", c->min_lr, c->lr);
     REQUIRE(c->weight_decay >= 0, "--weight_decay must be >= 0");
+    REQUIRE(c->beta2 > 0 && c->beta2 < 1, "--beta2 must lie in (0, 1), got %g", c->beta2);
+    REQUIRE(!(c->resume[0] && c->init_from[0]), "--resume continues a run, --init_from starts one from its weights: pass one of them");
+    if (c->pe == PE_LEARNED) {
+        REQUIRE(c->pos_scheme == POS_ROPE || c->pos_scheme == POS_RPE,
+                "--pe learned needs integer positions: --pos rope (rows 0..T-1) or rpe (rows 0..rpe_max-1), got --pos %s",
+                POS_SCHEME_NAMES[c->pos_scheme]);
+        REQUIRE(!c->drope_step, "--drope_step drops RoPE; with --pe learned there is none to drop");
+        REQUIRE(c->eval_len <= wpe_rows(c), "--pe learned: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
+                "evaluated (pass --eval_len 0, or train with --pos rpe, whose table reaches --rpe_max)", wpe_rows(c) - 1, c->eval_len);
+    }
     REQUIRE(c->grad_clip >= 0, "--grad_clip must be >= 0");
     REQUIRE(c->ckpt_every >= 0 && c->val_every >= 0 && c->val_batches > 0, "--ckpt_every/--val_every must be >= 0, --val_batches > 0");
     REQUIRE(c->stop_after >= 0, "--stop_after must be >= 0");
@@ -397,6 +421,8 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.total_steps = c->steps;
     p.seq_len = c->T;
     p.rpe_max = c->rpe_max;
+    p.rpe_per_layer = c->rpe_layers;
+    p.rpe_eval_random = c->rpe_eval;
     p.rfs_scale = c->rfs_scale;
     return p;
 }

@@ -162,6 +162,9 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     if ((long)c->eval_n * L + 1 > n_val)
         fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
              (long)c->eval_n * L + 1, c->eval_n, L);
+    if (c->pe == PE_LEARNED && L > wpe_rows(c))
+        fail("--pe learned: wpe has rows for positions 0..%d only; --eval_len %d has no rows past them (pass --eval_len 0)",
+             wpe_rows(c) - 1, L);
     PosConfig pc = pos_config_of(c);
     EvalScaling es = eval_scaling_of(c);
     PosStep ps = pos_eval_step(&pc, &es, L);

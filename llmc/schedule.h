@@ -36,9 +36,10 @@ enum {
     PE_NOPE,          // none: the causal mask only
     PE_ALIBI,         // attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)
     PE_SINUSOIDAL,    // PE(p_t) added to the token embedding
+    PE_LEARNED,       // a trained row wpe[p_t] added to the token embedding (integer positions)
     PE_N
 };
-static const char *PE_NAMES[PE_N] = {"rope", "nope", "alibi", "sinusoidal"};
+static const char *PE_NAMES[PE_N] = {"rope", "nope", "alibi", "sinusoidal", "learned"};
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
@@ -59,6 +60,8 @@ typedef struct {
     long total_steps;            // curriculum schemes
     int seq_len;                 // the training window T
     int rpe_max;                 // RPE: positions come from [0, rpe_max)
+    int rpe_per_layer;           // RPE: every layer draws its own positions
+    int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
     float rfs_scale;             // RFS: L (1000)
 } PosConfig;
 
@@ -71,8 +74,30 @@ typedef struct {
     int pe;                         // PE_*: what the kernels do with the positions
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe == PE_ALIBI
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL
-    int n_positions;
+    int n_positions;                // per layer
+    int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
 } PosStep;
+
+// Layer l's explicit positions, or NULL when the positions are alpha * t + offset.
+static inline const float *pos_layer(const PosStep *ps, int l) {
+    return ps->positions ? ps->positions + (size_t)l * ps->positions_stride : NULL;
+}
+
+// The position of token t as the absolute encodings see it (layer 0's).
+static inline float pos_token(const PosStep *ps, int t) {
+    return ps->positions ? ps->positions[t] : ps->alpha[0] * (float)t + ps->offset;
+}
+
+// A learned table has a row for each integer position 0..rows-1 and nothing else: tokens
+// pos0..pos0+T-1 must land on rows, or the pass stops with a clear message.
+static inline void learned_rows_check(const PosStep *ps, int pos0, int T, int rows) {
+    for (int t = pos0; t < pos0 + T; t++) {
+        float p = pos_token(ps, t);
+        if (!(p >= 0 && p < rows && p == (float)(int)p))
+            fail("--pe learned: token %d has position %g, but wpe has rows for the integer positions 0..%d only "
+                 "(no row for longer inputs, no scaled positions)", t, p, rows - 1);
+    }
+}
 
 // The explicit positions of the current step or pass: one grow-only host buffer (a
 // PosStep's positions stay valid until the next step or pass asks for them).
@@ -99,6 +124,30 @@ static inline void alibi_slopes(float *m, int n) {
     while (c * 2 <= n) c *= 2;
     for (int h = 0; h < c; h++) m[h] = (float)pow(2.0, -8.0 * (h + 1) / c);
     for (int h = c, k = 0; h < n; h++, k += 2) m[h] = (float)pow(2.0, -8.0 * (k + 1) / (2 * c));
+}
+
+// RPE: n distinct integers from [0, max), sorted (a partial Fisher-Yates shuffle).
+static inline void rpe_draw(Rng *r, float *p, int n, int max) {
+    int *all = (int *)xmalloc((size_t)max * sizeof(int));
+    for (int i = 0; i < max; i++) all[i] = i;
+    for (int t = 0; t < n; t++) {
+        int j = t + (int)rng_below(r, (uint32_t)(max - t));
+        int tmp = all[t]; all[t] = all[j]; all[j] = tmp;
+        p[t] = (float)all[t];
+    }
+    free(all);
+    qsort(p, n, sizeof(float), cmp_float);
+}
+
+// RPE's explicit positions: one sorted draw of n per layer (or one for all layers).
+static inline void pos_set_rpe(PosStep *ps, const PosConfig *pc, Rng *r, int n) {
+    int sets = pc->rpe_per_layer ? pc->n_layer : 1;
+    if (n > pc->rpe_max) fail("RPE draws positions from [0, --rpe_max %d): %d tokens do not fit", pc->rpe_max, n);
+    float *p = pos_buffer(sets * n);
+    for (int l = 0; l < sets; l++) rpe_draw(r, p + (size_t)l * n, n, pc->rpe_max);
+    ps->positions = p;
+    ps->n_positions = n;
+    ps->positions_stride = pc->rpe_per_layer ? n : 0;
 }
 
 static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
@@ -170,6 +219,10 @@ static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, 
         for (int t = 0; t < seq_len; t++) p[t] = (float)((2.0 * t + 1) / den * pc->rfs_scale);
         ps.positions = p;
         ps.n_positions = seq_len;
+    }
+    if (pc->scheme == POS_RPE && pc->rpe_eval_random) {  // one fixed draw per sequence length
+        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL - 1 - (uint64_t)seq_len);
+        pos_set_rpe(&ps, pc, &r, seq_len);
     }
     int hd = pc->head_dim;
     double s = es->factor, B = pc->rope_base, expo = (double)hd / (hd - 2);
@@ -248,22 +301,16 @@ static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
         pos_inv_freq(ps.inv_freq, pc->head_dim, b0 / 8 + (8 * b0 - b0 / 8) * rng_f32(&r));
         return ps;
     }
-    if (pc->scheme == POS_RPE || pc->scheme == POS_RFS) {
+    if (pc->scheme == POS_RPE) {
+        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+        pos_set_rpe(&ps, pc, &r, pc->seq_len);
+        return ps;
+    }
+    if (pc->scheme == POS_RFS) {
         Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
         int T = pc->seq_len;
         float *p = pos_buffer(T);
-        if (pc->scheme == POS_RFS) {
-            for (int t = 0; t < T; t++) p[t] = rng_f32(&r) * pc->rfs_scale;
-        } else {  // T distinct integers: a partial Fisher-Yates shuffle of [0, rpe_max)
-            int *all = (int *)xmalloc((size_t)pc->rpe_max * sizeof(int));
-            for (int i = 0; i < pc->rpe_max; i++) all[i] = i;
-            for (int t = 0; t < T; t++) {
-                int j = t + (int)rng_below(&r, (uint32_t)(pc->rpe_max - t));
-                int tmp = all[t]; all[t] = all[j]; all[j] = tmp;
-                p[t] = (float)all[t];
-            }
-            free(all);
-        }
+        for (int t = 0; t < T; t++) p[t] = rng_f32(&r) * pc->rfs_scale;
         qsort(p, T, sizeof(float), cmp_float);
         ps.positions = p;
         ps.n_positions = T;

@@ -24,6 +24,7 @@ static inline void print_run_header(const Config *c, const char *where) {
     else if (s != POS_ROPE && s != POS_RANDOM_BASE && s != POS_RPE && s != POS_RFS)
         printf(" (alpha range [%g, %g])", c->alpha_min, c->alpha_max);
     if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
+    if (c->qk_norm) printf(" | QK-norm");
     printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %s | out %s\n", c->total_batch, c->T, c->B,
            c->total_batch / c->B, c->steps, where, c->out_dir);
 }
