@@ -1166,6 +1166,9 @@ int main(int argc, char **argv) {
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
     test_reference_named("dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug");
+    test_reference_named("dev/reference_sinusoidal.bin", "CPU vs PyTorch, sinusoidal APE+PosAug");
+    test_reference_named("dev/reference_learned.bin", "CPU vs PyTorch, learned APE");
+    test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
     test_metrics();
     test_eval_metrics();
     test_scaling("dev/scaling_reference.bin");

@@ -645,7 +645,8 @@ static void gpt_free(GPT *g) {
 // host fp32 weights (NP views) -> device master weights and compute copy
 static void gpt_upload(GPT *g, float *const *host) {
     for (int i = 0; i < NP; i++)
-        cudaCheck(cudaMemcpy(g->params + g->offsets[i], host[i], g->shapes[i].numel * sizeof(float), cudaMemcpyHostToDevice));
+        if (g->shapes[i].numel)
+            cudaCheck(cudaMemcpy(g->params + g->offsets[i], host[i], g->shapes[i].numel * sizeof(float), cudaMemcpyHostToDevice));
 #ifndef ENABLE_FP32
     copy_to_x_kernel<<<ceil_div(g->n_params, 256), 256>>>(g->params_x, g->params, g->n_params);
     cudaCheck(cudaGetLastError());

@@ -21,6 +21,12 @@ contract with the C trainers and the tests):
     w_down     (L, C, F)
     final_norm (C)
 
+and after them, only when present (EXTRA_NAMES):
+
+    wpe        (T, C)           pos_kind "learned"
+    q_norm     (L, NH*hd)       qk_norm
+    k_norm     (L, NKV*hd)      qk_norm
+
 Positions: p_t = alpha * t (+ offset), per layer alpha allowed. RoPE pairs
 element j with j + hd/2, angle p_t * theta_j, theta_j = base^(-2j/hd).
 Logits over the padded vocabulary Vp are masked to -inf for columns >= V.
@@ -32,7 +38,18 @@ reference files):
     2 "alibi"  no rotation; after the 1/sqrt(hd) scale the attention logit of query i
                and key j <= i gets  - m_h * alpha * (i - j), m_h = alibi_slopes(NH)[h]
                over the QUERY heads h; alpha is the step's (per-layer allowed) alpha:
-               alpha = 1 is plain ALiBi, a random alpha is ALiBi+PosAug.
+               alpha = 1 is plain ALiBi, a random alpha is ALiBi+PosAug;
+    3 "sinusoidal" no rotation; the residual stream starts as wte[tok_t] + PE(p_t),
+               PE[p, 2k] = sin(p f_k), PE[p, 2k+1] = cos(p f_k), f_k = 10000^(-2k/C),
+               p_t = alpha * t (+ offset) as for RoPE (so PosAug applies), angles
+               formed in float32 like the C code (sinusoidal_pe); no parameters;
+    4 "learned" no rotation; the residual stream starts as wte[tok_t] + wpe[t], wpe a
+               trained (T, C) table (weight-decayed like wte); alpha is ignored.
+
+QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
+projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
+over each token's whole NH*hd vector and k = RMSNorm(wk n1) * k_norm[l] over its
+NKV*hd vector (eps rms_eps); the attention scale stays 1/sqrt(hd).
 
 Two attention paths: `attn="math"` (explicit softmax, used by the reference,
 works in float64) and `attn="sdpa"` (torch's scaled_dot_product_attention,
@@ -48,7 +65,8 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-DECAY_NAMES = {"wte", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
+EXTRA_NAMES = ["wpe", "q_norm", "k_norm"]   # after PARAM_NAMES, only when present
+DECAY_NAMES = {"wte", "wpe", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
 def pad_vocab(V, multiple=128):
@@ -87,7 +105,7 @@ class Config:
         return d
 
 
-POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2}
+POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4}
 
 
 def alibi_slopes(n):
@@ -131,6 +149,23 @@ def rope_cos_sin(T, hd, alpha, base, dtype, device, offset=0.0, angles_fp32=Fals
     return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
 
 
+def sinusoidal_pe(T, C, alpha, dtype, device, offset=0.0):
+    """(T, C) sinusoidal APE for p_t = alpha*t + offset: PE[t, 2k] = sin(p_t f_k),
+    PE[t, 2k+1] = cos(p_t f_k), f_k = 10000^(-2k/C).
+
+    The angle is formed in float32 exactly as the C code does (float angle =
+    p * powf(10000.0f, -2.0f * k / C)): PE is O(1), much larger than wte, so float64
+    angles would differ from the C result by ~1e-4 relative. Only sin/cos are float64.
+    """
+    f32 = lambda v: torch.tensor(v, dtype=torch.float32)
+    k = torch.arange(C // 2, dtype=torch.float32)
+    f = (10000.0 ** (-2.0 * k / f32(C)).double()).float()   # fl32(pow(fl32(-2k / C)))
+    p = torch.arange(T, dtype=torch.float32) * f32(alpha) + f32(offset)
+    ang = (p[:, None] * f[None, :]).double()                 # float32 product
+    pe = torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1)  # (T, C/2, 2): interleaved
+    return pe.reshape(T, C).to(dtype=dtype, device=device)
+
+
 def apply_rope(x, cos, sin):
     """x (B, H, T, hd); cos/sin (T, hd/2). Rotate-half layout."""
     h = x.shape[-1] // 2
@@ -144,15 +179,17 @@ def rmsnorm(x, gain, eps):
 
 class LlamaRoPE(nn.Module):
     def __init__(self, cfg: Config, attn="math", angles_fp32=False, slice_head=False,
-                 pos_kind="rope"):
+                 pos_kind="rope", qk_norm=False):
         """attn: "math" (explicit softmax) or "sdpa". slice_head: compute logits only
         for the V real columns (same loss, faster) instead of Vp columns masked to -inf.
-        pos_kind: "rope" (default), "nope" or "alibi" (module docstring)."""
+        pos_kind: "rope" (default), "nope", "alibi", "sinusoidal" or "learned";
+        qk_norm: RMSNorm q and k (module docstring)."""
         super().__init__()
         cfg.check()
         assert pos_kind in POS_KINDS, pos_kind
         self.cfg = cfg
         self.pos_kind = pos_kind
+        self.qk_norm = qk_norm
         self.attn = attn
         self.angles_fp32 = angles_fp32
         self.slice_head = slice_head
@@ -170,16 +207,24 @@ class LlamaRoPE(nn.Module):
         self.w_up = e(L, Fh, C)
         self.w_down = e(L, C, Fh)
         self.final_norm = e(C)
-        assert [n for n, _ in self.named_parameters()] == PARAM_NAMES
+        if pos_kind == "learned":
+            self.wpe = e(cfg.T, C)
+        if qk_norm:
+            self.q_norm = e(L, NH * hd)
+            self.k_norm = e(L, NKV * hd)
+        names = [n for n, _ in self.named_parameters()]
+        assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
     @torch.no_grad()
     def init_weights(self, generator):
-        """N(0,0.02) matrices and wte, wo/w_down scaled by 1/sqrt(2L), gains 1.
+        """N(0,0.02) matrices, wte and wpe, wo/w_down scaled by 1/sqrt(2L), gains 1
+        (q_norm, k_norm too).
 
         Drawn in float32 on the CPU from `generator` and then copied into the
         parameters, so the stored init is exactly float32-representable. The
         padded wte rows (V..Vp-1) are zero (as in llm.c): they get no gradient,
         so they stay zero under AdamW whatever a trainer does with them.
+        The extra tensors come last, so they leave the other draws unchanged.
         """
         cfg = self.cfg
         for name, p in self.named_parameters():
@@ -216,16 +261,20 @@ class LlamaRoPE(nn.Module):
         padded columns at -inf, or (B,T,V) with slice_head.
 
         alpha: a float (all layers) or a list of L floats (per-layer positions); for
-        pos_kind "alibi" it multiplies the distance, for "nope" it is ignored.
+        pos_kind "alibi" it multiplies the distance, "sinusoidal" takes the first
+        (layer 0's, as the C code: the embedding is below every layer), for "nope"
+        and "learned" it is ignored.
         """
         T = idx.shape[1]
+        cos = sin = bias = pe = None
         if self.pos_kind == "rope":
             cos, sin = self.rope_tables(T, alpha, offset)
-            return self.forward_tables(idx, cos, sin, targets)
-        bias = None
-        if self.pos_kind == "alibi":
+        elif self.pos_kind == "alibi":
             bias = self.alibi_tables(T, alpha)
-        return self.forward_tables(idx, None, None, targets, bias)
+        elif self.pos_kind == "sinusoidal":
+            pe = sinusoidal_pe(T, self.cfg.C, self._alphas(alpha)[0], self.wte.dtype,
+                               self.wte.device, offset)
+        return self.forward_tables(idx, cos, sin, targets, bias, pe)
 
     def alibi_tables(self, T, alpha=1.0):
         """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
@@ -233,20 +282,31 @@ class LlamaRoPE(nn.Module):
         return torch.stack([alibi_bias(T, slopes, a, self.wte.dtype, self.wte.device)
                             for a in self._alphas(alpha)])
 
-    def forward_tables(self, idx, cos, sin, targets=None, bias=None):
+    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None):
         """forward() with the RoPE tables given: cos, sin (L, T, hd/2), or None for no
-        rotation (NoPE, ALiBi). bias: None or (L, NH, T, T) additive attention-logit
-        biases (ALiBi). The position schedule lives entirely in these tables (what
-        torch.compile sees is static)."""
+        rotation (NoPE, ALiBi, APE). bias: None or (L, NH, T, T) additive attention-logit
+        biases (ALiBi). pe: None or (T, C) added to the embedding (sinusoidal APE).
+        The position schedule lives entirely in these tables (what torch.compile sees
+        is static); learned APE adds its parameter wpe."""
         cfg = self.cfg
         B, T = idx.shape
         NH, NKV, hd = cfg.NH, cfg.NKV, cfg.hd
         dev = self.wte.device
         x = self.wte[idx]                                  # (B,T,C)
+        if pe is not None:
+            x = x + pe
+        if self.pos_kind == "learned":
+            assert T <= cfg.T, f"learned APE has {cfg.T} rows, got T = {T}"
+            x = x + self.wpe[:T]
         for l in range(cfg.L):
             n1 = rmsnorm(x, self.attn_norm[l], cfg.rms_eps)
-            q = F.linear(n1, self.wq[l]).view(B, T, NH, hd).transpose(1, 2)
-            k = F.linear(n1, self.wk[l]).view(B, T, NKV, hd).transpose(1, 2)
+            q = F.linear(n1, self.wq[l])                   # (B,T,NH*hd)
+            k = F.linear(n1, self.wk[l])                   # (B,T,NKV*hd)
+            if self.qk_norm:  # over each token's whole q / k vector, before RoPE
+                q = rmsnorm(q, self.q_norm[l], cfg.rms_eps)
+                k = rmsnorm(k, self.k_norm[l], cfg.rms_eps)
+            q = q.view(B, T, NH, hd).transpose(1, 2)
+            k = k.view(B, T, NKV, hd).transpose(1, 2)
             v = F.linear(n1, self.wv[l]).view(B, T, NKV, hd).transpose(1, 2)
             if cos is not None:
                 q = apply_rope(q, cos[l], sin[l])

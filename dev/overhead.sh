@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# PosAug's cost against plain RoPE on the CPU, measured in one run two ways:
-#  - instructions (valgrind callgrind, single thread, deterministic) of the same short run;
+# PosAug's cost against plain RoPE, measured in one run two ways:
+#  - instructions (valgrind callgrind, single thread, deterministic) of the same short CPU run;
 #  - wall clock: rope and posaug runs interleaved, median ms/step of each.
 # Usage: bash dev/overhead.sh [extra trainer flags]; the first part needs valgrind (NO_VALGRIND=1 skips it).
+# On a GPU: TRAINER=./train_gpt bash dev/overhead.sh --model 10m --train_data ... (wall clock only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-make -s train_gpt_cpu data
+trainer=${TRAINER:-./train_gpt_cpu}
+make -s data "${trainer#./}"
+[ "$trainer" = ./train_gpt_cpu ] || NO_VALGRIND=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base="--steps 3 --warmup 1 --val_every 0 --eval_len 0 --threads 1 $*"
@@ -29,7 +32,7 @@ fi
 steps=${STEPS:-20}
 for rep in 1 2 3; do
     for pos in rope posaug; do
-        ./train_gpt_cpu --steps $steps --warmup 2 --val_every 0 --eval_len 0 $* --pos $pos --out_dir "$tmp/w_${pos}_$rep" > /dev/null
+        $trainer --steps $steps --warmup 2 --val_every 0 --eval_len 0 $* --pos $pos --out_dir "$tmp/w_${pos}_$rep" > /dev/null
     done
 done
 python3 - "$tmp" <<'PY'

@@ -3,6 +3,9 @@
     python dev/pytorch_reference.py                # writes dev/reference_tiny.bin
     python dev/pytorch_reference.py --pos_kind nope   # writes dev/reference_nope.bin
     python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
+    python dev/pytorch_reference.py --pos_kind sinusoidal  # dev/reference_sinusoidal.bin
+    python dev/pytorch_reference.py --pos_kind learned     # dev/reference_learned.bin
+    python dev/pytorch_reference.py --qk_norm              # dev/reference_qknorm.bin
     python dev/pytorch_reference.py --out FILE
 
 Independent of the C code: forward from the model definition (dev/model_torch.py),
@@ -10,22 +13,34 @@ gradients by autograd, optimizer = torch.optim.AdamW. Everything is computed in
 float64 from float32-representable initial weights; stored values are float32.
 
 --pos_kind (dev/model_torch.py, POS_KINDS): rope (default; RoPE positions alpha*t),
-nope (no rotation, the causal mask only) or alibi (no rotation; the scaled attention
-logits get -m_h * alpha * (i - j), standard slopes over the query heads). The three
-files share the config, seed, tokens, initial parameters and alphas: the check pass
-uses check_alpha (8) and the 10 steps the file's alphas, so the ALiBi file tests
-ALiBi+PosAug (the distance times alpha); plain ALiBi is alpha = 1. With alibi the
-script first checks alibi_slopes() against the published recursive get_slopes.
+nope (no rotation, the causal mask only), alibi (no rotation; the scaled attention
+logits get -m_h * alpha * (i - j), standard slopes over the query heads), sinusoidal
+(no rotation; the embedding gets PE(alpha*t), sin/cos interleaved, angles formed in
+float32 like the C code) or learned (no rotation; the embedding gets the trained
+table wpe (T, C), an extra parameter). --qk_norm (any kind; its file uses rope): q and
+k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
+gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
+The files share the config, seed, tokens, initial parameters and alphas: the check
+pass uses check_alpha (8) and the 10 steps the file's alphas, so the ALiBi file tests
+ALiBi+PosAug (the distance times alpha; plain ALiBi is alpha = 1) and the sinusoidal
+file sinusoidal APE+PosAug. The learned-APE file keeps the same alphas and
+check_alpha, which its model ignores. The extra parameters are drawn after all the
+others from the same generator, so the shared ones have the same initial values: wpe
+N(0, 0.02) like wte; q_norm, k_norm 1 + 0.1 N(0, 1) (not the model's init of 1, so
+that a kernel forgetting a gain in its backward fails the check pass). With alibi
+the script first checks alibi_slopes() against the published recursive get_slopes.
 
 Contents (in order; format in dev/tensorfile.py, kind 1):
     config_i    int32   [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup]
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
-    pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi; only in the nope and alibi
-                             files (reference_tiny.bin has no such tensor: rope)
+    pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned; not in
+                             the rope files (reference_tiny.bin, reference_qknorm.bin)
+    qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
-    <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked)
+    <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
+                        then those present of wpe, q_norm, k_norm
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -44,7 +59,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorfile  # noqa: E402
-from model_torch import (Config, OptConfig, LlamaRoPE, PARAM_NAMES,  # noqa: E402
+from model_torch import (Config, OptConfig, LlamaRoPE, EXTRA_NAMES,  # noqa: E402
                          POS_KINDS, alibi_slopes, make_optimizer, train_step)
 
 ALPHAS = [1.0, 8.0, 0.125, 2.5, 8.0, 0.5, 1.0, 4.0, 0.25, 8.0]
@@ -55,7 +70,9 @@ def f32(t):
 
 
 DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
-               "alibi": "reference_alibi.bin"}
+               "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
+               "learned": "reference_learned.bin"}
+QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 
 def published_get_slopes(n):
@@ -97,11 +114,12 @@ def check_slopes(verbose=True):
         sys.exit(1)
 
 
-def fd_check(model, inp, tgt, alpha, gen, n_per_param=4, h=1e-4):
+def fd_check(model, inp, tgt, alpha, gen, n_per_param=4, h=1e-3):
     """Five-point central finite differences (error O(h^4)) vs autograd, float64.
 
-    Checks a few random entries of several parameters and one random direction
-    over all parameters. Returns the max relative error.
+    Checks a few random entries of several parameters (those present of wpe,
+    q_norm, k_norm included) and one random direction over all parameters.
+    Returns the max relative error.
     """
     model.zero_grad(set_to_none=True)
     _, loss = model(inp, tgt, alpha=alpha)
@@ -115,12 +133,16 @@ def fd_check(model, inp, tgt, alpha, gen, n_per_param=4, h=1e-4):
     worst = 0.0
     rows = []
     params = dict(model.named_parameters())
-    for name in ["wte", "wq", "wk", "wv", "wo", "w_gate", "w_down", "attn_norm", "final_norm"]:
+    for name in ["wte", "wq", "wk", "wv", "wo", "w_gate", "w_down", "attn_norm", "final_norm"
+                 ] + [n for n in EXTRA_NAMES if n in params]:
         p = params[name]
         flat = p.data.view(-1)
         g = grads[name].view(-1)
-        # sample entries with non-negligible gradient so relative error is meaningful
-        cand = torch.nonzero(g.abs() > 1e-3 * g.abs().max()).view(-1)
+        # sample entries within a decade of the tensor's largest gradient: the float64
+        # roundoff of the loss differences (~1e-15 / h) must stay far below |g|. With
+        # sinusoidal APE the O(1) PE dominates the residual stream and the wq, wk
+        # gradients are only ~1e-6 (h 1e-3 rather than 1e-4 for the same reason)
+        cand = torch.nonzero(g.abs() > 0.1 * g.abs().max()).view(-1)
         pick = cand[torch.randperm(len(cand), generator=gen)[:n_per_param]]
         for i in pick.tolist():
             old = flat[i].item()
@@ -158,16 +180,21 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--pos_kind", choices=list(POS_KINDS), default="rope",
-                    help="rope (default, dev/reference_tiny.bin), nope (dev/reference_nope.bin) "
-                         "or alibi (dev/reference_alibi.bin)")
-    ap.add_argument("--out", default=None, help="output file (default: by --pos_kind)")
+                    help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal "
+                         "or learned (dev/reference_<kind>.bin)")
+    ap.add_argument("--qk_norm", action="store_true",
+                    help="QK-norm (dev/reference_qknorm.bin with rope)")
+    ap.add_argument("--out", default=None,
+                    help="output file (default: by --pos_kind and --qk_norm)")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--check_alpha", type=float, default=8.0)
     ap.add_argument("--angles_fp32", action="store_true",
                     help="form RoPE angles in fp32 like the C kernels (default: exact float64)")
     ap.add_argument("--no_fd", action="store_true", help="skip the finite-difference self-check")
     args = ap.parse_args()
-    default_out = os.path.join(here, DEFAULT_OUT[args.pos_kind])
+    default_out = os.path.join(here, QKNORM_OUT if args.qk_norm else DEFAULT_OUT[args.pos_kind])
+    if args.qk_norm and args.pos_kind != "rope" and args.out is None:
+        ap.error("--qk_norm with a pos_kind other than rope: give --out")
     if args.out is None:
         args.out = default_out
     if args.pos_kind == "alibi":
@@ -183,8 +210,13 @@ def main():
     gen = torch.Generator().manual_seed(args.seed)
     tokens = torch.randint(0, cfg.V, (oc.steps, micro, B, cfg.T + 1), generator=gen,
                            dtype=torch.int64)
-    model = LlamaRoPE(cfg, attn="math", angles_fp32=args.angles_fp32, pos_kind=args.pos_kind)
+    model = LlamaRoPE(cfg, attn="math", angles_fp32=args.angles_fp32, pos_kind=args.pos_kind,
+                      qk_norm=args.qk_norm)
     model.init_weights(gen)           # float32 draws
+    if args.qk_norm:                  # gains away from 1, drawn after everything else
+        with torch.no_grad():
+            for p in (model.q_norm, model.k_norm):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen, dtype=torch.float32))
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():  # stored values are exactly the computed-from values
@@ -198,17 +230,18 @@ def main():
                                       oc.grad_clip, args.check_alpha], dtype=np.float32)))
     if args.pos_kind != "rope":  # the rope file stays as it always was (no pos_kind: rope)
         out.append(("pos_kind", np.array([POS_KINDS[args.pos_kind]], dtype=np.int32)))
+    if args.qk_norm:
+        out.append(("qk_norm", np.array([1], dtype=np.int32)))
     out.append(("alphas", np.array(ALPHAS, dtype=np.float32)))
     out.append(("tokens", tokens.numpy().astype(np.int32)))
-    for n in PARAM_NAMES:
-        out.append((n, init[n]))
+    out.extend(init.items())          # PARAM_NAMES, then the present EXTRA_NAMES
 
     # ---- check pass: one micro-batch, alpha = check_alpha
     inp, tgt = tokens[0, 0, :, :-1], tokens[0, 0, :, 1:]
     if not args.no_fd:
         worst, rows, (an, nu, rd) = fd_check(model, inp, tgt, args.check_alpha,
                                              torch.Generator().manual_seed(args.seed + 1))
-        print(f"finite differences (float64, 5-point central, h=1e-4): {len(rows)} entries over "
+        print(f"finite differences (float64, 5-point central, h=1e-3): {len(rows)} entries over "
               f"{len(set(r[0] for r in rows))} tensors + 1 random direction over all params")
         for name in dict.fromkeys(r[0] for r in rows):
             m = max(r[4] for r in rows if r[0] == name)
@@ -257,13 +290,16 @@ def main():
     print(f"wrote {args.out} ({size} bytes, {len(out)} tensors)")
     print("regenerate: python dev/pytorch_reference.py"
           + ("" if args.pos_kind == "rope" else f" --pos_kind {args.pos_kind}")
+          + (" --qk_norm" if args.qk_norm else "")
           + ("" if args.out == default_out else f" --out {args.out}")
           + (" --angles_fp32" if args.angles_fp32 else "")
           + (f" --seed {args.seed}" if args.seed != 1337 else ""))
     print(f"torch {torch.__version__}, seed {args.seed}, pos_kind {args.pos_kind}"
           + (f", angles {'fp32' if args.angles_fp32 else 'float64'}" if args.pos_kind == "rope" else
              ", ALiBi slopes " + ", ".join("%g" % m for m in alibi_slopes(cfg.NH))
-             + " (distance times alpha)" if args.pos_kind == "alibi" else ""))
+             + " (distance times alpha)" if args.pos_kind == "alibi" else
+             " (alphas ignored)" if args.pos_kind == "learned" else "")
+          + (", QK-norm" if args.qk_norm else ""))
     print(f"check pass (alpha={args.check_alpha}): loss {check_loss:.9f}  "
           f"grad norm {gnorm_check:.9f}  (ln V = {np.log(cfg.V):.6f})")
     print("step  alpha   lr          loss         grad_norm")

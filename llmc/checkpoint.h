@@ -259,11 +259,12 @@ static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) 
     return 1;
 }
 
-// The positions of a case's pass at `step`: the schedule's, or alpha on every layer.
+// The positions of a case's pass at `step`: the schedule's, or alpha on every layer (a
+// learned table takes integer positions: its cases ignore the alphas).
 static inline PosStep case_pos_step(const PosConfig *pc, int scheduled, float alpha, long step) {
     if (scheduled) return pos_schedule_step(pc, step);
     PosStep ps = pos_standard(pc);
-    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = alpha;
+    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = pc->pe == PE_LEARNED ? 1.0f : alpha;
     return ps;
 }
 
