@@ -885,9 +885,11 @@ static void test_every_scheme_runs(void) {
     for (int k = 0; k < POS_N_SCHEMES + PE_N + n_extra; k++) {
         char flags[128];
         if (k < POS_N_SCHEMES) snprintf(flags, sizeof(flags), "--pos %s", POS_SCHEME_NAMES[k]);
-        else if (k < POS_N_SCHEMES + PE_N)  // a learned table needs integer positions: RPE's reach past the window
-            snprintf(flags, sizeof(flags), "--pe %s --pos %s", PE_NAMES[k - POS_N_SCHEMES],
-                     k - POS_N_SCHEMES == PE_LEARNED ? "rpe" : "posaug");
+        else if (k < POS_N_SCHEMES + PE_N) {  // a learned table needs integer positions (RPE's reach past the window); NoPE has none
+            int pe = k - POS_N_SCHEMES;
+            snprintf(flags, sizeof(flags), "--pe %s --pos %s", PE_NAMES[pe],
+                     pe == PE_LEARNED ? "rpe" : pe == PE_NOPE ? "rope" : "posaug");
+        }
         else snprintf(flags, sizeof(flags), "%s", extra[k - POS_N_SCHEMES - PE_N]);
         snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 %s --out_dir %s/scheme_%d",
                  SMALL, flags, TMP, k);
@@ -940,6 +942,8 @@ static void test_bad_inputs(void) {
     snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
     snprintf(a_lq, sizeof(a_lq), "--resume %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
     snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
+    char a_lqs[600];
+    snprintf(a_lqs, sizeof(a_lqs), "--eval_only --resume %s/lq/checkpoint.bin --eval_len 96 --scaling ntk", TMP);
     BadCase cases[] = {
         {"shard with wrong magic", a_magic, "wrong magic"},
         {"shard with wrong version", a_ver, "version 3"},
@@ -980,6 +984,12 @@ static void test_bad_inputs(void) {
         {"learned APE evaluated past its table", "--pe learned --pos rope --eval_len 64", "wpe has rows for positions 0..31 only"},
         {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
         {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
+        {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
+        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
+        {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
+        {"RoPE scaling of a non-RoPE model", "--pe alibi --steps 1 --eval_len 64 --scaling yarn", "--scaling yarn changes RoPE's frequencies"},
+        {"RoPE scaling of a learned-APE checkpoint", a_lqs, "--scaling ntk changes RoPE's frequencies, which a --pe learned model"},
+        {"RPE passkey past rpe_max", "--pos rpe --rpe_eval random --rpe_max 64 --eval_len 64 --passkey_lengths 60", "--rpe_eval random draws 70 passkey positions"},
         {"resume and init_from together", a_both, "pass one of them"},
         {"QK-norm added on resume", a_qk, "add --qk_norm to its weights with --init_from"},
         {"QK-norm checkpoint resumed without it", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},

@@ -1201,7 +1201,7 @@ int main(int argc, char **argv) {
     int hd = cfg.C / cfg.NH;
     printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,
-           (g.n_params - g.shapes[P_WTE].numel) / 1e6);
+           (g.n_params - g.shapes[P_WTE].numel - g.shapes[P_WPE].numel) / 1e6);
     if (cfg.eval_only) {
         run_evaluation_cpu(&g, &cfg, &tok);
         gpt_free(&g);

@@ -324,6 +324,18 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->weight_decay >= 0, "--weight_decay must be >= 0");
     REQUIRE(c->beta2 > 0 && c->beta2 < 1, "--beta2 must lie in (0, 1), got %g", c->beta2);
     REQUIRE(!(c->resume[0] && c->init_from[0]), "--resume continues a run, --init_from starts one from its weights: pass one of them");
+    // combinations in which a flag would silently do nothing
+    REQUIRE(c->pe != PE_NOPE || c->pos_scheme == POS_ROPE, "--pe nope has no positional signal: --pos %s would change nothing (use --pos rope)",
+            POS_SCHEME_NAMES[c->pos_scheme]);
+    REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
+            PE_NAMES[c->pe]);
+    int final_pe = c->drope_step ? PE_NOPE : c->pe;  // the encoding evaluated (eval-only: checked after the checkpoint's is adopted)
+    REQUIRE(c->eval_only || !c->scaling || !(final_pe == PE_NOPE || (c->scaling != SCALE_PI && final_pe != PE_ROPE)),
+            "--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[c->scaling],
+            c->scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[final_pe]);
+    REQUIRE(c->pe != PE_ALIBI || (c->pos_scheme != POS_RPE && c->pos_scheme != POS_RFS),
+            "ALiBi biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
+            POS_SCHEME_NAMES[c->pos_scheme]);
     if (c->pe == PE_LEARNED) {
         REQUIRE(c->pos_scheme == POS_ROPE || c->pos_scheme == POS_RPE,
                 "--pe learned needs integer positions: --pos rope (rows 0..T-1) or rpe (rows 0..rpe_max-1), got --pos %s",
@@ -349,7 +361,10 @@ static inline void validate_config(Config *c) {
     for (int i = 0; i < nl; i++)
         REQUIRE(list[i] > c->gain_window && list[i] <= c->eval_len, "--gain_lengths: %d must lie in (--gain_window %d, --eval_len %d]",
                 list[i], c->gain_window, c->eval_len);
-    parse_int_list(c->passkey_lengths, list, 64, "--passkey_lengths");
+    nl = parse_int_list(c->passkey_lengths, list, 64, "--passkey_lengths");
+    for (int i = 0; i < nl && c->rpe_eval; i++)  // the prompt and 10 generated tokens
+        REQUIRE(list[i] + 10 <= c->rpe_max, "--rpe_eval random draws %d passkey positions (--passkey_lengths %d + 10) from [0, --rpe_max %d): too few",
+                list[i] + 10, list[i], c->rpe_max);
     REQUIRE(c->passkey_n > 0, "--passkey_n must be positive");
     REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
     REQUIRE(c->generate >= 0, "--generate must be >= 0");
@@ -394,8 +409,8 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         if (slash) *slash = 0; else snprintf(c->out_dir, sizeof(c->out_dir), ".");
     }
     if (!c->out_dir[0])
-        snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s%s%s", c->model, c->pe ? PE_NAMES[c->pe] : "",
-                 c->pe ? "_" : "", POS_SCHEME_NAMES[c->pos_scheme]);
+        snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s%s%s%s", c->model, c->pe ? PE_NAMES[c->pe] : "",
+                 c->pe ? "_" : "", POS_SCHEME_NAMES[c->pos_scheme], c->qk_norm ? "_qknorm" : "");
     if (!c->eval_tag[0])
         snprintf(c->eval_tag, sizeof(c->eval_tag), "eval_L%d%s%s", c->eval_len, c->scaling ? "_" : "", c->scaling ? SCALE_NAMES[c->scaling] : "");
 }

@@ -168,6 +168,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     PosConfig pc = pos_config_of(c);
     EvalScaling es = eval_scaling_of(c);
     PosStep ps = pos_eval_step(&pc, &es, L);
+    int pe = ps.pe;  // the trained model's encoding (NoPE after DroPE)
+    if (c->scaling && (pe == PE_NOPE || (c->scaling != SCALE_PI && pe != PE_ROPE)))
+        fail("--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[c->scaling],
+             c->scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[pe]);
     double *loss = (double *)xcalloc(L, sizeof(double)), *ent = (double *)xcalloc(L, sizeof(double));
     double *banded = (double *)xcalloc(L, sizeof(double)), *chunked = (double *)xcalloc(L, sizeof(double));
     float *buf = (float *)xmalloc(L * sizeof(float)), *ebuf = (float *)xmalloc(L * sizeof(float));
@@ -222,10 +226,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
     f = xfopen(path, "w");
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
-    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"pos_scheme\": \"%s\", \"alpha_range\": [%g, %g], "
+    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
                "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
                "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"variant\": \"full\", ",
-            c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], c->alpha_min, c->alpha_max, c->seed, L, c->T,
+            c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
     fprintf(f, "\"in_dist\": %.6f, \"ood\": %.6f, \"cliff\": %.6f, ", cs.in_dist, cs.ood, cs.cliff);
