@@ -30,8 +30,8 @@ Run it from the repository root (the trainers' default data paths are relative t
 Rows run sequentially, one seed after another. A run whose evaluation JSON exists is
 skipped (rerun the same command to resume an interrupted table; --force reruns);
 a run folder with a checkpoint but no evaluation resumes from it (GPU runs write a
-checkpoint every --ckpt_every steps). Rows whose scheme the C trainers do not have (only
-Table 15's GRU today) print "pending: ..." and are skipped; rows needing a flag (or a
+checkpoint every --ckpt_every steps). Rows this project does not train (Table 15's GRU: not a
+position scheme) print "skipped: ..." and are left out; rows needing a flag (or a
 --pos / --pe value) the trainer binary does not list in its --help are skipped with a
 message (rebuild with `make`).
 
@@ -59,11 +59,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import eval_table  # noqa: E402
 
-# Schemes of doc/schemes.md the C trainers do not implement yet (no table row needs the
-# first two today; they are here so that a row can name them).
+# Rows of a paper table that this project does not train (they are not position schemes).
 PENDING = {
-    "learned-ape": "learned APE",
-    "qk-norm": "QK-norm",
     "gru": "GRU (a recurrent model, not a position scheme)",
 }
 
@@ -467,7 +464,7 @@ def write_report(args, spec, runs, pending, mode, skipped_build):
     if pending or skipped_build:
         md += ["## Not run", ""]
         for r in pending:
-            md.append("- %s: pending: %s is not implemented yet (paper: %s)" % (
+            md.append("- %s: %s is not in this project (paper: %s)" % (
                 r["label"], PENDING[r["pending"]],
                 ", ".join("%s %s" % (k, v) for k, v in r["paper"].items() if v is not None)))
         for r, miss in skipped_build:
@@ -566,7 +563,7 @@ def main(argv=None):
     print("# %s | %s mode | %d rows x %d seeds | out %s" % (
         spec["title"], mode.upper(), len({r.r["slug"] for r in runs}), len(args.seeds), args.out))
     for r in pending:
-        print("pending: %s is not implemented yet (row '%s' skipped)" % (PENDING[r["pending"]], r["label"]))
+        print("skipped: %s is not in this project (row '%s')" % (PENDING[r["pending"]], r["label"]))
     skipped_build, runnable = [], []
     seen_bad = set()
     for run in runs:
