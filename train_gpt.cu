@@ -2,8 +2,8 @@
 // checkpoints and evaluation as train_gpt_cpu.c (the reference it is tested against);
 // cuBLAS for the matmuls, hand-written kernels for the rest. Each kernel names the CPU
 // function it mirrors. bf16 activations and matmuls with fp32 master weights, fp32 AdamW
-// moments and fp32 gradient accumulation by default; `make PRECISION=FP32` builds an
-// all-fp32 version for tight checks against the CPU.
+// moments and fp32 gradient accumulation by default (./train_gpt); -DENABLE_FP32 builds
+// the all-fp32 ./train_gpt_fp32 for tight checks against the CPU.
 //
 // The PosAug hook: rope_kernel() computes angle = (alpha_l * t + offset) * theta_j in fp32;
 // the host side that picks alpha each step is pos_schedule_step() in llmc/schedule.h.

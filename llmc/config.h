@@ -350,7 +350,7 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->eval_len >= 0, "--eval_len must be >= 0");
     REQUIRE(c->eval_len == 0 || c->eval_len > c->T, "--eval_len %d must exceed the training window --seq_len %d (or be 0)", c->eval_len, c->T);
     REQUIRE(c->eval_n > 0, "--eval_n must be positive");
-    REQUIRE(c->indist_start >= 0 && c->indist_start < c->T, "--indist_start %d must lie in [0, --seq_len %d)", c->indist_start, c->T);
+    REQUIRE(c->eval_len == 0 || (c->indist_start >= 0 && c->indist_start < c->T), "--indist_start %d must lie in [0, --seq_len %d)", c->indist_start, c->T);
     REQUIRE(c->scale_factor == 0 || c->scale_factor >= 1, "--scale_factor must be >= 1, got %g", c->scale_factor);
     REQUIRE(c->yarn_beta_fast > c->yarn_beta_slow && c->yarn_beta_slow > 0, "need --yarn_beta_fast > --yarn_beta_slow > 0");
     if (c->gain_window < 0) c->gain_window = c->T / 4 < 512 ? c->T / 4 : 512;

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Every check that needs an NVIDIA GPU (doc/gpu_runs.md, "checks waiting"), most important
+# first, in one command that fits one call of the device tool (10 minutes at most):
+#
+#     bash dev/gpu_check.sh $OUT              # the device tool's run: $OUT comes back
+#     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdefgh
+#
+#   a  build: nvidia-smi, nvcc, make all test_gpt (CPU trainer, both CUDA builds, dev/cuda)
+#   b  ./test_gpt: GPU vs CPU on 11 cases, both builds
+#   c  compute-sanitizer memcheck on short runs of both builds, three configurations
+#   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
+#   e  10M preset (w 2048) throughput: ./train_gpt against PyTorch eager, same GPU
+#   f  PosAug's wall-clock overhead on the GPU (dev/overhead.sh)
+#   g  make kernels-run: every dev/cuda kernel variant's validation and bandwidth
+#   h  10M throughput of PyTorch with torch.compile (the slowest to start, so last)
+#
+# Writes DIR/summary.txt (per step one line: name, exit code, seconds, key numbers; details
+# indented under it) and DIR/full.log (every command with its output, in order); run
+# folders go to a temporary folder under /tmp. Each command has a time limit and is cut at
+# BUDGET seconds (default 560), no step starts in the last 20 s, and a failing step never
+# stops the next one. If the machine stays warm, a second call can run the steps left
+# (e.g. STEPS "afgh": "a" is then only a make that finds everything built).
+# shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
+set -uo pipefail
+DIR=${1:-gpu_check}
+STEPS=${2:-abcdefgh}
+BUDGET=${BUDGET:-560}
+mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd)
+cd "$(dirname "$0")/.." || exit 1
+SUM=$DIR/summary.txt
+FULL=$DIR/full.log
+: > "$SUM"
+: > "$FULL"
+tmp=$(mktemp -d /tmp/gpu_check.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+
+# run LIMIT CMD...: CMD under timeout (LIMIT seconds, cut to the budget left); its output
+# goes to full.log and to $tmp/out (the last command's, for the summary); returns its status
+run() {
+    local limit=$1 left=$((BUDGET - SECONDS))
+    shift
+    ((limit > left)) && limit=$left
+    echo "\$ $* (limit ${limit}s)" >> "$FULL"
+    if ((limit < 5)); then
+        echo "not run: the time budget is spent" | tee "$tmp/out" >> "$FULL"
+        return 124
+    fi
+    local t=$SECONDS
+    timeout -k 5 "$limit" "$@" 2>&1 | tee "$tmp/out" >> "$FULL"
+    local rc=${PIPESTATUS[0]}
+    echo "(exit $rc, $((SECONDS - t)) s)" >> "$FULL"
+    return "$rc"
+}
+step_start() {
+    NAME=$1
+    T0=$SECONDS
+    : > "$tmp/detail"
+    printf '\n===== %s (at %d s)\n' "$NAME" "$SECONDS" >> "$FULL"
+}
+# detail: stdin becomes indented lines under the step's summary line
+detail() { sed 's/^/    /' >> "$tmp/detail"; }
+# step_end RC TEXT: the step's summary line (also on stdout, as progress), then its details
+step_end() {
+    local text=$2
+    [[ $1 == 124 || $1 == 137 ]] && text="time limit reached | $text"
+    printf '%-22s rc %-3s %4d s  %s\n' "$NAME" "$1" $((SECONDS - T0)) "$text" | tee -a "$SUM"
+    cat "$tmp/detail" >> "$SUM"
+}
+
+# random tokens for the 50K-vocab preset (as dev/bench_cpu.sh), shared by e, f and h
+SHARD=$tmp/rand.bin
+make_shard() {
+    [ -f "$SHARD" ] || python3 - "$SHARD" <<'PY'
+import sys, array
+sys.path.insert(0, "data")
+import shards
+x, toks = 12345, array.array("I")
+for _ in range(1000000):
+    x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
+    toks.append((x >> 33) % 50277)
+shards.write_shard(sys.argv[1], toks, 50277)
+PY
+}
+# the 10M preset at w 2048 with a reduced batch: 32 sequences, micro-batch 4 (the preset's)
+C10M="--model 10m --vocab_size 50277 --batch_size 4 --total_batch 32"
+TORCH10M="--device cuda --dtype bf16 --C 384 --L 6 --NH 6 --NKV 6 --F 1024 --T 2048 --B 4 --micro 8 --V 50277 --steps 10 --warmup_steps 2"
+C_TOK_S=""  # set by e, compared in h
+# tokens/s of the JSON line bench_torch.py printed into $tmp/out, then what else it says
+torch_result() {
+    python3 - "$tmp/out" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith('{"impl"')]
+if not lines:
+    print("0 no result")
+else:
+    r = json.loads(lines[-1])
+    print(round(r["tokens_per_s"]), "compiled" if r["compile"] else "eager", r.get("compile_error", ""),
+          f"| {r.get('gpu')}, max mem {r.get('max_mem_gib')} GiB | torch {r['torch']}")
+PY
+}
+
+step_a() {
+    step_start "a build"
+    run 20 nvidia-smi -L
+    local gpu
+    gpu=$(grep -m1 '^GPU' "$tmp/out" | sed 's/ (UUID.*//')
+    run 20 nvcc --version
+    local nvcc
+    nvcc=$(grep -o 'release [0-9.]*' "$tmp/out")
+    run 60 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
+    local torch_line
+    torch_line=$(grep -m1 '^torch' "$tmp/out")
+    run 300 make -k -j16 all test_gpt
+    local rc=$? missing="" b
+    for b in train_gpt_cpu test_gpt train_gpt train_gpt_fp32; do [ -x "$b" ] || missing+=" $b"; done
+    grep -E 'error:|\*\*\*' "$tmp/out" | head -n 20 | detail
+    step_end $rc "${gpu:-no GPU listed} | nvcc ${nvcc:-not found} | ${torch_line:-no torch}${missing:+ | missing:$missing}"
+}
+
+step_b() {
+    step_start "b test_gpt"
+    run 300 ./test_gpt
+    local rc=$?
+    grep -E '^(FAIL|SKIP)' "$tmp/out" | head -n 60 | detail
+    step_end $rc "$(tail -n1 "$tmp/out") | GPU checks passed: $(grep -c '^PASS: GPU' "$tmp/out")"
+}
+
+step_c() {
+    step_start "c compute-sanitizer"
+    local san
+    san=$(command -v compute-sanitizer)
+    if [ -z "$san" ]; then
+        step_end - "sanitizer unavailable: compute-sanitizer not found"
+        return
+    fi
+    local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
+    # the tool refusing the device or the runtime (no such text comes from the trainers)
+    local unsupported='not supported|unsupported|Internal Sanitizer Error|Sanitizer.*fail'
+    local n=0 bad=0 cfg bin rc errs t
+    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random"; do
+        for bin in ./train_gpt_fp32 ./train_gpt; do
+            n=$((n + 1))
+            t=$SECONDS
+            run 120 "$san" --tool memcheck --error-exitcode 9 $bin $short $cfg --out_dir "$tmp/san$n"
+            rc=$?
+            errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/out" | grep -o '[0-9]*$')
+            if [ -z "$errs" ] && grep -qiE "$unsupported" "$tmp/out"; then
+                step_end - "sanitizer unavailable: $(grep -m1 -iE "$unsupported" "$tmp/out")"
+                return
+            fi
+            [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
+            echo "$bin ${cfg:-(default tiny)}: exit $rc, ${errs:-?} errors, $((SECONDS - t)) s" | detail
+        done
+    done
+    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
+}
+
+step_d() {
+    step_start "d init_from+eval"
+    local g=./train_gpt_fp32 d=$tmp/d bad=0
+    run 120 $g --steps 20 --eval_len 0 --out_dir "$d/rope" || bad=1
+    local init="--init_from $d/rope/checkpoint.bin --pe nope --qk_norm --beta2 0.999 --weight_decay 0 --steps 5 --eval_len 0"
+    run 120 $g $init --out_dir "$d/drope_gpu" || bad=1
+    grep -m1 '^weights from' "$tmp/out" | detail
+    run 120 ./train_gpt_cpu $init --out_dir "$d/drope_cpu" || bad=1
+    run 120 $g --pe learned --pos rpe --qk_norm --steps 20 --eval_len 0 --out_dir "$d/learned" || bad=1
+    local ev="--eval_only --resume $d/learned/checkpoint.bin --eval_len 512 --eval_n 4 --gain_window 32"
+    run 120 $g $ev --out_dir "$d/eval_gpu" || bad=1
+    grep -m1 '^loaded' "$tmp/out" | detail
+    run 120 ./train_gpt_cpu $ev --out_dir "$d/eval_cpu" || bad=1
+    local cmp
+    cmp=$(python3 - "$d" <<'PY' 2>&1
+import csv, json, sys
+d = sys.argv[1]
+short, out = [], []
+try:
+    g = [json.loads(l)["loss"] for l in open(f"{d}/drope_gpu/log.jsonl")]
+    c = [json.loads(l)["loss"] for l in open(f"{d}/drope_cpu/log.jsonl")]
+    diff = max(abs(a - b) for a, b in zip(g, c))
+    short.append(f"init_from max |dloss| GPU-CPU {diff:.2e}")
+    out.append(f"init_from, 5 steps: GPU loss {g[0]:.4f} -> {g[-1]:.4f}, max |GPU - CPU| {diff:.2e}")
+except (OSError, ValueError, KeyError, IndexError) as e:
+    short.append("init_from: no comparison")
+    out.append(f"init_from: no comparison ({type(e).__name__}: {e})")
+try:
+    rows = {k: list(csv.DictReader(open(f"{d}/eval_{k}/eval_L512.csv"))) for k in ("gpu", "cpu")}
+    meta = {k: json.load(open(f"{d}/eval_{k}/eval_L512.json")) for k in ("gpu", "cpu")}
+    diff = {col: max(abs(float(a[col]) - float(b[col])) for a, b in zip(rows["gpu"], rows["cpu"]))
+            for col in rows["gpu"][0] if col != "position"}
+    m = meta["gpu"]
+    short.append(f"eval loss column max |GPU-CPU| {diff['loss']:.2e}")
+    out.append(f"eval adoption: the GPU evaluated --pe {m['pe']} --pos {m['pos_scheme']} qk_norm {m['qk_norm']}, "
+               f"{len(rows['gpu'])} rows; max |GPU - CPU|: " + ", ".join(f"{k} {v:.2e}" for k, v in diff.items())
+               + f"; in_dist {m['in_dist']:.4f} (CPU {meta['cpu']['in_dist']:.4f})")
+except (OSError, ValueError, KeyError, IndexError) as e:
+    short.append("eval: no comparison")
+    out.append(f"eval adoption: no comparison ({type(e).__name__}: {e})")
+print(" | ".join(short))
+print("\n".join(out))
+PY
+)
+    echo "$cmp" | tail -n +2 | detail
+    step_end $bad "$(echo "$cmp" | head -n1)"
+}
+
+step_e() {
+    step_start "e 10m C vs PyTorch"
+    make_shard
+    run 150 ./train_gpt $C10M --train_data "$SHARD" --steps 12 --warmup 2 --val_every 0 --eval_len 0 --out_dir "$tmp/e_c"
+    local rc=$? c
+    grep -E '^device|^--pe|GPU memory' "$tmp/out" | detail
+    # median tokens/s and MFU of steps 3..12
+    c=$(python3 - "$tmp/e_c/log.jsonl" <<'PY' 2>/dev/null
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1])][2:]
+mfu = [100 * r["mfu"] for r in rows if "mfu" in r]
+print(round(statistics.median(r["tok_s"] for r in rows)), f"{statistics.median(mfu):.2f}" if mfu else "n/a")
+PY
+)
+    C_TOK_S=${c%% *}
+    local mfu=${c##* }
+    run 150 python3 dev/bench_torch.py $TORCH10M || rc=1
+    local t
+    t=$(torch_result)
+    local t_tok=${t%% *}
+    t_tok=${t_tok:-0}
+    echo "PyTorch: $t" | detail
+    step_end $rc "C ${C_TOK_S:-?} tok/s (MFU ${mfu:-?}%) | PyTorch eager bf16 $t_tok tok/s | C / PyTorch $(python3 -c "print(f'{${C_TOK_S:-0} / max(1, $t_tok):.2f}')")"
+}
+
+step_f() {
+    step_start "f PosAug overhead"
+    make_shard
+    run 240 env TRAINER=./train_gpt STEPS=10 bash dev/overhead.sh --model 10m --total_batch 32 \
+        --train_data "$SHARD" --val_data "$SHARD" --vocab_size 50277
+    local rc=$?
+    step_end $rc "$(grep -m1 '^wall clock' "$tmp/out" || tail -n1 "$tmp/out")"
+}
+
+step_g() {
+    step_start "g kernels-run"
+    run 300 make -k kernels-run  # -k: the fp32 variants run even when a bf16 one fails
+    local rc=$?
+    local pat=' v[0-9]+: (PASS|FAIL|SKIPPED)'
+    grep -E "^== |^device:|^ceiling:|$pat|version\(s\) FAILED|of measured|^error" "$tmp/out" | detail
+    step_end $rc "versions: $(grep -cE "$pat.*PASS" "$tmp/out") PASS, $(grep -cE "$pat.*FAIL" "$tmp/out") FAIL, $(grep -cE "$pat.*SKIPPED" "$tmp/out") skipped (bf16 and fp32 builds)"
+}
+
+step_h() {
+    step_start "h 10m PyTorch compile"
+    run 280 python3 dev/bench_torch.py $TORCH10M --compile
+    local rc=$? t
+    t=$(torch_result)
+    local t_tok=${t%% *}
+    t_tok=${t_tok:-0}
+    echo "PyTorch: $t" | detail
+    step_end $rc "PyTorch bf16 $t_tok tok/s${C_TOK_S:+ | C / PyTorch $(python3 -c "print(f'{$C_TOK_S / max(1, $t_tok):.2f}')")}"
+}
+
+echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
+for s in a b c d e f g h; do
+    [[ $STEPS == *$s* ]] || continue
+    if ((BUDGET - SECONDS < 20)); then
+        echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
+        continue
+    fi
+    "step_$s"
+done
+echo "total $SECONDS s" >> "$SUM"
+echo
+cat "$SUM"
