@@ -10,11 +10,6 @@
 #include "config.h"
 #include "tensorfile.h"
 
-// The encoding a run has at a step (DroPE switches it off).
-static inline int pe_at_step_cfg(const Config *c, long step) {
-    return c->drope_step > 0 && step >= c->drope_step ? PE_NOPE : c->pe;
-}
-
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. The last three exist only for the schemes that need them
 // (numel 0 otherwise): wpe with --pe learned, q_norm and k_norm with --qk_norm.
@@ -81,7 +76,7 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
                                    float *const *m, float *const *v) {
     Shape shapes[NP];
     param_shapes(c, shapes);
-    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_at_step_cfg(c, st->step),
+    int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_after_drop(c->pe, c->drope_step, st->step),
                          c->qk_norm, wpe_rows(c)};
     float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
     uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,

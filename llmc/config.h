@@ -329,10 +329,7 @@ static inline void validate_config(Config *c) {
             POS_SCHEME_NAMES[c->pos_scheme]);
     REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
             PE_NAMES[c->pe]);
-    int final_pe = c->drope_step ? PE_NOPE : c->pe;  // the encoding evaluated (eval-only: checked after the checkpoint's is adopted)
-    REQUIRE(c->eval_only || !c->scaling || !(final_pe == PE_NOPE || (c->scaling != SCALE_PI && final_pe != PE_ROPE)),
-            "--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[c->scaling],
-            c->scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[final_pe]);
+    if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps));  // eval-only: the checkpoint's
     REQUIRE(c->pe != PE_ALIBI || (c->pos_scheme != POS_RPE && c->pos_scheme != POS_RFS),
             "ALiBi biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
             POS_SCHEME_NAMES[c->pos_scheme]);

@@ -162,16 +162,11 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     if ((long)c->eval_n * L + 1 > n_val)
         fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
              (long)c->eval_n * L + 1, c->eval_n, L);
-    if (c->pe == PE_LEARNED && L > wpe_rows(c))
-        fail("--pe learned: wpe has rows for positions 0..%d only; --eval_len %d has no rows past them (pass --eval_len 0)",
-             wpe_rows(c) - 1, L);
     PosConfig pc = pos_config_of(c);
     EvalScaling es = eval_scaling_of(c);
     PosStep ps = pos_eval_step(&pc, &es, L);
     int pe = ps.pe;  // the trained model's encoding (NoPE after DroPE)
-    if (c->scaling && (pe == PE_NOPE || (c->scaling != SCALE_PI && pe != PE_ROPE)))
-        fail("--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[c->scaling],
-             c->scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[pe]);
+    scaling_check(c->scaling, pe);
     double *loss = (double *)xcalloc(L, sizeof(double)), *ent = (double *)xcalloc(L, sizeof(double));
     double *banded = (double *)xcalloc(L, sizeof(double)), *chunked = (double *)xcalloc(L, sizeof(double));
     float *buf = (float *)xmalloc(L * sizeof(float)), *ebuf = (float *)xmalloc(L * sizeof(float));

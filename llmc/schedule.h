@@ -160,10 +160,12 @@ static inline void pos_set_pe(PosStep *ps, int pe, int n_head) {
     if (pe == PE_ALIBI) alibi_slopes(ps->alibi_slope, n_head);
 }
 
-// The encoding at a step: --pe, or NoPE once DroPE has dropped it.
-static inline int pe_at_step(const PosConfig *pc, long step) {
-    return pc->drope_step > 0 && step >= pc->drope_step ? PE_NOPE : pc->pe;
+// The encoding at a step: --pe, or NoPE once DroPE has dropped it (drope_step > 0).
+static inline int pe_after_drop(int pe, long drope_step, long step) {
+    return drope_step > 0 && step >= drope_step ? PE_NOPE : pe;
 }
+
+static inline int pe_at_step(const PosConfig *pc, long step) { return pe_after_drop(pc->pe, pc->drope_step, step); }
 
 // Standard positions (alpha 1, offset 0, base B) with the encoding the trained model
 // ends with: evaluation, validation, generation, plain RoPE.
@@ -189,6 +191,14 @@ static inline PosStep pos_standard(const PosConfig *pc) {
 // clamped to [0, hd/2-1], d(r) = hd * ln(w / (2 pi r)) / (2 ln B).
 enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_N };
 static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"};
+
+// Evaluation-time scaling needs what it scales: PI the positions (not NoPE), the others
+// RoPE's frequencies.
+static inline void scaling_check(int scaling, int pe) {
+    if (scaling && (pe == PE_NOPE || (scaling != SCALE_PI && pe != PE_ROPE)))
+        fail("--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[scaling],
+             scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[pe]);
+}
 enum { YARN_TEMP_HF = 0, YARN_TEMP_PAPER };
 
 typedef struct {
