@@ -1178,6 +1178,8 @@ static float gpu_val_loss(void *g, const int *val, long n_val, int batches) {
     return validation_loss((GPT *)g, val, n_val, batches);
 }
 static void gpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
+static void gpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }
+static void gpu_load(void *g, TrainState *st, const char *path, int mode) { gpt_checkpoint_load((GPT *)g, st, path, mode); }
 
 static cudaDeviceProp gpu_init(void) {
     int ndev = 0;
@@ -1208,26 +1210,10 @@ int main(int argc, char **argv) {
     int train = !cfg.eval_only;
     if (cfg.generate) fail("--generate runs on the CPU trainer: ./train_gpt_cpu --resume CKPT --steps 0 --generate N");
     TrainState st;
-    memset(&st, 0, sizeof(st));
-    if (cfg.resume[0] && !train) {  // evaluate the checkpoint's own model and scheme
-        checkpoint_peek(cfg.resume, &st);
-        adopt_checkpoint_scheme(&cfg, &st);
-    }
+    run_prepare(&cfg, &st, train);
     GPT g;
     gpt_alloc(&g, &cfg, train);
-    if (cfg.resume[0]) {
-        gpt_checkpoint_load(&g, &st, cfg.resume, train ? CK_RESUME : CK_WEIGHTS);
-        printf("loaded %s (step %ld, trained with --pe %s --pos %s)\n", cfg.resume, st.step, PE_NAMES[st.pe],
-               POS_SCHEME_NAMES[st.pos_scheme]);
-    } else {
-        gpt_init(&g, (uint64_t)cfg.seed);
-        if (cfg.init_from[0]) {
-            TrainState from;
-            gpt_checkpoint_load(&g, &from, cfg.init_from, CK_INIT);
-            printf("weights from %s (step %ld, trained with --pe %s --pos %s%s); training starts at step 0\n", cfg.init_from,
-                   from.step, PE_NAMES[from.pe], POS_SCHEME_NAMES[from.pos_scheme], cfg.qk_norm && !from.qk_norm ? ", QK-norm gains added at 1" : "");
-        }
-    }
+    run_weights(&cfg, &st, train, &g, gpu_init, gpu_load);
     make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;
     printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,

@@ -1153,6 +1153,8 @@ static float cpu_val_loss(void *g, const int *val, long n_val, int batches) {
     return validation_loss((GPT *)g, &((GPT *)g)->acts, val, n_val, batches);
 }
 static void cpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
+static void cpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }
+static void cpu_load(void *g, TrainState *st, const char *path, int mode) { gpt_checkpoint_load((GPT *)g, st, path, mode); }
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt compares dumps
@@ -1177,26 +1179,10 @@ int main(int argc, char **argv) {
     }
     int train = !cfg.eval_only && !(cfg.generate && cfg.resume[0] && cfg.steps == 0);
     TrainState st;
-    memset(&st, 0, sizeof(st));
-    if (cfg.resume[0] && !train) {  // evaluate or sample the checkpoint's own model and scheme
-        checkpoint_peek(cfg.resume, &st);
-        adopt_checkpoint_scheme(&cfg, &st);
-    }
+    run_prepare(&cfg, &st, train);
     GPT g;
     gpt_alloc(&g, &cfg, train);
-    if (cfg.resume[0]) {
-        gpt_checkpoint_load(&g, &st, cfg.resume, train ? CK_RESUME : CK_WEIGHTS);
-        printf("loaded %s (step %ld, trained with --pe %s --pos %s)\n", cfg.resume, st.step, PE_NAMES[st.pe],
-               POS_SCHEME_NAMES[st.pos_scheme]);
-    } else {
-        gpt_init(&g, (uint64_t)cfg.seed);
-        if (cfg.init_from[0]) {
-            TrainState from;
-            gpt_checkpoint_load(&g, &from, cfg.init_from, CK_INIT);
-            printf("weights from %s (step %ld, trained with --pe %s --pos %s%s); training starts at step 0\n", cfg.init_from,
-                   from.step, PE_NAMES[from.pe], POS_SCHEME_NAMES[from.pos_scheme], cfg.qk_norm && !from.qk_norm ? ", QK-norm gains added at 1" : "");
-        }
-    }
+    run_weights(&cfg, &st, train, &g, cpu_init, cpu_load);
     make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;
     printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",

@@ -192,6 +192,37 @@ static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
     c->alpha_fixed = st->alpha_fixed;
 }
 
+// Where a run's weights come from, in two calls around allocating the model (both
+// trainers). Before: evaluating or sampling (!train) a --resume checkpoint takes its
+// model and scheme (QK-norm and a learned table change the tensors). After: the weights
+// (and training state) of --resume, or the seeded init, overwritten by --init_from's
+// weights where it has them.
+static inline void run_prepare(Config *c, TrainState *st, int train) {
+    memset(st, 0, sizeof(*st));
+    if (c->resume[0] && !train) {
+        checkpoint_peek(c->resume, st);
+        adopt_checkpoint_scheme(c, st);
+    }
+}
+
+static inline void run_weights(const Config *c, TrainState *st, int train, void *model,
+                               void (*init)(void *model, uint64_t seed),
+                               void (*load)(void *model, TrainState *st, const char *path, int mode)) {
+    if (c->resume[0]) {
+        load(model, st, c->resume, train ? CK_RESUME : CK_WEIGHTS);
+        printf("loaded %s (step %ld, trained with --pe %s --pos %s)\n", c->resume, st->step, PE_NAMES[st->pe],
+               POS_SCHEME_NAMES[st->pos_scheme]);
+        return;
+    }
+    init(model, (uint64_t)c->seed);
+    if (!c->init_from[0]) return;
+    TrainState from;
+    load(model, &from, c->init_from, CK_INIT);
+    printf("weights from %s (step %ld, trained with --pe %s --pos %s%s); training starts at step 0\n", c->init_from,
+           from.step, PE_NAMES[from.pe], POS_SCHEME_NAMES[from.pos_scheme],
+           c->qk_norm && !from.qk_norm ? ", QK-norm gains added at 1" : "");
+}
+
 // The run's log.jsonl: new, or on resume cut back to the steps the checkpoint holds
 // (steps logged after it, before a crash, are run again and logged again).
 static inline FILE *open_run_log(const char *path, long resume_step) {
