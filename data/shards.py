@@ -224,8 +224,23 @@ def decode(tokens, token_bytes_list):
     return b"".join(token_bytes_list[t] for t in tokens)
 
 
+def random_tokens(n, vocab_size, seed=12345):
+    """n pseudo-random token ids below vocab_size (a 64-bit LCG, the same on every
+    machine): benchmark data for vocabularies the built-in corpus does not have."""
+    x, toks = seed, array(U16 if vocab_size <= 65536 else U32)
+    for _ in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
+        toks.append((x >> 33) % vocab_size)
+    return toks
+
+
 def _main(argv):
-    """python data/shards.py FILE... : print a summary of each shard."""
+    """python data/shards.py FILE... : print a summary of each shard.
+    python data/shards.py --random N V OUT : write N random tokens below V to OUT."""
+    if argv[:1] == ["--random"] and len(argv) == 4:
+        n, v = int(argv[1]), int(argv[2])
+        write_shard(argv[3], random_tokens(n, v), v)
+        return
     for p in argv:
         toks = read_shard(p)
         width = "uint16" if toks.typecode == U16 else "uint32"

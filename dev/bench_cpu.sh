@@ -15,16 +15,7 @@ python3 -c "import torch" 2>/dev/null || {
         python3 -m pip install --quiet torch
 }
 # random tokens for the 50K-vocab preset (the built-in corpus is bytes)
-python3 - "$tmp/rand.bin" <<'PY'
-import sys, os, array
-sys.path.insert(0, "data")
-import shards
-x, toks = 12345, array.array("I")
-for _ in range(400000):
-    x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
-    toks.append((x >> 33) % 50277)
-shards.write_shard(sys.argv[1], toks, 50277)
-PY
+python3 data/shards.py --random 400000 50277 "$tmp/rand.bin"
 
 # median tokens/s of steps 3.. of a C run's log
 c_tok_s() {

@@ -71,16 +71,7 @@ step_end() {
 # random tokens for the 50K-vocab preset (as dev/bench_cpu.sh), shared by e, f and h
 SHARD=$tmp/rand.bin
 make_shard() {
-    [ -f "$SHARD" ] || python3 - "$SHARD" <<'PY'
-import sys, array
-sys.path.insert(0, "data")
-import shards
-x, toks = 12345, array.array("I")
-for _ in range(1000000):
-    x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
-    toks.append((x >> 33) % 50277)
-shards.write_shard(sys.argv[1], toks, 50277)
-PY
+    [ -f "$SHARD" ] || python3 data/shards.py --random 1000000 50277 "$SHARD"
 }
 # the 10M preset at w 2048 with a reduced batch: 32 sequences, micro-batch 4 (the preset's)
 C10M="--model 10m --vocab_size 50277 --batch_size 4 --total_batch 32"
