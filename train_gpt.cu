@@ -744,17 +744,14 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         floatX *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, n1, a->rstd1 + l * a->ls_N, x, P(g, P_ATTN_NORM) + (size_t)l * C, N, C,
                     c->rms_eps);
+        floatX *qraw = c->qk_norm ? a->qraw + l * a->ls_q : q, *kraw = c->qk_norm ? a->kraw + l * a->ls_kv : k;
+        matmul_forward(qraw, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
+        matmul_forward(kraw, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
         if (c->qk_norm) {  // RMSNorm over the whole projection of each token, before RoPE
-            floatX *qraw = a->qraw + l * a->ls_q, *kraw = a->kraw + l * a->ls_kv;
-            matmul_forward(qraw, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
-            matmul_forward(kraw, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
             LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, q, a->rstdq + l * a->ls_N, qraw, P(g, P_Q_NORM) + (size_t)l * QD, N,
                         QD, c->rms_eps);
             LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, k, a->rstdk + l * a->ls_N, kraw, P(g, P_K_NORM) + (size_t)l * KD, N,
                         KD, c->rms_eps);
-        } else {
-            matmul_forward(q, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD);
-            matmul_forward(k, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD);
         }
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         if (a->train) {
@@ -923,7 +920,8 @@ static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path, int mo
     int resume = mode == CK_RESUME;
     HostParams hp[3];
     for (int k = 0; k < 3; k++) host_params(&hp[k], g);
-    cudaCheck(cudaMemcpy(hp[0].mem, g->params, g->n_params * sizeof(float), cudaMemcpyDeviceToHost));
+    if (mode == CK_INIT)  // keep what the checkpoint does not have
+        cudaCheck(cudaMemcpy(hp[0].mem, g->params, g->n_params * sizeof(float), cudaMemcpyDeviceToHost));
     checkpoint_load(&g->cfg, st, path, hp[0].views, hp[1].views, hp[2].views, mode);
     gpt_upload(g, hp[0].views);
     if (resume) {

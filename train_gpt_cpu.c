@@ -749,15 +749,12 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         float *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
         float *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         rmsnorm_forward(n1, a->rstd1 + l * a->ls_N, x, P[P_ATTN_NORM] + (size_t)l * C, N, C, c->rms_eps);
+        float *qraw = c->qk_norm ? a->qraw + l * a->ls_q : q, *kraw = c->qk_norm ? a->kraw + l * a->ls_kv : k;
+        matmul_forward(qraw, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
+        matmul_forward(kraw, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
         if (c->qk_norm) {  // RMSNorm over the whole projection of each token, before RoPE
-            float *qraw = a->qraw + l * a->ls_q, *kraw = a->kraw + l * a->ls_kv;
-            matmul_forward(qraw, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
-            matmul_forward(kraw, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
             rmsnorm_forward(q, a->rstdq + l * a->ls_N, qraw, P[P_Q_NORM] + (size_t)l * QD, N, QD, c->rms_eps);
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
-        } else {
-            matmul_forward(q, n1, P[P_WQ] + (size_t)l * QD * C, N, C, QD);
-            matmul_forward(k, n1, P[P_WK] + (size_t)l * KD * C, N, C, KD);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
         float alibi_buf[MAX_HEADS];
