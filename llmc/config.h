@@ -1,9 +1,10 @@
 // Run configuration: model presets, command-line flags (shared by both trainers),
 // and the checks that turn a nonsense flag into one clear message.
 #pragma once
-#include <ctype.h>
-#include "schedule.h"
 #include "utils.h"
+#include <ctype.h>
+#include <stddef.h>
+#include "schedule.h"
 
 typedef struct {
     // model

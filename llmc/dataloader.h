@@ -4,9 +4,9 @@
 //   then the tokens. Documents are separated by the end-of-text token.
 // Every token is checked against the vocab size when a shard is loaded.
 #pragma once
+#include "utils.h"
 #include <glob.h>
 #include "rng.h"
-#include "utils.h"
 
 #define SHARD_MAGIC_U16 20240520
 #define SHARD_MAGIC_U32 20240801

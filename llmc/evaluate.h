@@ -12,6 +12,7 @@
 // Evaluation-time RoPE scaling (--scaling) applies to every pass.
 // Writes <tag>.csv (one row per position), <tag>.json (the summary), <tag>_passkey.csv.
 #pragma once
+#include "utils.h"
 #include <unistd.h>
 #include "config.h"
 #include "dataloader.h"

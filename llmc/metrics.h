@@ -6,8 +6,8 @@
 //   G(C) = mean over W <= i < C of loss_W(i) - loss(i)   (loss_W: W-token context)
 //   entropy ratio = mean attention entropy at OOD positions / at in-distribution positions
 #pragma once
-#include <math.h>
 #include "utils.h"
+#include <math.h>
 
 typedef struct {
     double in_dist, ood, cliff;

@@ -4,10 +4,10 @@
 // output equals K. Byte-tokenizer prompts are built here; BPE prompts come pre-tokenized
 // from data/passkey_prompts.py.
 #pragma once
+#include "utils.h"
 #include <ctype.h>
 #include "rng.h"
 #include "tensorfile.h"
-#include "utils.h"
 
 static const char *PASSKEY_INTRO =
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "

@@ -3,8 +3,8 @@
 // compute every angle on the fly as  angle = (alpha_l * t + offset) * inv_freq[j].
 // Adding a position scheme means adding a case here, not touching a kernel.
 #pragma once
-#include "rng.h"
 #include "utils.h"
+#include "rng.h"
 
 #define MAX_LAYERS 64
 #define MAX_HALF_HD 128

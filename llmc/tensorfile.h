@@ -7,8 +7,8 @@
 // Writes go to "<path>.tmp", are flushed and fsync'd, then renamed over <path>:
 // a crash never leaves a half-written file where a good one was.
 #pragma once
-#include <unistd.h>
 #include "utils.h"
+#include <unistd.h>
 
 #define TF_MAGIC 20261121
 #define TF_VERSION 1

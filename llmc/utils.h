@@ -1,6 +1,9 @@
 // Small host-side helpers shared by train_gpt_cpu.c, train_gpt.cu and test_gpt.c:
 // one clear message and a non-zero exit for every failure, checked file I/O.
 #pragma once
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE  // clock_gettime, fsync, strdup under -std=c11 when a header comes first
+#endif
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,14 +12,28 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#ifdef FAIL_LONGJMP
+// Fuzz harnesses (dev/fuzz/) build with -DFAIL_LONGJMP: fail() returns to the harness
+// through fail_jump instead of exiting, and prints nothing when fail_quiet is set.
+#include <setjmp.h>
+static jmp_buf fail_jump;
+static int fail_quiet;
+#endif
+
 // Print "error: <message>" and exit(1). Every user-facing failure goes through here.
 static inline void fail(const char *fmt, ...) {
+#ifdef FAIL_LONGJMP
+    if (fail_quiet) longjmp(fail_jump, 1);
+#endif
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: ");
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
+#ifdef FAIL_LONGJMP
+    longjmp(fail_jump, 1);
+#endif
     exit(1);
 }
 
