@@ -862,10 +862,10 @@ static float grad_global_norm(GPT *g) {
     return (float)sqrt(s);
 }
 
-// One optimizer step over rows (accum,B,T+1) on the host. Mirrors train_step.
-static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+// Forward and backward over rows (accum,B,T+1) on the host into g->grads. Returns the
+// mean loss; *norm the global gradient norm. Mirrors compute_gradients.
+static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
-    const Config *c = &g->cfg;
     int B = a->B, T = a->T;
     int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
     float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
@@ -887,7 +887,17 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
         loss += s / (B * T) / accum;
     }
     *norm = grad_global_norm(g);
-    float scale = (c->grad_clip > 0 && *norm > c->grad_clip) ? c->grad_clip / (*norm + 1e-6f) : 1.0f;
+    free(inp);
+    free(tgt);
+    free(losses);
+    return (float)loss;
+}
+
+// Clip (folded into AdamW as a scale) with the norm compute_gradients gave, then AdamW.
+// Mirrors apply_update.
+static void apply_update(GPT *g, float lr, int t, float norm) {
+    const Config *c = &g->cfg;
+    float scale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / (norm + 1e-6f) : 1.0f;
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
     for (int i = 0; i < NP; i++) {
         size_t n = g->shapes[i].numel, o = g->offsets[i];
@@ -895,10 +905,13 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
         LAUNCH_ELEMS(adamw_kernel, n, g->params + o, g->params_x + o, g->grads + o, g->m + o, g->v + o, n, lr, c->beta1,
                      c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale);
     }
-    free(inp);
-    free(tgt);
-    free(losses);
-    return (float)loss;
+}
+
+// One optimizer step (the test cases). Mirrors train_step.
+static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    float loss = compute_gradients(g, rows, accum, ps, norm);
+    apply_update(g, lr, t, *norm);
+    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -1167,10 +1180,12 @@ static double flops_per_token(const Config *c, size_t n_params) {
 }
 
 // the model for llmc/trainloop.h (MFU against 989 TFLOP/s, the dense bf16 peak of H100/H200)
-static float gpu_train_step(void *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
-    float loss = train_step((GPT *)g, rows, accum, ps, lr, t, norm);
+static float gpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
+    return compute_gradients((GPT *)g, rows, accum, ps, norm);
+}
+static void gpu_update(void *g, float lr, int t, float norm) {
+    apply_update((GPT *)g, lr, t, norm);
     cudaCheck(cudaDeviceSynchronize());  // the step's time includes its last kernels
-    return loss;
 }
 static float gpu_val_loss(void *g, const int *val, long n_val, int batches) {
     return validation_loss((GPT *)g, val, n_val, batches);
@@ -1218,7 +1233,7 @@ int main(int argc, char **argv) {
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);
     if (!cfg.eval_only && st.step < cfg.steps) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
-        TrainModel m = {&g, gpu_train_step, gpu_val_loss, gpu_save, flops_per_token(&cfg, g.n_params), 989e12};
+        TrainModel m = {&g, gpu_gradients, gpu_update, gpu_val_loss, gpu_save, flops_per_token(&cfg, g.n_params), 989e12};
         int finished = run_training(&cfg, &st, &m, prop.name);
         size_t free_b, total_b;
         cudaCheck(cudaMemGetInfo(&free_b, &total_b));

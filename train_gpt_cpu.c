@@ -864,14 +864,12 @@ static float grad_global_norm(const GPT *g) {
     return (float)sqrt(s);
 }
 
-// Scale gradients so their global norm is at most clip (0 disables). Returns the norm before.
-static float clip_gradients(GPT *g, float clip) {
-    float norm = grad_global_norm(g);
+// Scale gradients so their global norm (computed before) is at most clip (0 disables).
+static void clip_gradients(GPT *g, float norm, float clip) {
     if (clip > 0 && norm > clip) {
         float scale = clip / (norm + 1e-6f);
         for (size_t i = 0; i < g->n_params; i++) g->grads_mem[i] *= scale;
     }
-    return norm;
 }
 
 // AdamW (decoupled weight decay on matrices only); t is the 1-based step count.
@@ -892,10 +890,10 @@ static void adamw_update(GPT *g, float lr, int t) {
     }
 }
 
-// One optimizer step: forward and backward over `accum` micro-batches of rows (accum,B,T+1)
-// (inputs row[0..T-1], targets row[1..T]), clip, AdamW. t is the 1-based step count.
-// Returns the mean loss over the micro-batches; *norm gets the gradient norm before clipping.
-static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+// Forward and backward over `accum` micro-batches of rows (accum,B,T+1) (inputs
+// row[0..T-1], targets row[1..T]) into g->grads. Returns the mean loss over the
+// micro-batches; *norm gets the global gradient norm.
+static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
     int B = a->B, T = a->T;
     int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
@@ -910,11 +908,23 @@ static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, f
         loss += gpt_forward(g, a, inp, tgt, ps) / accum;
         gpt_backward(g, a, inp, tgt, ps, 1.0f / accum);
     }
-    *norm = clip_gradients(g, g->cfg.grad_clip);
-    adamw_update(g, lr, t);
+    *norm = grad_global_norm(g);
     free(inp);
     free(tgt);
     return (float)loss;
+}
+
+// Clip with the norm compute_gradients gave, then AdamW; t is the 1-based step count.
+static void apply_update(GPT *g, float lr, int t, float norm) {
+    clip_gradients(g, norm, g->cfg.grad_clip);
+    adamw_update(g, lr, t);
+}
+
+// One optimizer step (the test cases): gradients, clip, AdamW. Returns the mean loss.
+static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
+    float loss = compute_gradients(g, rows, accum, ps, norm);
+    apply_update(g, lr, t, *norm);
+    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -1143,9 +1153,10 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
 
 #ifndef TESTING
 // the model for llmc/trainloop.h
-static float cpu_train_step(void *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
-    return train_step((GPT *)g, rows, accum, ps, lr, t, norm);
+static float cpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
+    return compute_gradients((GPT *)g, rows, accum, ps, norm);
 }
+static void cpu_update(void *g, float lr, int t, float norm) { apply_update((GPT *)g, lr, t, norm); }
 static float cpu_val_loss(void *g, const int *val, long n_val, int batches) {
     return validation_loss((GPT *)g, &((GPT *)g)->acts, val, n_val, batches);
 }
@@ -1194,7 +1205,7 @@ int main(int argc, char **argv) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
         char where[32];
         snprintf(where, sizeof(where), "%d threads", nthreads);
-        TrainModel m = {&g, cpu_train_step, cpu_val_loss, cpu_save, 0.0, 0.0};
+        TrainModel m = {&g, cpu_gradients, cpu_update, cpu_val_loss, cpu_save, 0.0, 0.0};
         if (!run_training(&cfg, &st, &m, where)) {
             gpt_free(&g);
             return 0;

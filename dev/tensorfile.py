@@ -1,12 +1,12 @@
 """Read and write the project's named-tensor file format.
 
-The same container is used by the PyTorch reference file (kind 1) and is read by
-test_gpt.c. Everything is little-endian:
+The same container holds checkpoints (kind 2), the PyTorch reference files (kind 1)
+and dumps (kind 3); llmc/tensorfile.h is the C side. Everything is little-endian:
 
     header:
         int32  magic      = 20261121
-        int32  version    = 1
-        int32  kind       (1 = reference file)
+        int32  version    = 2
+        int32  kind       (1 = reference file, 2 = checkpoint, 3 = dump)
         int32  n_tensors
     then n_tensors records, each:
         int32  name_len
@@ -14,9 +14,13 @@ test_gpt.c. Everything is little-endian:
         int32  dtype      (0 = float32, 1 = int32, 2 = uint64)
         int32  ndim
         int32  shape[ndim]
+        zero bytes up to the next file offset that is a multiple of 64
         data              (prod(shape) elements, row-major / C order)
     trailer:
         int32  end marker = 0x454E4421  (bytes "!DNE" on disk)
+        uint32 CRC-32 (zlib.crc32) of every byte before it, end marker included
+
+Version 1 files (no padding, no checksum) are still read.
 
 A 0-d tensor has ndim 0 and one element. Tensors keep the order they were
 written in; `read` returns an insertion-ordered dict.
@@ -31,11 +35,13 @@ Run `python dev/tensorfile.py FILE` to list a file's tensors.
 import os
 import struct
 import sys
+import zlib
 
 import numpy as np
 
 MAGIC = 20261121
-VERSION = 1
+VERSION = 2
+ALIGN = 64
 END_MARKER = 0x454E4421
 KIND_REFERENCE = 1
 
@@ -46,25 +52,34 @@ _CODES = {np.dtype("float32"): 0, np.dtype("int32"): 1, np.dtype("uint64"): 2}
 def write(path, kind, tensors):
     """Write `tensors` (a list of (name, array-like)) to `path` atomically."""
     names = set()
+    parts = [struct.pack("<4i", MAGIC, VERSION, int(kind), len(tensors))]
+    size = 16
+    for name, arr in tensors:
+        if name in names:
+            raise ValueError(f"duplicate tensor name {name!r}")
+        names.add(name)
+        a = np.asarray(arr)
+        if a.dtype not in _CODES:
+            raise TypeError(f"tensor {name!r}: unsupported dtype {a.dtype} "
+                            "(convert to float32, int32 or uint64 first)")
+        code = _CODES[a.dtype]
+        nb = name.encode("ascii")
+        head = struct.pack("<i", len(nb)) + nb + struct.pack("<2i", code, a.ndim) + struct.pack(f"<{a.ndim}i", *a.shape)
+        size += len(head)
+        pad = b"\0" * (-size % ALIGN)
+        size += len(pad)
+        data = np.ascontiguousarray(a, dtype=_DTYPES[code]).tobytes()
+        size += len(data)
+        parts += [head, pad, data]
+    parts.append(struct.pack("<i", END_MARKER))
+    crc = 0
+    for p in parts:
+        crc = zlib.crc32(p, crc)
+    parts.append(struct.pack("<I", crc))
     tmp = str(path) + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(struct.pack("<4i", MAGIC, VERSION, int(kind), len(tensors)))
-        for name, arr in tensors:
-            if name in names:
-                raise ValueError(f"duplicate tensor name {name!r}")
-            names.add(name)
-            a = np.asarray(arr)
-            if a.dtype not in _CODES:
-                raise TypeError(f"tensor {name!r}: unsupported dtype {a.dtype} "
-                                "(convert to float32, int32 or uint64 first)")
-            code = _CODES[a.dtype]
-            nb = name.encode("ascii")
-            f.write(struct.pack("<i", len(nb)))
-            f.write(nb)
-            f.write(struct.pack("<2i", code, a.ndim))
-            f.write(struct.pack(f"<{a.ndim}i", *a.shape))
-            f.write(np.ascontiguousarray(a, dtype=_DTYPES[code]).tobytes())
-        f.write(struct.pack("<i", END_MARKER))
+        for p in parts:
+            f.write(p)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -87,8 +102,8 @@ def read_with_kind(path):
     magic, version, kind, n = struct.unpack("<4i", take(16, "header"))
     if magic != MAGIC:
         raise ValueError(f"{path}: bad magic {magic} (expected {MAGIC})")
-    if version != VERSION:
-        raise ValueError(f"{path}: unsupported version {version} (expected {VERSION})")
+    if version not in (1, VERSION):
+        raise ValueError(f"{path}: unsupported version {version} (expected 1 or {VERSION})")
     if n < 0:
         raise ValueError(f"{path}: negative tensor count {n}")
     out = {}
@@ -107,6 +122,8 @@ def read_with_kind(path):
             raise ValueError(f"{path}: tensor {name}: negative dimension in {shape}")
         dt = _DTYPES[code]
         count = int(np.prod(shape, dtype=np.int64))
+        if version > 1:
+            take(-pos % ALIGN, f"tensor {name} padding")
         data = take(count * dt.itemsize, f"tensor {name} data")
         if name in out:
             raise ValueError(f"{path}: duplicate tensor name {name!r}")
@@ -114,6 +131,10 @@ def read_with_kind(path):
     (end,) = struct.unpack("<i", take(4, "end marker"))
     if end != END_MARKER:
         raise ValueError(f"{path}: bad end marker {end:#x} (expected {END_MARKER:#x})")
+    if version > 1:
+        (stored,) = struct.unpack("<I", take(4, "checksum"))
+        if zlib.crc32(buf[:pos - 4]) != stored:
+            raise ValueError(f"{path}: checksum mismatch: the file changed after it was written")
     if pos != len(buf):
         raise ValueError(f"{path}: {len(buf) - pos} trailing bytes after end marker")
     return kind, out

@@ -71,7 +71,15 @@ static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_em
                                          "--n_kv_head", "--ffn_hidden", "--seq_len"};
 static const char *CK_GROUPS[3] = {"param", "adam_m", "adam_v"};
 
+// The index of the first NaN or Inf in p (n floats), or -1.
+static inline long first_nonfinite(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return (long)i;
+    return -1;
+}
+
 // params, m, v: host arrays of NP views each; m and v NULL to write weights only.
+// Non-finite values are never written: the checkpoint on disk stays the last good one.
 static inline void checkpoint_save(const Config *c, const TrainState *st, const char *path, float *const *params,
                                    float *const *m, float *const *v) {
     Shape shapes[NP];
@@ -84,6 +92,13 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     int groups = m ? 3 : 1, present = 0;
     for (int i = 0; i < NP; i++) present += shapes[i].numel > 0;
     float *const *bufs[3] = {params, m, v};
+    for (int gi = 0; gi < groups; gi++)
+        for (int i = 0; i < NP; i++) {
+            long bad = first_nonfinite(bufs[gi][i], shapes[i].numel);
+            if (bad >= 0)
+                fail("not saving '%s' at step %ld: %s.%s[%ld] is %g; the checkpoint on disk was left as it was", path,
+                     st->step, CK_GROUPS[gi], PARAM_NAMES[i], bad, bufs[gi][i][bad]);
+        }
     TensorWriter w;
     tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
@@ -109,6 +124,10 @@ static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], Trai
     memcpy(ci, e->data, e->numel * sizeof(int32_t));
     const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
     const uint64_t *state = (const uint64_t *)tf_get(tf, "meta.state", TF_U64, 5);
+    static const char *STATE_NAMES[5] = {"step", "seed", "data_epoch", "data_shard", "data_sample"};
+    for (int i = 0; i < 5; i++)  // the seed is any 64-bit value; the others fit an int
+        if (i != 1 && state[i] > 2147483647u)
+            fail("'%s' is corrupt: meta.state %s is %llu", tf->path, STATE_NAMES[i], (unsigned long long)state[i]);
     memset(st, 0, sizeof(*st));
     st->step = (long)state[0];
     st->seed = (long long)state[1];
@@ -172,6 +191,10 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
             if (!shapes[i].numel || ((i == P_Q_NORM || i == P_K_NORM) && !st->qk_norm)) continue;
             snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[gi], PARAM_NAMES[i]);
             memcpy(bufs[gi][i], tf_get(&tf, name, TF_F32, shapes[i].numel), shapes[i].numel * sizeof(float));
+            long bad = first_nonfinite(bufs[gi][i], shapes[i].numel);
+            if (bad >= 0)
+                fail("checkpoint '%s': %s[%ld] is %g; a checkpoint with NaN or Inf cannot be used (the run had diverged?)",
+                     path, name, bad, bufs[gi][i][bad]);
         }
     if (mode == CK_RESUME && st->seed != c->seed)
         fail("checkpoint '%s' was trained with --seed %lld; resume with the same seed", path, st->seed);
@@ -245,6 +268,7 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
             }
             FILE *out = xfopen(path, "w");
             xfwrite(keep, used, out, path);
+            if (fflush(out) != 0) fail("writing '%s' failed: %s (disk full?)", path, strerror(errno));
             free(buf);
             free(keep);
             return out;

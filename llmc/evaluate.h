@@ -199,28 +199,31 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         g_banded[i] = context_gain(banded, loss, W, Cs[i]);
     }
     char path[1200];
+    OutFile o;
     snprintf(path, sizeof(path), "%s/%s.csv", c->out_dir, c->eval_tag);
-    FILE *f = xfopen(path, "w");
+    out_open(&o, path);
+    FILE *f = o.f;
     fprintf(f, "position,loss%s,entropy\n", W ? ",loss_banded,loss_chunked" : "");
     for (int i = 0; i < L; i++) {
         fprintf(f, "%d,%.6f", i, loss[i]);
         if (W) fprintf(f, ",%.6f,%.6f", banded[i], chunked[i]);
         fprintf(f, ",%.6f\n", ent[i]);
     }
-    fclose(f);
+    out_close(&o);
 
     PasskeyResult pk;
     memset(&pk, 0, sizeof(pk));
     double t1 = wall_time();
     if (c->passkey_lengths[0] || c->passkey_prompts[0]) {
         snprintf(path, sizeof(path), "%s/%s_passkey.csv", c->out_dir, c->eval_tag);
-        FILE *pf = xfopen(path, "w");
-        pk = run_passkey(c, m, tok, &pc, &es, pf);
-        fclose(pf);
+        out_open(&o, path);
+        pk = run_passkey(c, m, tok, &pc, &es, o.f);
+        out_close(&o);
     }
 
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
-    f = xfopen(path, "w");
+    out_open(&o, path);
+    f = o.f;
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
     fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
                "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
@@ -228,17 +231,33 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
             c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
-    fprintf(f, "\"in_dist\": %.6f, \"ood\": %.6f, \"cliff\": %.6f, ", cs.in_dist, cs.ood, cs.cliff);
-    if (c->baseline[0]) fprintf(f, "\"penalty\": %.6f, \"baseline\": \"%s\", ", penalty, c->baseline);
-    else fprintf(f, "\"penalty\": null, \"baseline\": null, ");
-    fprintf(f, "\"entropy_ratio\": %.6f, \"gain\": ", er);
+    const char *keys[3] = {"in_dist", "ood", "cliff"};
+    double vals[3] = {cs.in_dist, cs.ood, cs.cliff};
+    for (int i = 0; i < 3; i++) {
+        fprintf(f, "\"%s\": ", keys[i]);
+        json_number(f, "%.6f", vals[i]);
+        fprintf(f, ", ");
+    }
+    fprintf(f, "\"penalty\": ");
+    json_number(f, "%.6f", penalty);  // null without a baseline
+    if (c->baseline[0]) fprintf(f, ", \"baseline\": \"%s\", ", c->baseline);
+    else fprintf(f, ", \"baseline\": null, ");
+    fprintf(f, "\"entropy_ratio\": ");
+    json_number(f, "%.6f", er);
+    fprintf(f, ", \"gain\": ");
     if (nC) {
         fprintf(f, "{\"window\": %d, \"chunk\": %d, \"lengths\": [", W, chunk);
         for (int i = 0; i < nC; i++) fprintf(f, "%s%d", i ? ", " : "", Cs[i]);
         fprintf(f, "], \"chunked\": [");
-        for (int i = 0; i < nC; i++) fprintf(f, "%s%.6f", i ? ", " : "", g_chunked[i]);
+        for (int i = 0; i < nC; i++) {
+            fprintf(f, "%s", i ? ", " : "");
+            json_number(f, "%.6f", g_chunked[i]);
+        }
         fprintf(f, "], \"banded\": [");
-        for (int i = 0; i < nC; i++) fprintf(f, "%s%.6f", i ? ", " : "", g_banded[i]);
+        for (int i = 0; i < nC; i++) {
+            fprintf(f, "%s", i ? ", " : "");
+            json_number(f, "%.6f", g_banded[i]);
+        }
         fprintf(f, "]}, ");
     } else {
         fprintf(f, "null, ");
@@ -256,7 +275,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     } else {
         fprintf(f, "null}\n");
     }
-    fclose(f);
+    out_close(&o);
 
     print_loss_bars(loss, L, c->T, c->V);
     printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
@@ -271,5 +290,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
                100.0 * pk.correct[i] / pk.total[i], i + 1 == pk.n ? "" : "");
     if (pk.n) printf("passkey took %.1fs\n", wall_time() - t1);
     printf("wrote %s/%s.{csv,json}%s\n", c->out_dir, c->eval_tag, pk.n ? " and _passkey.csv" : "");
+    int bad = 0;
+    for (int i = 0; i < L; i++) bad += !isfinite(loss[i]);
+    if (bad)
+        fail("the evaluation gave NaN or Inf losses at %d of %d positions (null in the JSON): the model is broken (did training diverge?)",
+             bad, L);
     free(loss); free(ent); free(banded); free(chunked); free(buf); free(ebuf); free(val);
 }

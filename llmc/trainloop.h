@@ -9,8 +9,10 @@
 
 typedef struct {
     void *model;
-    // one optimizer step over rows (accum, B, T+1); returns the mean loss, *norm the gradient norm
-    float (*train_step)(void *model, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm);
+    // forward and backward over rows (accum, B, T+1); returns the mean loss, *norm the gradient norm
+    float (*gradients)(void *model, const int *rows, int accum, const PosStep *ps, float *norm);
+    // clip with that norm, then one AdamW step; t is the 1-based step count
+    void (*update)(void *model, float lr, int t, float norm);
     float (*val_loss)(void *model, const int *val, long n_val, int batches);
     void (*save)(void *model, const TrainState *st, const char *path);
     double flops_per_token, peak_flops;  // peak_flops > 0: log MFU
@@ -46,7 +48,11 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     char log_path[1100], ckpt_path[1100];
     snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg->out_dir);
     snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg->out_dir);
+    char stale[1200];
+    snprintf(stale, sizeof(stale), "%s.tmp", ckpt_path);
+    if (remove(stale) == 0) printf("removed '%s', left by an interrupted save\n", stale);
     FILE *log = open_run_log(log_path, st->step);
+    long saved = strcmp(cfg->resume, ckpt_path) == 0 ? st->step : -1;  // the newest checkpoint at ckpt_path
     double t_start = wall_time();
     long first = st->step;
     long last = cfg->stop_after ? (cfg->stop_after < cfg->steps ? cfg->stop_after : cfg->steps) : cfg->steps;
@@ -55,8 +61,15 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
         PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's positions
         loader_next_batch(&dl, cfg->total_batch, rows);
         float lr = lr_at_step(step, cfg->warmup, cfg->steps, cfg->lr, cfg->min_lr), norm;
-        float loss = m->train_step(m->model, rows, accum, &ps, lr, (int)step + 1, &norm);
-        if (!isfinite(loss)) fail("loss became %f at step %ld: lower --lr or check the data", loss, step + 1);
+        float loss = m->gradients(m->model, rows, accum, &ps, &norm);
+        if (!isfinite(loss) || !isfinite(norm)) {  // stop before the update: the weights stay finite
+            char last[1300];
+            if (saved >= 0) snprintf(last, sizeof(last), "the last checkpoint ('%s', step %ld) is intact", ckpt_path, saved);
+            else snprintf(last, sizeof(last), "no checkpoint was written by this run");
+            fail("step %ld: the %s is %g, so the update was not applied; %s. The run diverged: lower --lr (now %g) or check the data",
+                 step + 1, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss, last, cfg->lr);
+        }
+        m->update(m->model, lr, (int)step + 1, norm);
         double dt = wall_time() - t0, elapsed = wall_time() - t_start;
         double tok_s = (double)cfg->total_batch * cfg->T / dt;
         char eta[32], mfu[64] = "";
@@ -75,17 +88,18 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
             fprintf(log, ", \"val_loss\": %.6f", vl);
         }
         fprintf(log, "}\n");
-        fflush(log);
+        if (fflush(log) != 0 || ferror(log)) fail("writing '%s' failed: %s (disk full?)", log_path, strerror(errno));
         st->step = step + 1;
         st->data_epoch = dl.epoch;
         st->data_shard = dl.shard_pos;
         st->data_sample = dl.sample_pos;
         if ((cfg->ckpt_every && st->step % cfg->ckpt_every == 0) || st->step == last) {
             m->save(m->model, st, ckpt_path);
+            saved = st->step;
             printf("saved %s (step %ld)\n", ckpt_path, st->step);
         }
     }
-    fclose(log);
+    if (fclose(log) != 0) fail("writing '%s' failed: %s (disk full?)", log_path, strerror(errno));
     free(rows);
     free(val);
     loader_free(&dl);

@@ -4,6 +4,9 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE  // clock_gettime, fsync, strdup under -std=c11 when a header comes first
 #endif
+#include <errno.h>
+#include <math.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef FAIL_LONGJMP
 // Fuzz harnesses (dev/fuzz/) build with -DFAIL_LONGJMP: fail() returns to the harness
@@ -51,7 +55,7 @@ static inline void *xcalloc(size_t n, size_t size) {
 
 static inline FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
-    if (!f) fail("cannot open '%s' (mode %s)", path, mode);
+    if (!f) fail("cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
     return f;
 }
 
@@ -61,7 +65,66 @@ static inline void xfread(void *dst, size_t n, FILE *f, const char *path, const 
 }
 
 static inline void xfwrite(const void *src, size_t n, FILE *f, const char *path) {
-    if (n && fwrite(src, 1, n, f) != n) fail("write to '%s' failed (disk full?)", path);
+    if (n && fwrite(src, 1, n, f) != n) fail("writing '%s' failed: %s (disk full?)", path, strerror(errno));
+}
+
+// fsync the folder holding path, so a rename into it survives a power loss.
+static inline void fsync_parent_dir(const char *path) {
+    char dir[1200];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+    else snprintf(dir, sizeof(dir), ".");
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0) return;
+    if (fsync(fd) != 0 && errno != EINVAL)
+        fprintf(stderr, "warning: fsync of folder '%s' failed (%s): the rename may not survive a power loss\n", dir, strerror(errno));
+    close(fd);
+}
+
+// An output file written whole or not at all: writes go to "<path>.tmp"; out_close checks
+// every write, flushes, fsyncs and renames it over <path>. Any failure removes the .tmp,
+// leaves <path> as it was and stops with the reason (a full disk, a file-size limit).
+typedef struct {
+    FILE *f;
+    char path[1200], tmp[1210];
+} OutFile;
+
+static inline void out_abort(OutFile *o, const char *what) {
+    int err = errno;
+    if (o->f) fclose(o->f);
+    o->f = NULL;
+    remove(o->tmp);
+    fail("writing '%s' failed while %s: %s; '%s' was left as it was", o->tmp, what, err ? strerror(err) : "I/O error", o->path);
+}
+
+static inline void out_open(OutFile *o, const char *path) {
+    snprintf(o->path, sizeof(o->path), "%s", path);
+    snprintf(o->tmp, sizeof(o->tmp), "%s.tmp", path);
+    o->f = fopen(o->tmp, "wb");
+    if (!o->f) fail("cannot create '%s': %s", o->tmp, strerror(errno));
+}
+
+static inline void out_write(OutFile *o, const void *src, size_t n) {
+    errno = 0;
+    if (n && fwrite(src, 1, n, o->f) != n) out_abort(o, "writing");
+}
+
+static inline void out_close(OutFile *o) {
+    errno = 0;
+    if (ferror(o->f)) out_abort(o, "writing");
+    if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0) out_abort(o, "flushing to disk");
+    FILE *f = o->f;
+    o->f = NULL;
+    if (fclose(f) != 0) out_abort(o, "closing");
+    if (rename(o->tmp, o->path) != 0) out_abort(o, "renaming it over the old file");
+    fsync_parent_dir(o->path);
+}
+
+// A JSON number, or null for NaN and Inf (which JSON cannot hold).
+static inline void json_number(FILE *f, const char *fmt, double v) {
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
 }
 
 static inline long file_size(FILE *f) {
