@@ -16,6 +16,7 @@
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.h"
+#include "llmc/memory.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
@@ -543,7 +544,11 @@ typedef struct {
     int *inputs, *targets;  // (B,T)
 } Acts;
 
-static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Lays out the views of a (B,T) batch in mem (64-byte aligned) and returns the bytes they
+// take (mem NULL: only counts, for the memory estimate).
+static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, char *mem) {
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, att = (size_t)B * c->NH * T * T, qk = c->qk_norm, tq = train && qk;
@@ -565,16 +570,26 @@ static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
                      &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw};
     size_t fs[] = {nl * N, nl * N, N, N, qk * nl * N, qk * nl * N};
     float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk};
-    size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), total = 0;
-    for (size_t i = 0; i < nx; i++) total += xs[i] * sizeof(floatX);
-    for (size_t i = 0; i < nf; i++) total += fs[i] * sizeof(float);
-    total += 2 * N * sizeof(int) + 64 * (nx + nf + 2);
-    a->mem = dmalloc(total);
-    char *p = (char *)a->mem;
-    for (size_t i = 0; i < nf; i++) { *fv[i] = fs[i] ? (float *)p : NULL; p += (fs[i] * sizeof(float) + 63) / 64 * 64; }
-    a->inputs = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
-    a->targets = (int *)p; p += (N * sizeof(int) + 63) / 64 * 64;
-    for (size_t i = 0; i < nx; i++) { *xv[i] = xs[i] ? (floatX *)p : NULL; p += (xs[i] * sizeof(floatX) + 63) / 64 * 64; }
+    size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), off = 0;
+    a->mem = mem;
+    for (size_t i = 0; i < nf; i++) {
+        *fv[i] = fs[i] && mem ? (float *)(mem + off) : NULL;
+        off += align64(fs[i] * sizeof(float));
+    }
+    a->inputs = mem ? (int *)(mem + off) : NULL;
+    off += align64(N * sizeof(int));
+    a->targets = mem ? (int *)(mem + off) : NULL;
+    off += align64(N * sizeof(int));
+    for (size_t i = 0; i < nx; i++) {
+        *xv[i] = xs[i] && mem ? (floatX *)(mem + off) : NULL;
+        off += align64(xs[i] * sizeof(floatX));
+    }
+    return off;
+}
+
+static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+    size_t n = acts_layout(a, c, B, T, train, NULL);
+    acts_layout(a, c, B, T, train, (char *)dmalloc(n));
 }
 
 // ----------------------------------------------------------------------------
@@ -1194,6 +1209,40 @@ static void gpu_save(void *g, const TrainState *st, const char *path) { gpt_chec
 static void gpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }
 static void gpu_load(void *g, TrainState *st, const char *path, int mode) { gpt_checkpoint_load((GPT *)g, st, path, mode); }
 
+// The memory this run will allocate on the GPU and on the host (llmc/memory.h), checked
+// before allocating it. The host holds copies of the weights and moments while a
+// checkpoint is read or written, and the data.
+static void gpu_memory_check(const Config *c, int train) {
+    Shape sh[NP];
+    param_shapes(c, sh);
+    double n = 0, largest, total, fl = sizeof(float), fx = sizeof(floatX);
+    for (int i = 0; i < NP; i++) n += (double)sh[i].numel;
+    Acts a;
+    MemPlan dev = {"GPU memory", n * (fl + (fx == fl ? 0 : fx)) + (train ? 3 * fl * n : 0), 0, 0, 0};
+    MemPlan host = {"host memory", 0, file_bytes(c->resume[0] ? c->resume : c->init_from) + fl * n * (train ? 3 : 1), 0, 0};
+    if (train) {
+        dev.train = (double)acts_layout(&a, c, c->B, c->T, 1, NULL);
+        shard_token_counts(c->train_data, &largest, &total);
+        host.train = 3 * fl * n + 8 * largest;
+        shard_token_counts(c->val_data, &largest, &total);
+        if (c->val_every) host.train += fl * total;
+    }
+    if (c->eval_len) {  // one full pass, a chunk with its KV cache (keys, values, scratch), passkey prompts
+        int pk[64], npk = parse_int_list(c->passkey_lengths, pk, 64, "--passkey_lengths"), chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
+        int small = chunk;
+        for (int i = 0; i < npk; i++) small = pk[i] + 10 > small ? pk[i] + 10 : small;
+        double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
+        dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +
+                   fl * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
+        shard_token_counts(c->val_data, &largest, &total);
+        host.eval = fl * (total + largest) + 48.0 * c->eval_len;
+    }
+    size_t free_b, total_b;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    memory_check(&dev, (double)free_b, 0);
+    memory_check(&host, host_available_memory(), c->max_memory);
+}
+
 static cudaDeviceProp gpu_init(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) fail("no CUDA device found (use ./train_gpt_cpu on a CPU)");
@@ -1224,6 +1273,8 @@ int main(int argc, char **argv) {
     if (cfg.generate) fail("--generate runs on the CPU trainer: ./train_gpt_cpu --resume CKPT --steps 0 --generate N");
     TrainState st;
     run_prepare(&cfg, &st, train);
+    run_preflight(&cfg, &tok);
+    gpu_memory_check(&cfg, train);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, gpu_init, gpu_load);

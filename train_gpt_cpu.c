@@ -16,6 +16,7 @@
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.h"
+#include "llmc/memory.h"
 #include "llmc/metrics.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
@@ -597,7 +598,9 @@ typedef struct {
     float *dgate, *dup, *dh;      // (B,T,F)
 } Acts;
 
-static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+// Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:
+// only counts, for the memory estimate).
+static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, float *mem) {
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
@@ -623,13 +626,17 @@ static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
                        &a->qraw, &a->kraw, &a->rstdq, &a->rstdk, &a->dqraw, &a->dkraw};
     int nv = (int)(sizeof(sizes) / sizeof(sizes[0]));
     size_t total = 0;
-    for (int i = 0; i < nv; i++) total += sizes[i];
-    a->mem = (float *)xcalloc(total, sizeof(float));
-    float *p = a->mem;
+    a->mem = mem;
     for (int i = 0; i < nv; i++) {
-        *views[i] = sizes[i] ? p : NULL;
-        p += sizes[i];
+        *views[i] = sizes[i] && mem ? mem + total : NULL;
+        total += sizes[i];
     }
+    return total;
+}
+
+static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
+    size_t n = acts_layout(a, c, B, T, train, NULL);
+    acts_layout(a, c, B, T, train, (float *)xcalloc(n, sizeof(float)));
 }
 
 // ----------------------------------------------------------------------------
@@ -1151,6 +1158,39 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
     eval_ctx_free(&e);
 }
 
+// ----------------------------------------------------------------------------
+// the memory this run will allocate (llmc/memory.h), computed before allocating it
+
+static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
+    Shape sh[NP];
+    param_shapes(c, sh);
+    double n = 0, largest, total, fl = sizeof(float);
+    for (int i = 0; i < NP; i++) n += (double)sh[i].numel;
+    Acts a;
+    MemPlan p = {"host memory", fl * n * (train ? 4 : 1), file_bytes(c->resume[0] ? c->resume : c->init_from), 0, 0};
+    if (train) {  // activations, the loaded shard (int tokens + raw), the validation stream
+        shard_token_counts(c->train_data, &largest, &total);
+        p.train = fl * acts_layout(&a, c, c->B, c->T, 1, NULL) + 8 * largest;
+        shard_token_counts(c->val_data, &largest, &total);
+        if (c->val_every) p.train += fl * total;
+    }
+    double kd = (double)c->NKV * (c->C / c->NH), kv_row = 2 * fl * c->L * kd;  // KV cache bytes per position
+    if (evaluate && c->eval_len) {  // one full pass, a chunk with its cache, passkey prompts
+        int pk[64], npk = parse_int_list(c->passkey_lengths, pk, 64, "--passkey_lengths"), chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
+        int small = chunk;
+        for (int i = 0; i < npk; i++) small = pk[i] + 10 > small ? pk[i] + 10 : small;
+        shard_token_counts(c->val_data, &largest, &total);
+        p.eval = fl * acts_layout(&a, c, 1, c->eval_len, 0, NULL) + fl * acts_layout(&a, c, 1, small, 0, NULL) +
+                 kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small) + fl * (total + largest) +
+                 48.0 * c->eval_len;
+    }
+    if (c->generate) {
+        int len = (int)strlen(c->prompt) + 1 + c->generate;
+        p.eval = fl * acts_layout(&a, c, 1, len, 0, NULL) + kv_row * len;
+    }
+    return p;
+}
+
 #ifndef TESTING
 // the model for llmc/trainloop.h
 static float cpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
@@ -1188,6 +1228,9 @@ int main(int argc, char **argv) {
     int train = !cfg.eval_only && !(cfg.generate && cfg.resume[0] && cfg.steps == 0);
     TrainState st;
     run_prepare(&cfg, &st, train);
+    run_preflight(&cfg, &tok);
+    MemPlan plan = cpu_memory_plan(&cfg, train, !cfg.generate);
+    memory_check(&plan, host_available_memory(), cfg.max_memory);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, cpu_init, cpu_load);
@@ -1206,7 +1249,10 @@ int main(int argc, char **argv) {
         char where[32];
         snprintf(where, sizeof(where), "%d threads", nthreads);
         TrainModel m = {&g, cpu_gradients, cpu_update, cpu_val_loss, cpu_save, 0.0, 0.0};
-        if (!run_training(&cfg, &st, &m, where)) {
+        int finished = run_training(&cfg, &st, &m, where);
+        free(g.acts.mem);  // the evaluation allocates its own
+        g.acts.mem = NULL;
+        if (!finished) {
             gpt_free(&g);
             return 0;
         }

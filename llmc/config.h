@@ -39,6 +39,7 @@ typedef struct {
     char prompt[512];
     float temperature;
     int threads;
+    float max_memory;  // GiB of host memory this run may use; 0: what the machine has available
 } Config;
 
 typedef struct {
@@ -176,6 +177,7 @@ static const ArgSpec ARGS[] = {
     A("--prompt", ARG_STR, prompt, "prompt text for --generate"),
     A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
     A("--threads", ARG_INT, threads, "OpenMP threads (default: all cores)"),
+    A("--max_memory", ARG_FLOAT, max_memory, "GiB of host memory this run may use (default: what the machine has available)"),
 };
 #undef A
 #define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))
@@ -289,14 +291,31 @@ static inline int wpe_rows(const Config *c) {
     return c->pe != PE_LEARNED ? 0 : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
 }
 
+// Vp: V rounded up to a multiple of 128 (V <= MAX_VOCAB, checked first)
 static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
+
+// Limits that keep every size computation in range (and positions exact in fp32)
+#define MAX_VOCAB (1 << 24)
+#define MAX_SEQ (1 << 20)
+#define MAX_POSITION (1 << 24)
+#define MAX_THREADS 1024
 
 static inline void validate_config(Config *c) {
 #define REQUIRE(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
-    REQUIRE(c->V >= 2, "--vocab_size must be at least 2, got %d", c->V);
+    REQUIRE(c->V >= 2 && c->V <= MAX_VOCAB, "--vocab_size must lie in [2, %d], got %d", MAX_VOCAB, c->V);
+    round_vocab(c);
     REQUIRE(c->C > 0 && c->L > 0 && c->NH > 0 && c->NKV > 0 && c->F > 0 && c->T > 0,
             "sizes must be positive (--n_embd %d --n_layer %d --n_head %d --n_kv_head %d --ffn_hidden %d --seq_len %d)",
             c->C, c->L, c->NH, c->NKV, c->F, c->T);
+    REQUIRE(c->T <= MAX_SEQ && c->F <= MAX_SEQ, "--seq_len and --ffn_hidden must be at most %d (got %d, %d)", MAX_SEQ, c->T, c->F);
+    REQUIRE(c->eval_len <= MAX_POSITION && c->rpe_max <= MAX_POSITION,
+            "--eval_len and --rpe_max must be at most %d, where fp32 positions stop being exact integers (got %d, %d)",
+            MAX_POSITION, c->eval_len, c->rpe_max);
+    REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
+    REQUIRE((long)c->B * c->T <= 2147483647L && (long)c->total_batch * (c->T + 1) <= 2147483647L,
+            "--batch_size %d / --total_batch %d x --seq_len %d is more than 2^31 tokens", c->B, c->total_batch, c->T);
+    REQUIRE(c->threads >= 0 && c->threads <= MAX_THREADS, "--threads must lie in [0, %d] (0: all cores), got %d", MAX_THREADS, c->threads);
+    REQUIRE(c->max_memory >= 0, "--max_memory must be >= 0 GiB (0: what the machine has), got %g", c->max_memory);
     REQUIRE(c->L <= MAX_LAYERS, "--n_layer %d exceeds the maximum %d", c->L, MAX_LAYERS);
     REQUIRE(c->C % c->NH == 0, "--n_embd %d must be divisible by --n_head %d", c->C, c->NH);
     REQUIRE(c->NH % c->NKV == 0, "--n_head %d must be divisible by --n_kv_head %d", c->NH, c->NKV);
@@ -317,7 +336,6 @@ static inline void validate_config(Config *c) {
     REQUIRE(!(c->rpe_eval && c->eval_len > c->rpe_max), "--rpe_eval random draws --eval_len %d positions from [0, --rpe_max %d): too few",
             c->eval_len, c->rpe_max);
     REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
-    REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
     REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
     REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
     REQUIRE(c->warmup >= 0, "--warmup must be >= 0, got %d", c->warmup);
@@ -367,7 +385,6 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
     REQUIRE(c->generate >= 0, "--generate must be >= 0");
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");
-    REQUIRE(c->threads >= 0, "--threads must be >= 0");
     REQUIRE(!c->eval_only || c->resume[0], "--eval_only needs --resume CHECKPOINT");
     REQUIRE(!c->generate || c->resume[0] || c->steps > 0, "--generate needs --resume CHECKPOINT or training steps");
 #undef REQUIRE
@@ -398,8 +415,7 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         if (strcmp(a->name, "--model") != 0) set_arg(c, a, argv[i + 1]);
         i++;
     }
-    if (!eval_len_set) c->eval_len = 8 * c->T < 16384 ? 8 * c->T : 16384;
-    round_vocab(c);
+    if (!eval_len_set) c->eval_len = 8L * c->T < 16384 ? 8 * c->T : 16384;
     validate_config(c);
     if (!c->out_dir[0] && c->eval_only) {  // evaluation results go next to the checkpoint
         snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);

@@ -151,6 +151,24 @@ static inline void loader_free(DataLoader *d) {
     free(d->sample_order);
 }
 
+// Tokens in the shards a glob matches, from their headers: the largest shard and the total.
+// No match counts 0 (the loader names the missing file later).
+static inline void shard_token_counts(const char *pattern, double *largest, double *total) {
+    *largest = *total = 0;
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "rb");
+        int32_t h[3];
+        if (f && fread(h, 4, 3, f) == 3 && h[2] > 0) {
+            *total += h[2];
+            if (h[2] > *largest) *largest = h[2];
+        }
+        if (f) fclose(f);
+    }
+    globfree(&g);
+}
+
 // The validation stream: every matching shard, concatenated in file-name order.
 static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_out) {
     ShardList s = shards_glob(pattern, "--val_data");

@@ -155,6 +155,35 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
     return r;
 }
 
+// What the evaluation at the end of a run needs, checked before the run starts (so a
+// mistake is not found hours later): enough validation tokens, a readable baseline,
+// passkey prompts that load and fit.
+static inline void run_preflight(const Config *c, const Tokenizer *tok) {
+    if (!c->eval_len || c->generate) return;
+    double largest, total;
+    shard_token_counts(c->val_data, &largest, &total);
+    if (total == 0) shards_glob(c->val_data, "--val_data");  // names a missing file
+    if ((double)c->eval_n * c->eval_len + 1 > total)
+        fail("--val_data has %.0f tokens; the evaluation needs %.0f (--eval_n %d x --eval_len %d + 1)", total,
+             (double)c->eval_n * c->eval_len + 1, c->eval_n, c->eval_len);
+    if (c->baseline[0]) read_json_number(c->baseline, "in_dist");
+    if (c->passkey_prompts[0]) {
+        PasskeyPrompts pp;
+        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
+        tf_free(&pp.tf);
+    } else if (c->passkey_lengths[0]) {
+        if (tok->pieces) fail("passkey prompts for a BPE vocabulary come from data/passkey_prompts.py: pass --passkey_prompts");
+        int lens[64], n = parse_int_list(c->passkey_lengths, lens, 64, "--passkey_lengths");
+        for (int i = 0; i < n; i++) {
+            char *buf = (char *)xmalloc((size_t)lens[i] + 1);
+            double depth;
+            int nb = passkey_build_text(buf, lens[i] - 1, 50000, 0.5, &depth);
+            free(buf);
+            if (nb < 0) fail("--passkey_lengths: %d tokens cannot hold the passkey prompt", lens[i]);
+        }
+    }
+}
+
 static inline void run_evaluation(const Config *c, const EvalModel *m, const Tokenizer *tok) {
     if (!c->eval_len) return;
     int L = c->eval_len, W = c->gain_window, chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;

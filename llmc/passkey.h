@@ -45,11 +45,12 @@ static inline int passkey_build_text(char *buf, int max_bytes, int key, double d
     }
     int before = (int)(depth * n + 0.5), len = 0;
     *depth_out = n ? (double)before / n : 0.0;
-    len += sprintf(buf + len, "%s\n", PASSKEY_INTRO);
-    for (int i = 0; i < before; i++) len += sprintf(buf + len, "%s%s", PASSKEY_FILLER, i + 1 < before ? " " : "\n");
-    len += sprintf(buf + len, "%s\n", needle);
-    for (int i = before; i < n; i++) len += sprintf(buf + len, "%s%s", PASSKEY_FILLER, i + 1 < n ? " " : "\n");
-    len += sprintf(buf + len, "%s", PASSKEY_QUESTION);
+    size_t cap = (size_t)max_bytes + 1;  // the costs above keep len <= max_bytes
+    len += snprintf(buf + len, cap - len, "%s\n", PASSKEY_INTRO);
+    for (int i = 0; i < before; i++) len += snprintf(buf + len, cap - len, "%s%s", PASSKEY_FILLER, i + 1 < before ? " " : "\n");
+    len += snprintf(buf + len, cap - len, "%s\n", needle);
+    for (int i = before; i < n; i++) len += snprintf(buf + len, cap - len, "%s%s", PASSKEY_FILLER, i + 1 < n ? " " : "\n");
+    len += snprintf(buf + len, cap - len, "%s", PASSKEY_QUESTION);
     return len;
 }
 

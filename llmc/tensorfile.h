@@ -76,7 +76,7 @@ static inline void tw_open(TensorWriter *w, const char *path, int kind, int n_te
 }
 
 static inline void tw_add(TensorWriter *w, const char *name, int dtype, int ndim, const int *shape, const void *data) {
-    static const unsigned char zeros[TF_ALIGN];
+    static const unsigned char zeros[TF_ALIGN] = {0};
     int32_t len = (int32_t)strlen(name), dt = dtype, nd = ndim;
     size_t n = 1;
     tw_write(w, &len, 4);

@@ -21,14 +21,17 @@ static inline void tokenizer_init_bytes(Tokenizer *t) {
 static inline void tokenizer_load(Tokenizer *t, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) fail("--tokenizer: cannot open '%s'", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) fail("--tokenizer: '%s' is not a regular file", path);
     uint32_t h[256];
     xfread(h, sizeof(h), f, path, "the tokenizer header");
     if (h[0] != 20240328) fail("--tokenizer: '%s' has wrong magic %u (expected 20240328)", path, h[0]);
     if (h[1] != 2) fail("--tokenizer: '%s' has version %u (expected 2)", path, h[1]);
+    if (h[2] == 0 || h[2] > (uint32_t)sb.st_size - sizeof(h))  // every token takes at least its length byte
+        fail("--tokenizer: '%s' is corrupt: it declares %u tokens in %lld bytes", path, h[2], (long long)sb.st_size);
     t->vocab_size = (int)h[2];
     t->eot = (int)h[3];
-    if (t->vocab_size <= 0 || t->eot < 0 || t->eot >= t->vocab_size)
-        fail("--tokenizer: '%s' is corrupt: vocab size %d, end-of-text id %d", path, t->vocab_size, t->eot);
+    if (h[3] >= h[2]) fail("--tokenizer: '%s' is corrupt: end-of-text id %u, vocab size %u", path, h[3], h[2]);
     t->pieces = (char **)xmalloc(t->vocab_size * sizeof(char *));
     t->lens = (unsigned char *)xmalloc(t->vocab_size);
     for (int i = 0; i < t->vocab_size; i++) {

@@ -29,6 +29,7 @@ static inline void fail(const char *fmt, ...) {
 #ifdef FAIL_LONGJMP
     if (fail_quiet) longjmp(fail_jump, 1);
 #endif
+    fflush(stdout);  // what was printed before the error comes before it
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: ");

@@ -1,0 +1,442 @@
+"""Crash safety of the trainer's files: checkpoints, log.jsonl and evaluation output.
+
+    python3 dev/test_crash_safety.py [--trainer ./train_gpt_cpu] [--seed 1] [--trials 24]
+
+Needs `make train_gpt_cpu data`. Runs test_gpt.c's SMALL model (--ckpt_every 1, 500 steps,
+about 2 s a run on 2 cores) and checks:
+  - SIGKILL at seeded random moments (some while checkpoint.bin.tmp exists): the run resumes
+    from its checkpoint, or reruns when it has none, to a final checkpoint and loss column
+    identical to an uninterrupted run's, with no checkpoint.bin.tmp left;
+  - a save into a full location (a file-size limit, and a small tmpfs where mounting is
+    permitted): exit 1, an `error:` line naming the checkpoint, the previous checkpoint
+    unchanged and resumable, no checkpoint.bin.tmp left;
+  - evaluation output and log.jsonl onto a full location: a failure naming the file;
+  - a stale checkpoint.bin.tmp is removed.
+Everything is written under one temporary directory, deleted at the end. Prints
+PASS/FAIL/SKIP per check and ends with "N passed, N failed, N skipped"; exits 1 if any
+check failed. Takes about a minute.
+"""
+import argparse
+import hashlib
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# test_gpt.c's SMALL without its --steps
+SMALL = ("--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
+         "--batch_size 2 --total_batch 4 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
+         "--pos posaug --indist_start 8").split()
+STEPS = 500
+EVAL = "--eval_len 96 --eval_n 2 --gain_window 16".split()
+TIMEOUT = 300  # seconds for one trainer run; a slow (sanitizer) build stays well under it
+
+TESTS = []
+OPT = None
+TMP = None
+_ref = {}
+
+
+class Skip(Exception):
+    pass
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def args(out, steps=STEPS, ckpt_every=1, *extra):
+    return SMALL + ["--steps", str(steps), "--ckpt_every", str(ckpt_every), "--out_dir", out] + list(extra)
+
+
+def limit_fsize(nbytes):
+    """preexec_fn: writes past nbytes fail with EFBIG instead of raising SIGXFSZ."""
+    def f():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return f
+
+
+def run(argv, fsize=None):
+    return subprocess.run([OPT.trainer] + argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+                          preexec_fn=limit_fsize(fsize) if fsize else None)
+
+
+def spawn(argv, out_file):
+    with open(out_file, "w") as f:
+        return subprocess.Popen([OPT.trainer] + argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+
+
+def fresh_dir(name):
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    return d
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def losses(log_path):
+    """The (step, loss) column of a log.jsonl, as text (bit-exact comparison)."""
+    with open(log_path) as f:
+        return re.findall(r'"step": (\d+), "loss": ([^,}]+)', f.read())
+
+
+def log_lines(log_path):
+    try:
+        with open(log_path, "rb") as f:
+            return f.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def tmp_files(out):
+    return sorted(n for n in os.listdir(out) if n.endswith(".tmp"))
+
+
+def errors(r):
+    return [l for l in r.stderr.splitlines() if l.startswith("error:")]
+
+
+def tail(r):
+    lines = (r.stderr or r.stdout).strip().splitlines()
+    return lines[-1] if lines else "(no output)"
+
+
+def wait_until(cond, proc, deadline=TIMEOUT, pause=0.0005):
+    """Polls cond() until true (returns True) or proc exits (returns False)."""
+    t_end = time.monotonic() + deadline
+    while not cond():
+        if proc.poll() is not None or time.monotonic() > t_end:
+            return False
+        time.sleep(pause)
+    return True
+
+
+def kill(proc):
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def reference():
+    """The uninterrupted run: its folder, final checkpoint hash, loss column, wall time and
+    the time until its first checkpoint."""
+    if not _ref:
+        out = fresh_dir("reference")
+        ckpt = os.path.join(out, "checkpoint.bin")
+        t0 = time.monotonic()
+        p = spawn(args(out), os.path.join(TMP, "reference.txt"))
+        wait_until(lambda: os.path.exists(ckpt), p)
+        t_first = time.monotonic() - t0
+        p.wait(timeout=TIMEOUT)
+        wall = time.monotonic() - t0
+        if p.returncode != 0 or not os.path.exists(ckpt):
+            with open(os.path.join(TMP, "reference.txt")) as f:
+                raise AssertionError("reference run failed (exit %d): %s" % (p.returncode, f.read()[-500:]))
+        _ref.update(dir=out, ckpt=ckpt, sha=sha(ckpt), size=os.path.getsize(ckpt),
+                    losses=losses(os.path.join(out, "log.jsonl")), wall=wall, t_first=t_first)
+        if len(_ref["losses"]) != STEPS:
+            raise AssertionError("reference log has %d steps, expected %d" % (len(_ref["losses"]), STEPS))
+    return _ref
+
+
+def matches_reference(out):
+    """Problems with a finished run folder against the reference run (empty: none)."""
+    ref, bad = reference(), []
+    ckpt, tmp = os.path.join(out, "checkpoint.bin"), os.path.join(out, "checkpoint.bin.tmp")
+    if not os.path.exists(ckpt):
+        bad.append("no final checkpoint.bin")
+    elif sha(ckpt) != ref["sha"]:
+        bad.append("final checkpoint.bin differs from the reference's")
+    if losses(os.path.join(out, "log.jsonl")) != ref["losses"]:
+        bad.append("loss column differs from the reference's")
+    if os.path.exists(tmp):
+        bad.append("checkpoint.bin.tmp left (%d bytes)" % os.path.getsize(tmp))
+    return bad
+
+
+# ---- 1. SIGKILL during frequent checkpoints ----------------------------------------------
+def kill_trial(i, rng, ref):
+    """One trial: start, SIGKILL, then resume (or rerun without a checkpoint) and compare
+    with the reference. Returns a dict: tmp, ckpt (present at the kill), outcome, step
+    (resumed from), bad (problems)."""
+    out = fresh_dir("trial%02d" % i)
+    ckpt, tmp, log = (os.path.join(out, n) for n in ("checkpoint.bin", "checkpoint.bin.tmp", "log.jsonl"))
+    # every 12th trial dies during the first save, every 12th (offset 6) at a random moment
+    # of the startup, every 3rd while some later .tmp exists, the others at a random point of
+    # a random step
+    mode = ("first save" if i % 12 == 0 else "startup" if i % 6 == 0 else "save" if i % 3 == 2 else "step")
+    k, frac = rng.randrange(1, STEPS), rng.random()
+    p = spawn(args(out), os.path.join(TMP, "trial%02d.txt" % i))
+    if mode == "first save":
+        wait_until(lambda: os.path.exists(tmp), p, pause=0.0002)
+    elif mode == "startup":
+        time.sleep(frac * ref["t_first"])
+    elif wait_until(lambda: log_lines(log) >= k, p, pause=0.001):
+        if mode == "step":
+            time.sleep(frac * ref["wall"] / STEPS)
+        else:
+            wait_until(lambda: os.path.exists(tmp), p, pause=0.0002)
+    kill(p)
+    finished = p.returncode != -signal.SIGKILL
+    t = dict(tmp=os.path.exists(tmp), ckpt=os.path.exists(ckpt), step=None)
+    if finished:
+        t["outcome"] = "finished before the kill"
+        t["bad"] = ["exited %d before the kill" % p.returncode] if p.returncode else matches_reference(out)
+        return t
+    if t["ckpt"]:
+        r = run(args(out) + ["--resume", ckpt])
+        m = re.search(r"\(step (\d+)", r.stdout)
+        t["step"] = int(m.group(1)) if m else None
+        t["outcome"] = "resumed from step %s" % (t["step"] if m else "?")
+    else:
+        r = run(args(out))
+        t["outcome"] = "rerun (no checkpoint)"
+    t["bad"] = ["exit %d: %s" % (r.returncode, tail(r))] if r.returncode else matches_reference(out)
+    return t
+
+
+@test
+def sigkill_during_checkpoints():
+    ref = reference()
+    rng = random.Random(OPT.seed)
+    trials = [kill_trial(i, rng, ref) for i in range(OPT.trials)]
+    killed = [t for t in trials if t["outcome"] != "finished before the kill"]
+    steps = [t["step"] for t in trials if t["step"] is not None]
+    resumed = sum(t["outcome"].startswith("resumed") for t in trials)
+    summary = ("%d trials, seed %d: %d killed during a save, %d before the first checkpoint (rerun), %d "
+               "finished before the kill, %d resumed%s" % (
+                   len(trials), OPT.seed, sum(t["tmp"] for t in killed), sum(not t["ckpt"] for t in killed),
+                   len(trials) - len(killed), resumed,
+                   " (from steps %d..%d)" % (min(steps), max(steps)) if steps else ""))
+    failures = ["trial %d (%s%s): %s" % (i, t["outcome"], ", .tmp at the kill" if t["tmp"] else "", "; ".join(t["bad"]))
+                for i, t in enumerate(trials) if t["bad"]]
+    if failures:
+        raise AssertionError("%s; %d failed: %s" % (summary, len(failures), " | ".join(failures[:4])))
+    return summary + "; all end identical to the uninterrupted run, no .tmp left"
+
+
+# ---- 2. a save into a full location ---------------------------------------------------------
+def full_save(out, fsize, resume_dir):
+    """--stop_after leaves a good checkpoint in out; --resume it where the next save cannot
+    fit (fsize: a file-size limit; None: out is already too small); then resume it without
+    the limit from resume_dir (a copy of out, or out itself)."""
+    k = STEPS // 10
+    ckpt, tmp = os.path.join(out, "checkpoint.bin"), os.path.join(out, "checkpoint.bin.tmp")
+    r = run(args(out, STEPS, 0, "--stop_after", str(k)))
+    if r.returncode != 0 or not os.path.exists(ckpt):
+        raise AssertionError("--stop_after %d run failed (exit %d): %s" % (k, r.returncode, tail(r)))
+    before = sha(ckpt)
+    r = run(args(out) + ["--resume", ckpt], fsize)
+    bad = []
+    if r.returncode != 1:
+        bad.append("failed save: exit %d, expected 1" % r.returncode)
+    if not [e for e in errors(r) if "checkpoint.bin" in e]:
+        bad.append("no error: line naming the checkpoint (stderr: %r)" % r.stderr.strip()[-300:])
+    if sha(ckpt) != before:
+        bad.append("checkpoint.bin changed")
+    if os.path.exists(tmp):
+        bad.append("checkpoint.bin.tmp left (%d bytes)" % os.path.getsize(tmp))
+    observed = "exit %d, %s" % (r.returncode, errors(r)[-1] if errors(r) else "no error: line")
+    if resume_dir != out:
+        for name in ("checkpoint.bin", "log.jsonl"):
+            shutil.copy(os.path.join(out, name), resume_dir)
+    r = run(args(resume_dir) + ["--resume", os.path.join(resume_dir, "checkpoint.bin")])
+    if r.returncode != 0:
+        bad.append("resuming the previous checkpoint without the limit: exit %d: %s" % (r.returncode, tail(r)))
+    else:
+        bad += ["after resuming without the limit: " + b for b in matches_reference(resume_dir)]
+    if bad:
+        raise AssertionError("%s (observed: %s)" % ("; ".join(bad), observed))
+    return observed + "; previous checkpoint intact and resumed to the reference's end"
+
+
+@test
+def full_save_fsize_limit():
+    limit = reference()["size"] // 2
+    out = fresh_dir("full_fsize")
+    return "limit %d bytes: %s" % (limit, full_save(out, limit, out))
+
+
+@test
+def full_save_tmpfs():
+    ref = reference()
+    mnt = fresh_dir("tmpfs")
+    # room for one checkpoint and the log, not for a second copy of the checkpoint
+    size = (ref["size"] + 65536 + 4095) // 4096 * 4096
+    try:
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", mnt],
+                           capture_output=True, text=True)
+    except OSError as e:
+        raise Skip("cannot run mount: %s" % e)
+    if m.returncode != 0:
+        raise Skip("mounting a tmpfs is not permitted here: %s" % (m.stderr.strip() or "exit %d" % m.returncode))
+    try:
+        return "tmpfs of %d bytes: %s" % (size, full_save(mnt, None, fresh_dir("full_tmpfs_copy")))
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+
+
+# ---- 3. evaluation output onto a full location ---------------------------------------------
+@test
+def eval_output_full():
+    ckpt = reference()["ckpt"]
+    out = fresh_dir("eval_ok")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out])
+    csv = os.path.join(out, "eval_L96.csv")
+    if r.returncode != 0 or not os.path.exists(csv):
+        raise AssertionError("unlimited --eval_only failed (exit %d): %s" % (r.returncode, tail(r)))
+    limit = os.path.getsize(csv) // 2
+    out = fresh_dir("eval_full")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out], limit)
+    wrote = [l for l in r.stdout.splitlines() if l.startswith("wrote ")]
+    observed = "limit %d bytes: exit %d, %s%s" % (limit, r.returncode, errors(r)[-1] if errors(r) else "no error: line",
+                                                  ", stdout %r" % wrote[0] if wrote else "")
+    bad = []
+    if r.returncode == 0:
+        bad.append("exit 0")
+    if not [e for e in errors(r) if "eval_L96.csv" in e]:
+        bad.append("no error: line naming eval_L96.csv")
+    if wrote:
+        bad.append("claims success")
+    if tmp_files(out):
+        bad.append("left %s" % ", ".join(tmp_files(out)))
+    if bad:
+        raise AssertionError("%s (observed: %s)" % ("; ".join(bad), observed))
+    return observed
+
+
+# ---- 4. log.jsonl onto a full location --------------------------------------------------------
+@test
+def log_full():
+    limit = 16384  # the log passes it near step 120; the only checkpoint is at the end
+    out = fresh_dir("log_full")
+    r = run(args(out, STEPS, 0), limit)
+    observed = "limit %d bytes: exit %d, %s" % (limit, r.returncode, errors(r)[-1] if errors(r) else "no error: line")
+    bad = []
+    if r.returncode != 1:
+        bad.append("exit %d, expected 1" % r.returncode)
+    if not [e for e in errors(r) if "log.jsonl" in e]:
+        bad.append("no error: line naming log.jsonl")
+    if tmp_files(out):
+        bad.append("left %s" % ", ".join(tmp_files(out)))
+    if bad:
+        raise AssertionError("%s (observed: %s)" % ("; ".join(bad), observed))
+    return observed
+
+
+# ---- 5. a stale temporary file ---------------------------------------------------------------
+def plant_junk(out):
+    tmp = os.path.join(out, "checkpoint.bin.tmp")
+    with open(tmp, "wb") as f:
+        f.write(random.Random(OPT.seed).randbytes(5000))
+    return tmp
+
+
+@test
+def stale_tmp_fresh_run():
+    out = fresh_dir("stale_fresh")
+    tmp = plant_junk(out)
+    r = run(args(out, 20))
+    if r.returncode != 0:
+        raise AssertionError("run failed (exit %d): %s" % (r.returncode, tail(r)))
+    if os.path.exists(tmp):
+        raise AssertionError("checkpoint.bin.tmp still there after the run")
+    return "gone after a 20-step run"
+
+
+@test
+def stale_tmp_resume():
+    out = fresh_dir("stale_resume")
+    r = run(args(out, 20, 1, "--stop_after", "10"))
+    if r.returncode != 0:
+        raise AssertionError("--stop_after run failed (exit %d): %s" % (r.returncode, tail(r)))
+    tmp = plant_junk(out)
+    r = run(args(out, 20) + ["--resume", os.path.join(out, "checkpoint.bin")])
+    if r.returncode != 0:
+        raise AssertionError("--resume failed (exit %d): %s" % (r.returncode, tail(r)))
+    if os.path.exists(tmp):
+        raise AssertionError("checkpoint.bin.tmp still there after the resumed run")
+    return "gone after resuming steps 11..20"
+
+
+@test
+def stale_tmp_removed_at_start():
+    """With --ckpt_every 0 the only save is at the end: a stale .tmp must already be gone
+    once training has logged a step (a fresh run and a --resume)."""
+    bad = []
+    out = fresh_dir("stale_start_fresh")
+    tmp = plant_junk(out)
+    p = spawn(args(out, STEPS, 0), os.path.join(TMP, "stale_start_fresh.txt"))
+    started = wait_until(lambda: log_lines(os.path.join(out, "log.jsonl")) >= 1, p)
+    if not started:
+        bad.append("fresh run: ended (exit %s) before logging a step" % p.poll())
+    elif os.path.exists(tmp):
+        bad.append("fresh run: still there after step 1")
+    kill(p)
+
+    out = fresh_dir("stale_start_resume")
+    r = run(args(out, STEPS, 0, "--stop_after", "10"))
+    if r.returncode != 0:
+        raise AssertionError("--stop_after run failed (exit %d): %s" % (r.returncode, tail(r)))
+    tmp = plant_junk(out)
+    p = spawn(args(out, STEPS, 0, "--resume", os.path.join(out, "checkpoint.bin")),
+              os.path.join(TMP, "stale_start_resume.txt"))
+    started = wait_until(lambda: log_lines(os.path.join(out, "log.jsonl")) >= 11, p)
+    if not started:
+        bad.append("--resume: ended (exit %s) before logging step 11" % p.poll())
+    elif os.path.exists(tmp):
+        bad.append("--resume: still there after step 11")
+    kill(p)
+    if bad:
+        raise AssertionError("; ".join(bad))
+    return "gone before the first step of a fresh run and of a --resume"
+
+
+def main():
+    global OPT, TMP
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trainer", default="./train_gpt_cpu", help="the CPU trainer (e.g. a sanitizer build)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the kill moments and junk files")
+    ap.add_argument("--trials", type=int, default=24, help="SIGKILL trials")
+    OPT = ap.parse_args()
+    OPT.trainer = os.path.abspath(OPT.trainer)
+    print("crash safety: trainer %s, seed %d, %d trials" % (OPT.trainer, OPT.seed, OPT.trials), flush=True)
+    missing = [p for p in (OPT.trainer, os.path.join(ROOT, "data/builtin/train.bin")) if not os.path.exists(p)]
+    if missing:
+        print("FAIL: setup: %s missing (make train_gpt_cpu data)" % ", ".join(missing))
+        print("0 passed, 1 failed, 0 skipped")
+        sys.exit(1)
+    TMP = tempfile.mkdtemp(prefix="test_crash_safety_")
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    try:
+        for fn in TESTS:
+            try:
+                status, why = "PASS", fn()
+            except Skip as e:
+                status, why = "SKIP", str(e)
+            except Exception as e:  # noqa: BLE001
+                status, why = "FAIL", "%s: %s" % (type(e).__name__, e)
+                if os.environ.get("VERBOSE"):
+                    traceback.print_exc()
+            counts[status] += 1
+            print("%s: %s%s" % (status, fn.__name__, ": " + why if why else ""), flush=True)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    sys.exit(1 if counts["FAIL"] else 0)
+
+
+if __name__ == "__main__":
+    main()
