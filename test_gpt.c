@@ -5,6 +5,7 @@
 // Output: one line per check, then "N passed, N failed, N skipped".
 #define TESTING
 #include "train_gpt_cpu.c"
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 static int n_pass, n_fail, n_skip;
@@ -673,6 +674,49 @@ static void write_shard(const char *path, int magic, int version, long n_header,
     fclose(f);
 }
 
+// The same tensors in the version-1 layout (no padding, no checksum): an old file.
+static void write_v1_copy(const char *src, const char *dst) {
+    TensorFile tf;
+    tf_load(&tf, src, 0);
+    FILE *f = xfopen(dst, "wb");
+    int32_t h[4] = {TF_MAGIC, 1, tf.kind, tf.n};
+    fwrite(h, 4, 4, f);
+    for (int i = 0; i < tf.n; i++) {
+        const TensorEntry *e = &tf.t[i];
+        int32_t len = (int32_t)strlen(e->name), hd[2] = {e->dtype, e->ndim};
+        fwrite(&len, 4, 1, f);
+        fwrite(e->name, 1, len, f);
+        fwrite(hd, 4, 2, f);
+        fwrite(e->shape, 4, e->ndim, f);
+        fwrite(e->data, tf_dtype_size(e->dtype), e->numel, f);
+    }
+    int32_t end = TF_END;
+    fwrite(&end, 4, 1, f);
+    fclose(f);
+    tf_free(&tf);
+}
+
+// A copy of a tensor file with element `index` of tensor `name` set to fvalue (f32) or
+// uvalue (u64), written with a valid checksum: damage that the checksum cannot see.
+static void rewrite_tensor(const char *src, const char *dst, const char *name, size_t index, float fvalue, uint64_t uvalue) {
+    TensorFile tf;
+    tf_load(&tf, src, 0);
+    TensorWriter w;
+    tw_open(&w, dst, tf.kind, tf.n);
+    for (int i = 0; i < tf.n; i++) {
+        const TensorEntry *e = &tf.t[i];
+        size_t nb = e->numel * tf_dtype_size(e->dtype);
+        unsigned char *d = (unsigned char *)xmalloc(nb);
+        memcpy(d, e->data, nb);
+        if (strcmp(e->name, name) == 0 && e->dtype == TF_F32) ((float *)d)[index] = fvalue;
+        if (strcmp(e->name, name) == 0 && e->dtype == TF_U64) ((uint64_t *)d)[index] = uvalue;
+        tw_add(&w, e->name, e->dtype, e->ndim, e->shape, d);
+        free(d);
+    }
+    tw_close(&w);
+    tf_free(&tf);
+}
+
 static void test_files(void) {
     char p[256];
     uint16_t t16[1000];
@@ -751,6 +795,45 @@ static void test_files(void) {
     FILE *f = fopen(q, "rb");
     check(!f, "tensor file leaves no temporary file", "");
     if (f) fclose(f);
+
+    // the checksum is zlib's CRC-32: "123456789" -> 0xCBF43926, the check value in the
+    // catalogue of parametrised CRC algorithms (CRC-32/ISO-HDLC)
+    check(crc32_update(0, "123456789", 9) == 0xCBF43926u && crc32_update(crc32_update(0, "1234", 4), "56789", 5) == 0xCBF43926u,
+          "CRC-32 check value, in one call and in two", "%08x", crc32_update(0, "123456789", 9));
+    // tensor data is 64-byte aligned whatever the name lengths, in version 2 and version 1 files
+    const char *names[3] = {"a", "abcde", "x.y.zz"};
+    float vals[3][5];
+    tw_open(&w, p, TF_KIND_DUMP, 3);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 5; j++) vals[i][j] = (float)(10 * i + j);
+        tw_add1(&w, names[i], TF_F32, 5, vals[i]);
+    }
+    tw_close(&w);
+    snprintf(q, sizeof(q), "%s/t_v1.bin", TMP);
+    write_v1_copy(p, q);
+    for (int v = 0; v < 2; v++) {
+        tf_load(&tf, v ? q : p, TF_KIND_DUMP);
+        ok = 1;
+        for (int i = 0; i < 3; i++) {
+            const float *d = (const float *)tf_get(&tf, names[i], TF_F32, 5);
+            ok &= (uintptr_t)d % 64 == 0 && memcmp(d, vals[i], sizeof(vals[i])) == 0;
+        }
+        check(ok, v ? "version-1 tensor file still reads, data aligned" : "tensor data is 64-byte aligned", "");
+        tf_free(&tf);
+    }
+    // JSON cannot hold NaN or Inf: they are written as null
+    f = tmpfile();
+    json_number(f, "%.3f", NAN);
+    fputc(' ', f);
+    json_number(f, "%.3f", -INFINITY);
+    fputc(' ', f);
+    json_number(f, "%.3f", 1.5);
+    rewind(f);
+    char jb[64] = "";
+    size_t jn = fread(jb, 1, sizeof(jb) - 1, f);
+    jb[jn] = 0;
+    fclose(f);
+    check(strcmp(jb, "null null 1.500") == 0, "JSON numbers: null for NaN and Inf", "'%s'", jb);
 }
 
 // ----------------------------------------------------------------------------
@@ -808,12 +891,15 @@ static void read_losses(const char *path, char *out, size_t n) {
     fclose(f);
 }
 
-static const char *SMALL = "./train_gpt_cpu --n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
-                           "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
-                           "--pos posaug --indist_start 8";
+// the CPU trainer under test (TRAINER in the environment: a sanitizer build) and a small run of it
+static const char *TRAINER = "./train_gpt_cpu";
+static const char *SMALL_FLAGS = "--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
+                                 "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
+                                 "--pos posaug --indist_start 8";
+static char SMALL[512];  // TRAINER SMALL_FLAGS
 
 static void test_resume(void) {
-    char cmd[1024], out[8192], la[2048], lb[2048];
+    char cmd[2048], out[8192], la[2048], lb[2048];
     snprintf(cmd, sizeof(cmd), "%s --out_dir %s/full", SMALL, TMP);
     int r1 = run_cmd(cmd, out, sizeof(out));
     snprintf(cmd, sizeof(cmd), "%s --out_dir %s/part --stop_after 3", SMALL, TMP);
@@ -842,7 +928,7 @@ static void test_resume(void) {
 // A checkpoint's own model and scheme are adopted for evaluation (QK-norm, a learned
 // table: no flags needed), and --init_from starts a run from a checkpoint's weights.
 static void test_checkpoint_models(void) {
-    char cmd[1024], out[8192], a[512], b[512];
+    char cmd[2048], out[8192], a[512], b[512];
     const char *ev = "--eval_len 96 --eval_n 2 --gain_window 16";
     snprintf(cmd, sizeof(cmd), "%s --steps 3 %s --pe learned --pos rpe --qk_norm --out_dir %s/lq", SMALL, ev, TMP);
     int r1 = run_cmd(cmd, out, sizeof(out));
@@ -879,7 +965,7 @@ static void test_checkpoint_models(void) {
 
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
-    char cmd[1024], out[8192], label[200];
+    char cmd[2048], out[8192], label[200];
     const char *extra[] = {"--drope_step 1", "--drope_step 1 --qk_norm", "--pos rpe --rpe_layers independent --rpe_eval random"};
     int n_extra = (int)(sizeof(extra) / sizeof(extra[0]));
     for (int k = 0; k < POS_N_SCHEMES + PE_N + n_extra; k++) {
@@ -944,6 +1030,42 @@ static void test_bad_inputs(void) {
     snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
     char a_lqs[600];
     snprintf(a_lqs, sizeof(a_lqs), "--eval_only --resume %s/lq/checkpoint.bin --eval_len 96 --scaling ntk", TMP);
+    // damaged checkpoints: a NaN weight and an Inf moment (valid checksums), a flipped
+    // byte (the checksum catches it), a data position past an int
+    char ck_nan[600], ck_inf[600], ck_flip[600], ck_state[600], a_nan[700], a_inf[700], a_flip[700], a_state[700];
+    snprintf(ck_nan, sizeof(ck_nan), "%s/nan_weight.bin", TMP);
+    snprintf(ck_inf, sizeof(ck_inf), "%s/inf_moment.bin", TMP);
+    snprintf(ck_flip, sizeof(ck_flip), "%s/flipped.bin", TMP);
+    snprintf(ck_state, sizeof(ck_state), "%s/bad_state.bin", TMP);
+    rewrite_tensor(good, ck_nan, "param.wq", 5, NAN, 0);
+    rewrite_tensor(good, ck_inf, "adam_v.w_up", 3, INFINITY, 0);
+    rewrite_tensor(good, ck_state, "meta.state", 4, 0, 1ull << 40);
+    f = fopen(good, "rb");
+    if (f) {
+        long n = file_size(f);
+        unsigned char *buf = (unsigned char *)xmalloc(n);
+        xfread(buf, n, f, good, "checkpoint");
+        fclose(f);
+        buf[n / 2] ^= 0x10;  // one bit in the middle of the weights
+        FILE *g = xfopen(ck_flip, "wb");
+        fwrite(buf, 1, n, g);
+        fclose(g);
+        free(buf);
+    }
+    snprintf(a_nan, sizeof(a_nan), "--eval_only --resume %s", ck_nan);
+    snprintf(a_inf, sizeof(a_inf), "--resume %s --steps 8", ck_inf);
+    snprintf(a_flip, sizeof(a_flip), "--resume %s --steps 8", ck_flip);
+    snprintf(a_state, sizeof(a_state), "--resume %s --steps 8", ck_state);
+    // a tokenizer whose header declares 1.16G tokens in a 1 KB file
+    char tk_huge[600], a_tok_huge[700], a_dir[700];
+    snprintf(tk_huge, sizeof(tk_huge), "%s/huge_tokenizer.bin", TMP);
+    uint32_t th[256] = {20240328, 2, 1160000000u, 0};
+    f = xfopen(tk_huge, "wb");
+    fwrite(th, 4, 256, f);
+    fputs("abcd", f);
+    fclose(f);
+    snprintf(a_tok_huge, sizeof(a_tok_huge), "--tokenizer %s", tk_huge);
+    snprintf(a_dir, sizeof(a_dir), "--resume %s", TMP);
     BadCase cases[] = {
         {"shard with wrong magic", a_magic, "wrong magic"},
         {"shard with wrong version", a_ver, "version 3"},
@@ -993,11 +1115,24 @@ static void test_bad_inputs(void) {
         {"resume and init_from together", a_both, "pass one of them"},
         {"QK-norm added on resume", a_qk, "add --qk_norm to its weights with --init_from"},
         {"QK-norm checkpoint resumed without it", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},
+        {"NaN in a checkpoint's weights", a_nan, "param.wq[5] is nan"},
+        {"Inf in a checkpoint's AdamW moments", a_inf, "adam_v.w_up[3] is inf"},
+        {"a flipped bit in a checkpoint", a_flip, "is corrupt: its CRC-32 is"},
+        {"a data position past an int", a_state, "meta.state data_sample is 1099511627776"},
+        {"a folder as the checkpoint", a_dir, "is not a regular file"},
+        {"threads beyond reason", "--threads 100000", "--threads must lie in [0, 1024]"},
+        {"vocab size past the limit", "--vocab_size 2147483647", "--vocab_size must lie in [2, 16777216]"},
+        {"window past the limit", "--seq_len 268435456", "--seq_len and --ffn_hidden must be at most 1048576"},
+        {"evaluation longer than the validation data", "--eval_len 100000", "the evaluation needs 2000001"},
+        {"a tokenizer declaring more tokens than its file holds", a_tok_huge, "declares 1160000000 tokens in 1028 bytes"},
+        {"a configuration larger than --max_memory", "--seq_len 1024 --batch_size 64 --total_batch 64 --max_memory 1",
+         "more than the 1.00 GiB allowed by --max_memory"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad %s", SMALL, TMP, cases[i].args);
         int rc = run_cmd(cmd, out, sizeof(out));
-        int ok = rc == 1 && strstr(out, "error: ") && strstr(out, cases[i].expect);
+        // refused before the first training step, not minutes later
+        int ok = rc == 1 && strstr(out, "error: ") && strstr(out, cases[i].expect) && !strstr(out, "| loss ");
         char label[128];
         snprintf(label, sizeof(label), "bad input: %s", cases[i].name);
         char *nl = strstr(out, "error: ");
@@ -1009,6 +1144,84 @@ static void test_bad_inputs(void) {
     f = fopen(p, "rb");
     check(!f, "checkpoint writes leave no temporary file", "");
     if (f) fclose(f);
+}
+
+// Runs cmd as a child of its own (sh execs the trainer) and returns its exit status; *mib
+// gets the child's peak resident memory.
+static int run_measured(const char *cmd, char *out, size_t n, double *mib) {
+    char full[2300];
+    snprintf(full, sizeof(full), "exec %s > %s/measured.log 2>&1", cmd, TMP);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    wait4(pid, &st, 0, &ru);
+    *mib = ru.ru_maxrss / 1024.0;
+    char log[300];
+    snprintf(log, sizeof(log), "%s/measured.log", TMP);
+    FILE *f = fopen(log, "r");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    out[got] = 0;
+    if (f) fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Divergence, stale temporary files, and the memory estimate against the measured peak.
+static void test_hostile_runs(void) {
+    char cmd[2048], out[16384], p[512];
+    // a learning rate that destroys the model: the step with a non-finite loss or gradient
+    // norm is refused before its update, and the checkpoint on disk (saved every step) is finite
+    snprintf(cmd, sizeof(cmd), "%s --lr 1e6 --min_lr 0 --warmup 0 --ckpt_every 1 --steps 30 --val_every 0 --out_dir %s/diverge", SMALL, TMP);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    long bad_step = -1;
+    char *e = strstr(out, "error: step ");
+    if (e) sscanf(e, "error: step %ld", &bad_step);
+    int finite = 1;
+    uint64_t saved_step = 0;
+    snprintf(p, sizeof(p), "%s/diverge/checkpoint.bin", TMP);
+    if (rc == 1 && e) {
+        TensorFile tf;
+        tf_load(&tf, p, TF_KIND_CHECKPOINT);
+        for (int i = 0; i < tf.n; i++)
+            if (tf.t[i].dtype == TF_F32) finite &= first_nonfinite((const float *)tf.t[i].data, tf.t[i].numel) < 0;
+        saved_step = ((const uint64_t *)tf_get(&tf, "meta.state", TF_U64, 5))[0];
+        tf_free(&tf);
+    }
+    check(rc == 1 && strstr(out, "the update was not applied") && finite && (long)saved_step == bad_step - 1,
+          "divergence stops before the update; the checkpoint on disk is the step before, all finite",
+          "exit %d, failing step %ld, saved step %llu, finite %d", rc, bad_step, (unsigned long long)saved_step, finite);
+    // a .tmp left by a killed save is removed when the next run starts
+    snprintf(p, sizeof(p), "%s/stale", TMP);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/stale/checkpoint.bin.tmp", TMP);
+    FILE *f = xfopen(p, "wb");
+    fputs("half a checkpoint", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s --steps 1 --out_dir %s/stale", SMALL, TMP);
+    rc = run_cmd(cmd, out, sizeof(out));
+    f = fopen(p, "rb");
+    check(rc == 0 && !f && strstr(out, "left by an interrupted save"), "a stale checkpoint .tmp is removed at the next start", "exit %d", rc);
+    if (f) fclose(f);
+    // the printed estimate against the peak resident memory, training then evaluating
+    const char *shapes[2] = {"--seq_len 512 --batch_size 32 --total_batch 32 --steps 1 --eval_len 0",  // training dominates
+                             "--n_embd 128 --ffn_hidden 512 --batch_size 1 --total_batch 1 --steps 1 --eval_len 16384 --eval_n 1 "
+                             "--gain_window 32 --passkey_lengths 300"};  // evaluation dominates
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), "%s %s --out_dir %s/mem%d", SMALL, shapes[k], TMP, k);
+        double measured = 0, est = -1;
+        rc = run_measured(cmd, out, sizeof(out), &measured);
+        char *m = strstr(out, "host memory: ");
+        if (m) sscanf(m, "host memory: %lf GiB", &est);
+        est *= 1024;  // MiB
+        char label[128];
+        snprintf(label, sizeof(label), "memory estimate of run %d: within 25%% of the measured peak (plus 32 MiB of code and threads)", k + 1);
+        check(rc == 0 && measured <= est * 1.25 + 32 && est <= measured * 1.25 + 32, label, "estimate %.1f MiB, measured %.1f MiB", est,
+              measured);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1081,8 +1294,8 @@ static void compare_gpu_eval(const char *gpu_bin, const char *label, double tol)
     const char *eval = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
     snprintf(cmd, sizeof(cmd), "%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_cpu", SMALL, TMP, eval, TMP);
     int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu", gpu_bin,
-             SMALL + strlen("./train_gpt_cpu"), TMP, eval, TMP);
+    snprintf(cmd, sizeof(cmd), "%s %s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu", gpu_bin, SMALL_FLAGS,
+             TMP, eval, TMP);
     int r2 = run_cmd(cmd, out, sizeof(out));
     if (r1 || r2) { check(0, label, "exit codes %d %d: %s", r1, r2, out); return; }
     static double a[128 * 5], b[128 * 5];
@@ -1134,7 +1347,7 @@ static void test_gpu(const char *ref) {
         snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_case%d_inproc.bin", TMP, k);
         snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_case%d_binary.bin", TMP, k);
         dump_case(cases[k], cpu_in);
-        snprintf(cmd0, sizeof(cmd0), "./train_gpt_cpu --dump_case %s %s", cases[k], cpu_bin);
+        snprintf(cmd0, sizeof(cmd0), "%s --dump_case %s %s", TRAINER, cases[k], cpu_bin);
         int rc0 = run_cmd(cmd0, out, sizeof(out));
         snprintf(label, sizeof(label), "CPU --dump_case on the %s", case_names[k]);
         check(rc0 == 0 && files_equal(cpu_in, cpu_bin), label, "exit %d", rc0);
@@ -1163,6 +1376,9 @@ static void test_gpu(const char *ref) {
 
 int main(int argc, char **argv) {
     const char *ref = argc > 1 ? argv[1] : "dev/reference_tiny.bin";
+    setvbuf(stdout, NULL, _IOLBF, 0);  // in order with the trainers' stderr
+    if (getenv("TRAINER")) TRAINER = getenv("TRAINER");
+    snprintf(SMALL, sizeof(SMALL), "%s %s", TRAINER, SMALL_FLAGS);
     mkdir(TMP, 0755);
     test_reference(ref);
     test_finite_differences(PE_ROPE, 0, 0, "");
@@ -1189,6 +1405,7 @@ int main(int argc, char **argv) {
     test_every_scheme_runs();
     test_checkpoint_models();
     test_bad_inputs();
+    test_hostile_runs();
     test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     return n_fail ? 1 : 0;

@@ -9,7 +9,9 @@
 //    buffers (up to the RSS limit). A harness's own long-lived FILE is opened with
 //    (fopen)(...), which the macro leaves alone.
 #pragma once
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE  // memfd_create
+#endif
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
