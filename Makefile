@@ -1,8 +1,10 @@
-# make            the CPU trainer, the test program, the built-in corpus, and the CUDA
-#                 trainers where nvcc exists (bf16 train_gpt and fp32 train_gpt_fp32)
-# make test       every test (GPU checks report skipped without a GPU)
+# make            the CPU trainer, the test program and the built-in corpus (seconds)
+# make test       every test suite (list and time: README); the first run sets up .venv
+# make cuda       the CUDA trainers (bf16 train_gpt, fp32 train_gpt_fp32) and dev/cuda's
+#                 kernel variants, warnings as errors (about 75 s on 2 cores; needs nvcc)
+# make sanitize   the CPU trainer and test_gpt under ASan + UBSan, every test (part of make test)
+# make fuzz       every libFuzzer harness in dev/fuzz for FUZZ_SECONDS each (default 60; clang)
 # make bench      CPU tokens/s against PyTorch on the same machine
-# make cuda       only the CUDA programs (warnings are errors), dev/cuda's kernel variants too
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
 CFLAGS ?= -O3 -march=native
@@ -23,14 +25,25 @@ endif
 NVCC_FLAGS = -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings
 CUDA_BINS = train_gpt train_gpt_fp32
 
-.PHONY: all test bench clean data cuda kernels kernels-run
-all: train_gpt_cpu test_gpt data $(if $(NVCC),cuda)
+.PHONY: all test bench clean data cuda kernels kernels-run sanitize fuzz
+all: train_gpt_cpu test_gpt data
 
 train_gpt_cpu: train_gpt_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 test_gpt: test_gpt.c train_gpt_cpu.c $(HEADERS)
 	$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer builds (dev/sanitize.sh runs them)
+SAN_FLAGS = $(filter-out -O%,$(CFLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+train_gpt_cpu_san: train_gpt_cpu.c $(HEADERS)
+	$(CC) $(SAN_FLAGS) -o $@ $< $(LDLIBS)
+test_gpt_san: test_gpt.c train_gpt_cpu.c $(HEADERS)
+	$(CC) $(SAN_FLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
+sanitize: data
+	@bash dev/sanitize.sh
+fuzz:
+	@bash dev/fuzz/run.sh $(or $(FUZZ_SECONDS),60)
 
 cuda: $(CUDA_BINS) kernels
 kernels:
@@ -47,12 +60,12 @@ data: data/builtin/train.bin
 data/builtin/train.bin: data/builtin_corpus.py
 	$(PYTHON) data/builtin_corpus.py
 
-test: train_gpt_cpu test_gpt data $(if $(NVCC),cuda)
+test: train_gpt_cpu test_gpt data
 	@bash dev/run_tests.sh
 
 bench: train_gpt_cpu data
 	@bash dev/bench_cpu.sh
 
 clean:
-	rm -f train_gpt_cpu test_gpt $(CUDA_BINS)
+	rm -f train_gpt_cpu test_gpt train_gpt_cpu_san test_gpt_san $(CUDA_BINS)
 	$(MAKE) -C dev/cuda clean

@@ -1207,9 +1207,13 @@ static void test_hostile_runs(void) {
     check(rc == 0 && !f && strstr(out, "left by an interrupted save"), "a stale checkpoint .tmp is removed at the next start", "exit %d", rc);
     if (f) fclose(f);
     // the printed estimate against the peak resident memory, training then evaluating
+    if (getenv("SANITIZED")) {  // AddressSanitizer's shadow memory is not the trainer's
+        skip("memory estimates against the measured peak", "a sanitizer build");
+        return;
+    }
     const char *shapes[2] = {"--seq_len 512 --batch_size 32 --total_batch 32 --steps 1 --eval_len 0",  // training dominates
-                             "--n_embd 128 --ffn_hidden 512 --batch_size 1 --total_batch 1 --steps 1 --eval_len 16384 --eval_n 1 "
-                             "--gain_window 32 --passkey_lengths 300"};  // evaluation dominates
+                             "--n_embd 128 --ffn_hidden 2048 --batch_size 1 --total_batch 1 --steps 1 --eval_len 4096 --eval_n 1 "
+                             "--gain_window 0 --passkey_lengths 300 --passkey_n 2"};  // evaluation dominates
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof(cmd), "%s %s --out_dir %s/mem%d", SMALL, shapes[k], TMP, k);
         double measured = 0, est = -1;

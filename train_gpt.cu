@@ -1228,9 +1228,8 @@ static void gpu_memory_check(const Config *c, int train) {
         if (c->val_every) host.train += fl * total;
     }
     if (c->eval_len) {  // one full pass, a chunk with its KV cache (keys, values, scratch), passkey prompts
-        int pk[64], npk = parse_int_list(c->passkey_lengths, pk, 64, "--passkey_lengths"), chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
-        int small = chunk;
-        for (int i = 0; i < npk; i++) small = pk[i] + 10 > small ? pk[i] + 10 : small;
+        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 10;
+        int small = pk > chunk ? pk : chunk;
         double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +
                    fl * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);

@@ -1176,9 +1176,8 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
     }
     double kd = (double)c->NKV * (c->C / c->NH), kv_row = 2 * fl * c->L * kd;  // KV cache bytes per position
     if (evaluate && c->eval_len) {  // one full pass, a chunk with its cache, passkey prompts
-        int pk[64], npk = parse_int_list(c->passkey_lengths, pk, 64, "--passkey_lengths"), chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
-        int small = chunk;
-        for (int i = 0; i < npk; i++) small = pk[i] + 10 > small ? pk[i] + 10 : small;
+        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 10;
+        int small = pk > chunk ? pk : chunk;
         shard_token_counts(c->val_data, &largest, &total);
         p.eval = fl * acts_layout(&a, c, 1, c->eval_len, 0, NULL) + fl * acts_layout(&a, c, 1, small, 0, NULL) +
                  kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small) + fl * (total + largest) +

@@ -1,21 +1,71 @@
 #!/usr/bin/env bash
-# make test: every test program, then one closing line "N passed, N failed, N skipped".
+# make test: every suite, then one closing line "N passed, N failed, N skipped".
+# Each suite prints PASS/FAIL/SKIP lines and ends with its own "N passed, N failed[, N
+# skipped]" line; a suite that exits non-zero or prints no summary counts as a failure,
+# named at the end. The Python suites run in the project's .venv (dev/requirements.txt),
+# set up on the first run; offline, they use python3 and skip what needs a missing package.
+# FUZZ_SECONDS (default 10): seconds per libFuzzer harness in the fuzz smoke suite.
 set -u
 cd "$(dirname "$0")/.."
-log=$(mktemp)
-status=0
+passed=0 failed=0 skipped=0
+broken=()
+
+# run NAME COMMAND...: one suite
 run() {
-    echo "== $*"
-    "$@" 2>&1 | tee -a "$log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    local name=$1 log
+    shift
+    log=$(mktemp)
+    echo "== $name: $*"
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    local summary
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    rm -f "$log"
+    if [ -z "$summary" ]; then
+        echo "FAIL: suite '$name' ended (exit $rc) without its summary line"
+        failed=$((failed + 1))
+        broken+=("$name (exit $rc, no summary)")
+        return
+    fi
+    read -r p f s < <(echo "$summary" | sed -E 's/^([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/')
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL: suite '$name' exited $rc but reported no failure"
+        failed=$((failed + 1))
+        broken+=("$name (exit $rc)")
+    elif [ "$f" -ne 0 ]; then
+        broken+=("$name ($f failed)")
+    fi
 }
-run ./test_gpt
-run python3 data/test_data.py
-run python3 dev/test_eval_scripts.py
-# every suite ends with "N passed, N failed[, N skipped]"; add them up
-read -r p f s < <(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" |
-    sed -E 's/^([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/' |
-    awk '{p += $1; f += $2; s += ($3 == "" ? 0 : $3)} END {print p + 0, f + 0, s + 0}')
-rm -f "$log"
-echo "$p passed, $f failed, $s skipped"
-[ "$status" -eq 0 ] && [ "$f" -eq 0 ]
+
+# The project's Python environment: .venv from dev/requirements.txt, made once, remade
+# when the requirements change.
+PY=python3
+if [ -x .venv/bin/python ] && cmp -s dev/requirements.txt .venv/requirements.txt; then
+    PY=.venv/bin/python
+else
+    echo "== setting up .venv from dev/requirements.txt (once; about a minute)"
+    rm -rf .venv
+    if python3 -m venv .venv && .venv/bin/python -m pip install --quiet --disable-pip-version-check -r dev/requirements.txt; then
+        cp dev/requirements.txt .venv/requirements.txt
+        PY=.venv/bin/python
+    else
+        rm -rf .venv
+        echo "note: could not set up .venv (offline?): the Python suites run with python3 and skip what needs numpy, matplotlib or tokenizers"
+    fi
+fi
+
+run headers bash dev/check_headers.sh
+run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks use these builds
+run test_gpt ./test_gpt
+run data "$PY" data/test_data.py
+run eval-scripts "$PY" dev/test_eval_scripts.py
+run crash-safety "$PY" dev/test_crash_safety.py
+run sanitizers bash dev/sanitize.sh
+run fuzz-regressions bash dev/fuzz/run.sh --regress
+run fuzz-smoke bash dev/fuzz/run.sh "${FUZZ_SECONDS:-10}"
+
+echo
+for b in "${broken[@]}"; do echo "failing suite: $b"; done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -290,8 +290,13 @@ static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) 
     const int32_t *ci = (const int32_t *)tf_get(tf, "config_i", TF_I32, 12);
     const float *cf = (const float *)tf_get(tf, "config_f", TF_F32, 10);
     config_defaults(c);
+    for (int i = 0; i < 12; i++)
+        if (ci[i] < 0 || ci[i] > MAX_SEQ) fail("'%s': config_i[%d] = %d is out of range", tf->path, i, ci[i]);
+    if ((long)ci[8] * ci[9] > 2147483647L) fail("'%s': batch %d x %d micro-batches is too large", tf->path, ci[8], ci[9]);
     c->V = ci[0]; c->Vp = ci[1]; c->C = ci[2]; c->L = ci[3]; c->NH = ci[4]; c->NKV = ci[5]; c->F = ci[6]; c->T = ci[7];
     c->B = ci[8]; c->total_batch = ci[8] * ci[9]; c->steps = ci[10]; c->warmup = ci[11];
+    validate_model(c);
+    if (c->Vp != (c->V + 127) / 128 * 128) fail("'%s': padded vocab %d is not %d rounded up to 128", tf->path, c->Vp, c->V);
     c->rope_base = cf[0]; c->rms_eps = cf[1]; c->lr = cf[2]; c->min_lr = cf[3]; c->weight_decay = cf[4];
     c->beta1 = cf[5]; c->beta2 = cf[6]; c->adam_eps = cf[7]; c->grad_clip = cf[8];
     *micro = ci[9];

@@ -300,28 +300,36 @@ static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
 #define MAX_POSITION (1 << 24)
 #define MAX_THREADS 1024
 
-static inline void validate_config(Config *c) {
 #define REQUIRE(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
+// The model's shape and batch (from flags, a checkpoint's header or a case file): every
+// size positive and within the limits, so no size computation overflows.
+static inline void validate_model(const Config *c) {
     REQUIRE(c->V >= 2 && c->V <= MAX_VOCAB, "--vocab_size must lie in [2, %d], got %d", MAX_VOCAB, c->V);
-    round_vocab(c);
     REQUIRE(c->C > 0 && c->L > 0 && c->NH > 0 && c->NKV > 0 && c->F > 0 && c->T > 0,
             "sizes must be positive (--n_embd %d --n_layer %d --n_head %d --n_kv_head %d --ffn_hidden %d --seq_len %d)",
             c->C, c->L, c->NH, c->NKV, c->F, c->T);
     REQUIRE(c->T <= MAX_SEQ && c->F <= MAX_SEQ, "--seq_len and --ffn_hidden must be at most %d (got %d, %d)", MAX_SEQ, c->T, c->F);
-    REQUIRE(c->eval_len <= MAX_POSITION && c->rpe_max <= MAX_POSITION,
-            "--eval_len and --rpe_max must be at most %d, where fp32 positions stop being exact integers (got %d, %d)",
-            MAX_POSITION, c->eval_len, c->rpe_max);
-    REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
-    REQUIRE((long)c->B * c->T <= 2147483647L && (long)c->total_batch * (c->T + 1) <= 2147483647L,
-            "--batch_size %d / --total_batch %d x --seq_len %d is more than 2^31 tokens", c->B, c->total_batch, c->T);
-    REQUIRE(c->threads >= 0 && c->threads <= MAX_THREADS, "--threads must lie in [0, %d] (0: all cores), got %d", MAX_THREADS, c->threads);
-    REQUIRE(c->max_memory >= 0, "--max_memory must be >= 0 GiB (0: what the machine has), got %g", c->max_memory);
     REQUIRE(c->L <= MAX_LAYERS, "--n_layer %d exceeds the maximum %d", c->L, MAX_LAYERS);
     REQUIRE(c->C % c->NH == 0, "--n_embd %d must be divisible by --n_head %d", c->C, c->NH);
     REQUIRE(c->NH % c->NKV == 0, "--n_head %d must be divisible by --n_kv_head %d", c->NH, c->NKV);
     int hd = c->C / c->NH;
     REQUIRE(hd % 2 == 0, "head dim C/NH = %d must be even for RoPE", hd);
     REQUIRE(hd / 2 <= MAX_HALF_HD, "head dim %d exceeds the maximum %d", hd, 2 * MAX_HALF_HD);
+    REQUIRE(c->B > 0, "--batch_size must be positive, got %d", c->B);
+    REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
+    REQUIRE((long)c->B * c->T <= 2147483647L && (long)c->total_batch * (c->T + 1) <= 2147483647L,
+            "--batch_size %d / --total_batch %d x --seq_len %d is more than 2^31 tokens", c->B, c->total_batch, c->T);
+}
+
+static inline void validate_config(Config *c) {
+    REQUIRE(c->V >= 2 && c->V <= MAX_VOCAB, "--vocab_size must lie in [2, %d], got %d", MAX_VOCAB, c->V);
+    round_vocab(c);
+    validate_model(c);
+    REQUIRE(c->eval_len <= MAX_POSITION && c->rpe_max <= MAX_POSITION,
+            "--eval_len and --rpe_max must be at most %d, where fp32 positions stop being exact integers (got %d, %d)",
+            MAX_POSITION, c->eval_len, c->rpe_max);
+    REQUIRE(c->threads >= 0 && c->threads <= MAX_THREADS, "--threads must lie in [0, %d] (0: all cores), got %d", MAX_THREADS, c->threads);
+    REQUIRE(c->max_memory >= 0, "--max_memory must be >= 0 GiB (0: what the machine has), got %g", c->max_memory);
     REQUIRE(c->rope_base > 1.0f, "--rope_base must be > 1, got %g", c->rope_base);
     REQUIRE(c->alpha_min > 0 && c->alpha_min <= c->alpha_max, "--alpha_range needs 0 < a <= b, got %g,%g", c->alpha_min, c->alpha_max);
     REQUIRE(c->alpha_fixed > 0, "--alpha must be > 0, got %g", c->alpha_fixed);
@@ -336,7 +344,6 @@ static inline void validate_config(Config *c) {
     REQUIRE(!(c->rpe_eval && c->eval_len > c->rpe_max), "--rpe_eval random draws --eval_len %d positions from [0, --rpe_max %d): too few",
             c->eval_len, c->rpe_max);
     REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
-    REQUIRE(c->total_batch > 0 && c->total_batch % c->B == 0, "--total_batch %d must be a positive multiple of --batch_size %d", c->total_batch, c->B);
     REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
     REQUIRE(c->warmup >= 0, "--warmup must be >= 0, got %d", c->warmup);
     REQUIRE(c->lr > 0 && c->min_lr >= 0 && c->min_lr <= c->lr, "need 0 <= --min_lr <= --lr and --lr > 0 (got %g, %g)", c->min_lr, c->lr);
@@ -378,6 +385,8 @@ static inline void validate_config(Config *c) {
         REQUIRE(list[i] > c->gain_window && list[i] <= c->eval_len, "--gain_lengths: %d must lie in (--gain_window %d, --eval_len %d]",
                 list[i], c->gain_window, c->eval_len);
     nl = parse_int_list(c->passkey_lengths, list, 64, "--passkey_lengths");
+    for (int i = 0; i < nl; i++)
+        REQUIRE(list[i] <= MAX_POSITION - 16, "--passkey_lengths: %d is past the last exact fp32 position %d", list[i], MAX_POSITION);
     for (int i = 0; i < nl && c->rpe_eval; i++)  // the prompt and 10 generated tokens
         REQUIRE(list[i] + 10 <= c->rpe_max, "--rpe_eval random draws %d passkey positions (--passkey_lengths %d + 10) from [0, --rpe_max %d): too few",
                 list[i] + 10, list[i], c->rpe_max);
@@ -387,8 +396,8 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");
     REQUIRE(!c->eval_only || c->resume[0], "--eval_only needs --resume CHECKPOINT");
     REQUIRE(!c->generate || c->resume[0] || c->steps > 0, "--generate needs --resume CHECKPOINT or training steps");
-#undef REQUIRE
 }
+#undef REQUIRE
 
 // Two passes: --model first (the preset), then every other flag overrides it.
 static inline void parse_args(Config *c, int argc, char **argv) {
@@ -415,7 +424,7 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         if (strcmp(a->name, "--model") != 0) set_arg(c, a, argv[i + 1]);
         i++;
     }
-    if (!eval_len_set) c->eval_len = 8L * c->T < 16384 ? 8 * c->T : 16384;
+    if (!eval_len_set) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below
     validate_config(c);
     if (!c->out_dir[0] && c->eval_only) {  // evaluation results go next to the checkpoint
         snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);

@@ -155,6 +155,19 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
     return r;
 }
 
+// The longest passkey prompt of the run (--passkey_lengths or the prompts file), 0 for none.
+static inline int passkey_longest(const Config *c) {
+    int lens[64], n = parse_int_list(c->passkey_lengths, lens, 64, "--passkey_lengths"), longest = 0;
+    for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
+    if (c->passkey_prompts[0]) {
+        PasskeyPrompts pp;
+        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
+        for (int i = 0; i < pp.n; i++) longest = pp.lengths[i] > longest ? pp.lengths[i] : longest;
+        tf_free(&pp.tf);
+    }
+    return longest;
+}
+
 // What the evaluation at the end of a run needs, checked before the run starts (so a
 // mistake is not found hours later): enough validation tokens, a readable baseline,
 // passkey prompts that load and fit.

@@ -62,6 +62,8 @@ static inline long passkey_first_integer(const char *text) {
 }
 
 // Pre-tokenized prompts (a tensor file of kind 3: tokens, offsets, keys, lengths, depths).
+// Lengths stay below the last exact fp32 position (2^24), minus the generated tokens.
+#define MAX_PROMPT ((1 << 24) - 16)
 typedef struct {
     TensorFile tf;
     int n;
@@ -73,20 +75,25 @@ static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int
     tf_load(&p->tf, path, TF_KIND_DUMP);
     const TensorEntry *k = tf_find(&p->tf, "keys");
     if (!k) fail("--passkey_prompts: '%s' has no tensor 'keys'", path);
+    if (k->numel > (1u << 24)) fail("--passkey_prompts: '%s' has %zu prompts, more than %d", path, k->numel, 1 << 24);
     p->n = (int)k->numel;
     p->keys = (const int *)tf_get(&p->tf, "keys", TF_I32, p->n);
     p->lengths = (const int *)tf_get(&p->tf, "lengths", TF_I32, p->n);
     p->depths = (const float *)tf_get(&p->tf, "depths", TF_F32, p->n);
     p->offsets = (const int *)tf_get(&p->tf, "offsets", TF_I32, p->n + 1);
     const TensorEntry *t = tf_find(&p->tf, "tokens");
-    if (!t || t->dtype != TF_I32 || (long)t->numel != p->offsets[p->n]) fail("--passkey_prompts: '%s' has inconsistent tokens/offsets", path);
+    if (!t || t->dtype != TF_I32 || p->offsets[0] != 0 || (long)t->numel != p->offsets[p->n])
+        fail("--passkey_prompts: '%s' has inconsistent tokens/offsets", path);
     p->tokens = (const int *)t->data;
     for (long i = 0; i < (long)t->numel; i++)
         if (p->tokens[i] < 0 || p->tokens[i] >= vocab_size)
             fail("--passkey_prompts: '%s' has token %d at index %ld, outside the vocab size %d (another tokenizer?)", path,
                  p->tokens[i], i, vocab_size);
-    for (int i = 0; i < p->n; i++)
-        if (p->offsets[i + 1] - p->offsets[i] > p->lengths[i] || p->offsets[i + 1] < p->offsets[i])
-            fail("--passkey_prompts: '%s': prompt %d has %d tokens, more than its length %d", path, i,
-                 p->offsets[i + 1] - p->offsets[i], p->lengths[i]);
+    for (int i = 0; i < p->n; i++) {
+        if (p->lengths[i] < 1 || p->lengths[i] > MAX_PROMPT)
+            fail("--passkey_prompts: '%s': prompt %d has length %d, outside [1, %d]", path, i, p->lengths[i], MAX_PROMPT);
+        if (p->offsets[i + 1] < p->offsets[i] || (long)p->offsets[i + 1] - p->offsets[i] > p->lengths[i])
+            fail("--passkey_prompts: '%s': prompt %d has %ld tokens, more than its length %d", path, i,
+                 (long)p->offsets[i + 1] - p->offsets[i], p->lengths[i]);
+    }
 }

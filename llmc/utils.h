@@ -25,7 +25,7 @@ static int fail_quiet;
 #endif
 
 // Print "error: <message>" and exit(1). Every user-facing failure goes through here.
-static inline void fail(const char *fmt, ...) {
+__attribute__((noreturn, format(printf, 1, 2))) static inline void fail(const char *fmt, ...) {
 #ifdef FAIL_LONGJMP
     if (fail_quiet) longjmp(fail_jump, 1);
 #endif
