@@ -837,6 +837,66 @@ static void test_files(void) {
 }
 
 // ----------------------------------------------------------------------------
+// 5b. the CPU kernels (llmc/gemm.h, llmc/vecmath.h) against their definitions
+
+static float *test_matrix(size_t n, unsigned seed) {
+    float *m = (float *)xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        m[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    return m;
+}
+
+static void test_kernels(void) {
+    // the packed GEMM equals the one-fmaf-chain definition bit for bit, on odd shapes, in
+    // every transposition, with and without accumulation, across KC (256) and NC (3072) blocks
+    int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 129}, {127, 129, 17}, {129, 127, 1}, {13, 600, 33}, {5, 300, 3100}};
+    int n_shapes = (int)(sizeof(shapes) / sizeof(shapes[0])), worst_shape = -1, cases = 0;
+    for (int si = 0; si < n_shapes; si++)
+        for (int v = 0; v < 8; v++) {
+            int N = shapes[si][0], K = shapes[si][1], M = shapes[si][2], acc = v & 1, at = (v >> 1) & 1, bt = (v >> 2) & 1;
+            float *A = test_matrix((size_t)N * K, 1 + v), *Bm = test_matrix((size_t)K * M, 2 + v);
+            float *got = test_matrix((size_t)N * M, 3), *want = test_matrix((size_t)N * M, 3);
+            gemm(got, A, Bm, N, K, M, acc, at, bt);
+            gemm_reference(want, A, Bm, N, K, M, acc, at, bt);
+            if (memcmp(got, want, (size_t)N * M * sizeof(float)) != 0) worst_shape = si;
+            cases++;
+            free(A); free(Bm); free(got); free(want);
+        }
+    check(worst_shape < 0, "GEMM equals its definition bit for bit on odd shapes, every transposition, accumulating or not",
+          "%d cases%s", cases, worst_shape >= 0 ? ", a mismatch" : "");
+    // exp against double-precision exp: within 1 ulp on [-87.3, 88.7], vector = scalar path
+    size_t n = 1000000;
+    float *x = test_matrix(n, 7), *y = (float *)xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = -104.0f + 193.0f * (x[i] + 0.5f);
+    exp_array(y, x, 1.0f, 0.0f, n);
+    double worst = 0;
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        differ += y[i] != exp_scalar(x[i]);
+        if (x[i] < -87.3f || x[i] > 88.7f) continue;
+        double want = exp((double)x[i]), ulp = nextafterf((float)want, INFINITY) - (float)want;
+        double e = fabs(y[i] - want) / ulp;
+        worst = e > worst ? e : worst;
+    }
+    check(worst <= 1.0 && differ == 0, "vectorized exp within 1 ulp of exp on [-87.3, 88.7], the same as its scalar form",
+          "worst %.3f ulp, %zu differ", worst, differ);
+    float special[6] = {-INFINITY, -1000.0f, -104.0f, 88.73f, INFINITY, 0.0f}, got[6];
+    exp_array(got, special, 1.0f, 0.0f, 6);
+    check(got[0] == 0 && got[1] == 0 && got[2] == 0 && isinf(got[3]) && isinf(got[4]) && got[5] == 1.0f && isnan(exp_scalar(NAN)),
+          "exp at the range ends: 0, inf, exp(0) = 1, NaN", "");
+    // sum and max against the plain loops
+    double plain = 0;
+    float m = x[0];
+    for (size_t i = 0; i < 100003; i++) { plain += x[i]; m = x[i] > m ? x[i] : m; }
+    check(fabs(sum_array(x, 100003) - plain) <= 1e-9 * fabs(plain) + 1e-6 && max_array(x, 100003) == m,
+          "sum_array and max_array agree with the plain loops", "%.9g vs %.9g", sum_array(x, 100003), plain);
+    free(x);
+    free(y);
+}
+
+// ----------------------------------------------------------------------------
 // 6. the trainer binary: resume exactness, bad inputs
 
 // Runs a shell command, returns its exit status; its output goes to `out` (size n).
@@ -1384,6 +1444,11 @@ int main(int argc, char **argv) {
     if (getenv("TRAINER")) TRAINER = getenv("TRAINER");
     snprintf(SMALL, sizeof(SMALL), "%s %s", TRAINER, SMALL_FLAGS);
     mkdir(TMP, 0755);
+    if (getenv("KERNELS_ONLY")) {  // dev/check_kernel_isas.sh: this build's GEMM and exp only
+        test_kernels();
+        printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+        return n_fail ? 1 : 0;
+    }
     test_reference(ref);
     test_finite_differences(PE_ROPE, 0, 0, "");
     test_finite_differences(PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
@@ -1405,6 +1470,7 @@ int main(int argc, char **argv) {
     test_eval_passes();
     test_passkey();
     test_files();
+    test_kernels();
     test_resume();
     test_every_scheme_runs();
     test_checkpoint_models();

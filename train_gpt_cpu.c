@@ -16,198 +16,21 @@
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.h"
+#include "llmc/gemm.h"
 #include "llmc/memory.h"
 #include "llmc/metrics.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
 #include "llmc/trainloop.h"
+#include "llmc/vecmath.h"
 
 // ----------------------------------------------------------------------------
-// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), row-major with row
-// strides lda, ldb, ldc. Each output element is summed by one thread in a fixed order,
-// so results do not depend on the thread count (resume is bit-exact). The build turns
-// off implicit fused multiply-adds (RoPE angles must round like the GPU's), so the
-// kernel asks for them explicitly with fmaf.
-// Attention uses the triangular shapes: CAUSAL_OUT computes only tiles that touch
-// s <= t; LOWER_A / UPPER_A skip the zero half of a triangular A.
-
-enum { GEMM_FULL, GEMM_CAUSAL_OUT, GEMM_LOWER_A, GEMM_UPPER_A };
-typedef struct {
-    float *out;
-    const float *A, *Bm;
-    int ldc, lda, ldb, K, accumulate, shape;
-    int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
-} Gemm;
-
-#define GEMM_RB 8   // rows of A per tile
-#define GEMM_CB 32  // columns of Bm per tile: 8x32 accumulators fit in AVX-512 registers
-
-static void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
-    if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) {  // wholly above the diagonal
-        if (!g->accumulate)
-            for (int r = 0; r < nr; r++) memset(g->out + (size_t)(r0 + r) * g->ldc + c0, 0, nc * sizeof(float));
-        return;
-    }
-    int k_lo = g->shape == GEMM_UPPER_A ? r0 : 0;
-    int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
-    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
-    if (g->accumulate)
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) acc[r][c] = g->out[(size_t)(r0 + r) * g->ldc + c0 + c];
-    size_t a_row = g->a_trans ? 1 : (size_t)g->lda, a_col = g->a_trans ? (size_t)g->lda : 1;
-    if (nr == GEMM_RB && nc == GEMM_CB) {
-        const float *a = g->A + r0 * a_row;
-        for (int k = k_lo; k < k_hi; k++) {
-            const float *b = g->Bm + (size_t)k * g->ldb + c0;
-            float av[GEMM_RB];
-            for (int r = 0; r < GEMM_RB; r++) av[r] = a[r * a_row + k * a_col];
-            for (int r = 0; r < GEMM_RB; r++)
-#pragma omp simd
-                for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(av[r], b[c], acc[r][c]);
-        }
-    } else {
-        for (int r = 0; r < nr; r++)
-            for (int k = k_lo; k < k_hi; k++) {
-                float a = g->A[(r0 + r) * a_row + k * a_col];
-                const float *b = g->Bm + (size_t)k * g->ldb + c0;
-                for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
-            }
-    }
-    for (int r = 0; r < nr; r++)
-        for (int c = 0; c < nc; c++) g->out[(size_t)(r0 + r) * g->ldc + c0 + c] = acc[r][c];
-}
-
-// one thread (called inside parallel loops)
-static void gemm_serial(const Gemm *g, int N, int M) {
-    for (int c0 = 0; c0 < M; c0 += GEMM_CB)
-        for (int r0 = 0; r0 < N; r0 += GEMM_RB)
-            gemm_tile(g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
-}
-
-// all threads, contiguous operands: out (N,M) (+)= op(A) (N,K) . Bm (K,M), where op(A)
-// is A (N,K) or, with a_trans, the transpose of A stored as (K,N). Blocked and packed
-// (MC x KC blocks of A in 8-row panels, KC x NC blocks of Bm in 32-column panels), so
-// the 8x32 register kernel reads contiguous memory whatever the strides. Each output
-// block belongs to one thread and adds its KC blocks in order: results do not depend on
-// the thread count.
-#define GEMM_MC 64
-#define GEMM_KC 256
-#define GEMM_NC 512
-
-static void pack_a(float *Ap, const float *A, int lda, int a_trans, int i0, int mc, int k0, int kc) {
-    for (int p = 0; p < (mc + GEMM_RB - 1) / GEMM_RB; p++)
-        for (int k = 0; k < kc; k++)
-            for (int r = 0; r < GEMM_RB; r++) {
-                int i = p * GEMM_RB + r;
-                float v = 0.0f;
-                if (i < mc) v = a_trans ? A[(size_t)(k0 + k) * lda + i0 + i] : A[(size_t)(i0 + i) * lda + k0 + k];
-                Ap[((size_t)p * kc + k) * GEMM_RB + r] = v;
-            }
-}
-
-// one 32-column panel (kc,32) of Bm rows k0.., columns j0..j0+n-1, zero padded
-static void pack_b(float *Bp, const float *Bm, int ldb, int k0, int kc, int j0, int n) {
-    for (int k = 0; k < kc; k++) {
-        const float *src = Bm + (size_t)(k0 + k) * ldb + j0;
-        float *dst = Bp + (size_t)k * GEMM_CB;
-        for (int c = 0; c < GEMM_CB; c++) dst[c] = c < n ? src[c] : 0.0f;
-    }
-}
-
-// o (nr,ncl) (+)= Ap panel (kc,8)^T . Bp panel (kc,32), accumulators in registers
-static void gemm_micro(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int ncl, int add) {
-    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
-    for (int k = 0; k < kc; k++) {
-        const float *a = ap + (size_t)k * GEMM_RB, *b = bp + (size_t)k * GEMM_CB;
-        for (int r = 0; r < GEMM_RB; r++)
-#pragma omp simd
-            for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
-    }
-    for (int r = 0; r < nr; r++)
-        for (int c = 0; c < ncl; c++) o[(size_t)r * ldo + c] = add ? o[(size_t)r * ldo + c] + acc[r][c] : acc[r][c];
-}
-
-// short products with a row-major A: register tiles straight from memory (no packing)
-static void gemm_tiles(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate) {
-    Gemm g = {out, A, Bm, M, K, M, K, accumulate, GEMM_FULL, 0};
-    int nrb = (N + GEMM_RB - 1) / GEMM_RB, ncb = (M + GEMM_CB - 1) / GEMM_CB;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int cb = 0; cb < ncb; cb++)
-        for (int rb = 0; rb < nrb; rb++) {
-            int r0 = rb * GEMM_RB, c0 = cb * GEMM_CB;
-            gemm_tile(&g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
-        }
-}
-
-static void gemm_nn(float *out, const float *A, const float *Bm, int N, int K, int M, int accumulate, int a_trans) {
-    if (!a_trans && K <= 512) {
-        gemm_tiles(out, A, Bm, N, K, M, accumulate);
-        return;
-    }
-    int lda = a_trans ? N : K, MCb = GEMM_MC, threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    while ((N + MCb - 1) / MCb < 2 * threads && MCb > 16) MCb /= 2;  // work for every thread
-    int nib = (N + MCb - 1) / MCb;
-    float *Bp = (float *)xmalloc((size_t)GEMM_KC * GEMM_NC * sizeof(float));  // shared
-#pragma omp parallel
-    {
-        float *Ap = (float *)xmalloc((size_t)GEMM_MC * GEMM_KC * sizeof(float));
-        for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
-            int nc = M - j0 < GEMM_NC ? M - j0 : GEMM_NC, nq = (nc + GEMM_CB - 1) / GEMM_CB;
-            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, add = accumulate || k0 > 0;
-#pragma omp for schedule(static)
-                for (int q = 0; q < nq; q++) pack_b(Bp + (size_t)q * kc * GEMM_CB, Bm, M, k0, kc, j0 + q * GEMM_CB,
-                                                    nc - q * GEMM_CB < GEMM_CB ? nc - q * GEMM_CB : GEMM_CB);
-#pragma omp for schedule(static)
-                for (int ib = 0; ib < nib; ib++) {
-                    int i0 = ib * MCb, mc = N - i0 < MCb ? N - i0 : MCb;
-                    pack_a(Ap, A, lda, a_trans, i0, mc, k0, kc);
-                    for (int q = 0; q < nq; q++)
-                        for (int p = 0; p < (mc + GEMM_RB - 1) / GEMM_RB; p++) {
-                            int nr = mc - p * GEMM_RB < GEMM_RB ? mc - p * GEMM_RB : GEMM_RB;
-                            int ncl = nc - q * GEMM_CB < GEMM_CB ? nc - q * GEMM_CB : GEMM_CB;
-                            gemm_micro(Ap + (size_t)p * kc * GEMM_RB, Bp + (size_t)q * kc * GEMM_CB, kc,
-                                       out + (size_t)(i0 + p * GEMM_RB) * M + j0 + q * GEMM_CB, M, nr, ncl, add);
-                        }
-                }
-            }
-        }
-        free(Ap);
-    }
-    free(Bp);
-    if (K == 0 && !accumulate)
-        for (size_t i = 0; i < (size_t)N * M; i++) out[i] = 0.0f;
-}
-
-// dst (cols,rows) = src (rows,cols)^T, in 16x16 blocks
-static void transpose(float *dst, const float *src, int rows, int cols) {
-#pragma omp parallel for collapse(2)
-    for (int r0 = 0; r0 < rows; r0 += 16)
-        for (int c0 = 0; c0 < cols; c0 += 16)
-            for (int c = c0; c < c0 + 16 && c < cols; c++)
-                for (int r = r0; r < r0 + 16 && r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
-}
-
-// A grow-only scratch buffer per use, so the hot path does not allocate.
-static float *scratch(float **buf, size_t *cap, size_t n) {
-    if (n > *cap) {
-        free(*buf);
-        *buf = (float *)xmalloc(n * sizeof(float));
-        *cap = n;
-    }
-    return *buf;
-}
+// linear layers: the matrix products are llmc/gemm.h's
 
 // out (N,OC) = inp (N,IC) . weight (OC,IC)^T      (a bias-free nn.Linear)
 static void matmul_forward(float *out, const float *inp, const float *weight, int N, int IC, int OC) {
-    static float *wt;  // (IC,OC)
-    static size_t cap;
-    transpose(scratch(&wt, &cap, (size_t)IC * OC), weight, OC, IC);
-    gemm_nn(out, inp, wt, N, IC, OC, 0, 0);
+    gemm_nt(out, inp, weight, N, IC, OC);
 }
 
 // dinp (N,IC) (+)= dout (N,OC) . weight (OC,IC);   dweight (OC,IC) += dout^T . inp
@@ -391,10 +214,10 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 gemm_serial(&qk, T, T);
                 float m = alibi ? alibi[h] : 0.0f;
                 for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled (and biased)
-                    float *a = S + (size_t)t * T, maxv = -INFINITY, sum = 0.0f;
-                    for (int s = 0; s <= t; s++) maxv = fmaxf(maxv, a[s] = a[s] * scale - m * (float)(t - s));
-                    for (int s = 0; s <= t; s++) sum += (a[s] = expf(a[s] - maxv));
-                    float inv = 1.0f / sum;
+                    float *a = S + (size_t)t * T;
+                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale - m * (float)(t - s);
+                    exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
+                    float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
                     for (int s = t + 1; s < T; s++) a[s] = 0.0f;
                 }
@@ -429,18 +252,16 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
                     const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
-                    float maxv = -INFINITY;
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
                         a[s] = dot * scale - (alibi ? alibi[h] * (float)(last - s) : 0.0f);
-                        maxv = fmaxf(maxv, a[s]);
                     }
-                    float sum = 0.0f;
-                    for (int s = first; s <= last; s++) sum += (a[s] = expf(a[s] - maxv));
-                    float inv = 1.0f / sum;
+                    int n = last - first + 1;
+                    exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
+                    float inv = (float)(1.0 / sum_array(a + first, n));
                     float *yt = y + (((size_t)b * Tq + t) * NH + h) * hd;
                     for (int i = 0; i < hd; i++) yt[i] = 0.0f;
                     double hsum = 0.0;
@@ -509,21 +330,31 @@ static void attention_backward(float *dq, float *dk, float *dv, const float *dy,
 // ----------------------------------------------------------------------------
 // SwiGLU: h = silu(gate) * up, silu(g) = g * sigmoid(g). gate, up, h (N,F)
 
+#define SWIGLU_CHUNK 1024  // elements per exp_array call (a stack buffer of exp(-g))
+
 static void swiglu_forward(float *h, const float *gate, const float *up, size_t n) {
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        h[i] = g / (1.0f + expf(-g)) * up[i];
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
+        size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+        float e[SWIGLU_CHUNK] = {0};  // exp(-g)
+        exp_array(e, gate + i0, -1.0f, 0.0f, m);
+        for (size_t j = 0; j < m; j++) h[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
     }
 }
 
 // dgate = dh * up * sig(g) * (1 + g * (1 - sig(g))),  dup = dh * silu(g)
 static void swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t n) {
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
-        dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
-        dup[i] = dh[i] * g * sg;
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
+        size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+        float e[SWIGLU_CHUNK] = {0};
+        exp_array(e, gate + i0, -1.0f, 0.0f, m);
+        for (size_t j = 0; j < m; j++) {
+            size_t i = i0 + j;
+            float g = gate[i], sg = 1.0f / (1.0f + e[j]);
+            dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+            dup[i] = dh[i] * g * sg;
+        }
     }
 }
 
@@ -540,25 +371,25 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 
 static void classifier_forward_backward(float *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss, int backward) {
-#pragma omp parallel for
-    for (int i = 0; i < N; i++) {
-        float *l = logits + (size_t)i * Vp;
-        float maxv = -INFINITY;
-        for (int c = 0; c < V; c++) maxv = l[c] > maxv ? l[c] : maxv;
-        float target_logit = targets ? l[targets[i]] : 0.0f;
-        double sum = 0.0;
-        for (int c = 0; c < V; c++) {
-            float e = expf(l[c] - maxv);
-            sum += e;
-            if (backward) l[c] = e;  // kept for the probabilities below: one exp per logit
+    if (!targets) return;  // generation reads the logits themselves
+#pragma omp parallel
+    {
+        float *e = backward ? NULL : (float *)xmalloc((size_t)V * sizeof(float));  // exp of the logits
+#pragma omp for
+        for (int i = 0; i < N; i++) {
+            float *l = logits + (size_t)i * Vp, *ex = backward ? l : e;  // backward: in place, one exp per logit
+            float maxv = max_array(l, V), target_logit = l[targets[i]];
+            exp_array(ex, l, 1.0f, -maxv, V);
+            double sum = sum_array(ex, V);
+            losses[i] = maxv + (float)log(sum) - target_logit;
+            if (backward) {
+                float scale = (float)(dloss / sum);
+                for (int c = 0; c < V; c++) l[c] *= scale;
+                l[targets[i]] -= dloss;
+                for (int c = V; c < Vp; c++) l[c] = 0.0f;
+            }
         }
-        if (targets) losses[i] = maxv + (float)log(sum) - target_logit;
-        if (backward) {
-            float scale = (float)(dloss / sum);
-            for (int c = 0; c < V; c++) l[c] *= scale;
-            l[targets[i]] -= dloss;
-            for (int c = V; c < Vp; c++) l[c] = 0.0f;
-        }
+        free(e);
     }
 }
 

@@ -4,7 +4,7 @@
 cd "$(dirname "$0")/.."
 p=0 f=0
 for h in llmc/*.h; do
-    if out=$(echo "#include \"$h\"" | gcc -std=c11 -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-variable \
+    if out=$(echo "#include \"$h\"" | gcc -std=c11 -fopenmp -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-variable \
                  -I. -x c -c -o /dev/null - 2>&1); then
         echo "PASS: $h compiles on its own"; p=$((p + 1))
     else

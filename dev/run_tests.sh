@@ -58,6 +58,7 @@ fi
 run headers bash dev/check_headers.sh
 run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks use these builds
 run test_gpt ./test_gpt
+run kernel-isas bash dev/check_kernel_isas.sh
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
 run crash-safety "$PY" dev/test_crash_safety.py

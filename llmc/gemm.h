@@ -1,0 +1,238 @@
+// The CPU trainer's matrix products (train_gpt_cpu.c; the GPU uses cuBLAS).
+#pragma once
+#include "utils.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), row-major with row
+// strides lda, ldb, ldc. Each output element is summed by one thread in a fixed order,
+// so results do not depend on the thread count (resume is bit-exact). The build turns
+// off implicit fused multiply-adds (RoPE angles must round like the GPU's), so the
+// kernel asks for them explicitly with fmaf.
+// Attention uses the triangular shapes: CAUSAL_OUT computes only tiles that touch
+// s <= t; LOWER_A / UPPER_A skip the zero half of a triangular A.
+
+enum { GEMM_FULL, GEMM_CAUSAL_OUT, GEMM_LOWER_A, GEMM_UPPER_A };
+typedef struct {
+    float *out;
+    const float *A, *Bm;
+    int ldc, lda, ldb, K, accumulate, shape;
+    int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
+} Gemm;
+
+#define GEMM_RB 8   // rows of A per tile
+#define GEMM_CB 32  // columns of Bm per tile: 8x32 accumulators fit in AVX-512 registers
+
+static inline void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
+    if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) {  // wholly above the diagonal
+        if (!g->accumulate)
+            for (int r = 0; r < nr; r++) memset(g->out + (size_t)(r0 + r) * g->ldc + c0, 0, nc * sizeof(float));
+        return;
+    }
+    int k_lo = g->shape == GEMM_UPPER_A ? r0 : 0;
+    int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
+    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
+    if (g->accumulate)
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) acc[r][c] = g->out[(size_t)(r0 + r) * g->ldc + c0 + c];
+    size_t a_row = g->a_trans ? 1 : (size_t)g->lda, a_col = g->a_trans ? (size_t)g->lda : 1;
+    if (nr == GEMM_RB && nc == GEMM_CB) {
+        const float *a = g->A + r0 * a_row;
+        for (int k = k_lo; k < k_hi; k++) {
+            const float *b = g->Bm + (size_t)k * g->ldb + c0;
+            float av[GEMM_RB];
+            for (int r = 0; r < GEMM_RB; r++) av[r] = a[r * a_row + k * a_col];
+            for (int r = 0; r < GEMM_RB; r++)
+#pragma omp simd
+                for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(av[r], b[c], acc[r][c]);
+        }
+    } else {
+        for (int r = 0; r < nr; r++)
+            for (int k = k_lo; k < k_hi; k++) {
+                float a = g->A[(r0 + r) * a_row + k * a_col];
+                const float *b = g->Bm + (size_t)k * g->ldb + c0;
+                for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+            }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) g->out[(size_t)(r0 + r) * g->ldc + c0 + c] = acc[r][c];
+}
+
+// one thread (called inside parallel loops)
+static inline void gemm_serial(const Gemm *g, int N, int M) {
+    for (int c0 = 0; c0 < M; c0 += GEMM_CB)
+        for (int r0 = 0; r0 < N; r0 += GEMM_RB)
+            gemm_tile(g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
+}
+
+// ----------------------------------------------------------------------------
+// The packed product: the linear layers, most of the model's FLOPs.
+//   out (N,M) (+)= op(A) (N,K) . op(B) (K,M), all row-major and contiguous, where op(A)
+//   is A (N,K) or, with a_trans, A^T of an A stored (K,N); op(B) is B (K,M) or, with
+//   b_trans, B^T of a B stored (M,K) (an nn.Linear weight: out = x W^T).
+// Every output element is out (accumulate) or 0 followed by fused multiply-adds over k in
+// order: one thread computes it, so results do not depend on the thread count or on the
+// blocking below.
+// Blocking (Goto and van de Geijn's): for each block of KC values of k, op(A) is packed
+// whole into panels of MR rows (k-major: a kernel reads it contiguously), and op(B), NC
+// columns at a time, into panels of NR columns. The register kernel computes an MR x NR
+// tile of out with its accumulators in registers, reading one A panel (MR x KC, from
+// L2) and one B panel (KC x NR, kept in L1: 32 KB at KC 256, NR 32). Threads share the
+// packed blocks and split the B panels, each sweeping every A panel for its B panels.
+// The tile fills the register file: AVX-512 12 x 32 (24 of the 32 zmm registers hold
+// accumulators, 2 hold B, 1 the broadcast A value), AVX2 + FMA 6 x 16 (12 of 16 ymm), and
+// a portable 8 x 16 that the compiler vectorizes; chosen by the build (-march=native).
+#define GEMM_KC 256
+#define GEMM_NC 3072
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define GEMM_MR 12
+#define GEMM_NR 32
+// the AVX-512 kernel: tile (nr <= 12, nc <= 32) of out at o (row stride ldo)
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+    __m512 acc[GEMM_MR][2];
+    __mmask16 m0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1), m1 = nc <= 16 ? 0 : nc >= 32 ? 0xFFFF : (__mmask16)((1u << (nc - 16)) - 1);
+#pragma GCC unroll 12
+    for (int r = 0; r < GEMM_MR; r++) {
+        int in = load && r < nr;
+        acc[r][0] = in ? _mm512_maskz_loadu_ps(m0, o + (size_t)r * ldo) : _mm512_setzero_ps();
+        acc[r][1] = in ? _mm512_maskz_loadu_ps(m1, o + (size_t)r * ldo + 16) : _mm512_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
+        __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < GEMM_MR; r++) {
+            __m512 a = _mm512_set1_ps(ap[r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < GEMM_MR; r++)
+        if (r < nr) {
+            _mm512_mask_storeu_ps(o + (size_t)r * ldo, m0, acc[r][0]);
+            _mm512_mask_storeu_ps(o + (size_t)r * ldo + 16, m1, acc[r][1]);
+        }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define GEMM_MR 6
+#define GEMM_NR 16
+// the AVX2 kernel: tile (nr <= 6, nc <= 16) of out at o (row stride ldo)
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+    __m256 acc[GEMM_MR][2];
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane), m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), lane);
+#pragma GCC unroll 6
+    for (int r = 0; r < GEMM_MR; r++) {
+        int in = load && r < nr;
+        acc[r][0] = in ? _mm256_maskload_ps(o + (size_t)r * ldo, m0) : _mm256_setzero_ps();
+        acc[r][1] = in ? _mm256_maskload_ps(o + (size_t)r * ldo + 8, m1) : _mm256_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < GEMM_MR; r++) {
+            __m256 a = _mm256_broadcast_ss(ap + r);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < GEMM_MR; r++)
+        if (r < nr) {
+            _mm256_maskstore_ps(o + (size_t)r * ldo, m0, acc[r][0]);
+            _mm256_maskstore_ps(o + (size_t)r * ldo + 8, m1, acc[r][1]);
+        }
+}
+#else
+#define GEMM_MR 8
+#define GEMM_NR 16
+// the portable kernel: tile (nr <= 8, nc <= 16) of out at o (row stride ldo)
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+    float acc[GEMM_MR][GEMM_NR] = {{0.0f}};
+    for (int r = 0; r < nr && load; r++)
+        for (int c = 0; c < nc; c++) acc[r][c] = o[(size_t)r * ldo + c];
+    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR)
+        for (int r = 0; r < GEMM_MR; r++)
+#pragma omp simd
+            for (int c = 0; c < GEMM_NR; c++) acc[r][c] = fmaf(ap[r], bp[c], acc[r][c]);
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) o[(size_t)r * ldo + c] = acc[r][c];
+}
+#endif
+
+// Panel p of op(A) rows i = p*MR.., k0..k0+kc-1, as Ap[k][r] (rows past N are 0).
+static inline void pack_a_panel(float *Ap, const float *A, int N, int K, int a_trans, int p, int k0, int kc) {
+    for (int r = 0; r < GEMM_MR; r++) {
+        int i = p * GEMM_MR + r;
+        for (int k = 0; k < kc; k++)
+            Ap[(size_t)k * GEMM_MR + r] = i >= N ? 0.0f : a_trans ? A[(size_t)(k0 + k) * N + i] : A[(size_t)i * K + k0 + k];
+    }
+}
+
+// Panel q of op(B) columns j = j0 + q*NR.., rows k0..k0+kc-1, as Bp[k][c] (columns past M are 0).
+static inline void pack_b_panel(float *Bp, const float *B, int K, int M, int b_trans, int j0, int q, int k0, int kc) {
+    for (int c = 0; c < GEMM_NR; c++) {
+        int j = j0 + q * GEMM_NR + c;
+        for (int k = 0; k < kc; k++)
+            Bp[(size_t)k * GEMM_NR + c] = j >= M ? 0.0f : b_trans ? B[(size_t)j * K + k0 + k] : B[(size_t)(k0 + k) * M + j];
+    }
+}
+
+static inline void gemm(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans,
+                        int b_trans) {
+    if (K == 0) {
+        if (!accumulate) memset(out, 0, (size_t)N * M * sizeof(float));
+        return;
+    }
+    int np = (N + GEMM_MR - 1) / GEMM_MR, kcmax = K < GEMM_KC ? K : GEMM_KC;
+    float *Ap = (float *)aligned_alloc(64, ((size_t)np * GEMM_MR * kcmax * sizeof(float) + 63) / 64 * 64);
+    float *Bp = (float *)aligned_alloc(64, (size_t)GEMM_NC * kcmax * sizeof(float));
+    if (!Ap || !Bp) fail("out of memory in a matrix product (%d x %d x %d)", N, K, M);
+#pragma omp parallel
+    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, load = accumulate || k0 > 0;
+#pragma omp for schedule(static)
+        for (int p = 0; p < np; p++) pack_a_panel(Ap + (size_t)p * GEMM_MR * kc, A, N, K, a_trans, p, k0, kc);
+        for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
+            int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
+#pragma omp for schedule(static)
+            for (int q = 0; q < nq; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
+#pragma omp for schedule(static)
+            for (int q = 0; q < nq; q++) {
+                int j = j0 + q * GEMM_NR, nc = M - j < GEMM_NR ? M - j : GEMM_NR;
+                for (int p = 0; p < np; p++) {
+                    int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
+                    gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, Bp + (size_t)q * GEMM_NR * kc, kc, out + (size_t)i * M + j, M,
+                                nr, nc, load);
+                }
+            }
+        }
+    }
+    free(Ap);
+    free(Bp);
+}
+
+// out (N,M) (+)= A (N,K) . B (K,M), or with a_trans A^T . B for an A stored (K,N)
+static inline void gemm_nn(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans) {
+    gemm(out, A, B, N, K, M, accumulate, a_trans, 0);
+}
+
+// out (N,M) = A (N,K) . Bt^T, Bt stored (M,K): a bias-free nn.Linear with Bt its weight
+static inline void gemm_nt(float *out, const float *A, const float *Bt, int N, int K, int M) {
+    gemm(out, A, Bt, N, K, M, 0, 0, 1);
+}
+
+// The definition, for the tests: out (N,M) (+)= op(A) . op(B), one fmaf chain per element.
+static inline void gemm_reference(float *out, const float *A, const float *B, int N, int K, int M, int accumulate,
+                                  int a_trans, int b_trans) {
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < M; j++) {
+            float s = accumulate ? out[(size_t)i * M + j] : 0.0f;
+            for (int k = 0; k < K; k++)
+                s = fmaf(a_trans ? A[(size_t)k * N + i] : A[(size_t)i * K + k], b_trans ? B[(size_t)j * K + k] : B[(size_t)k * M + j], s);
+            out[(size_t)i * M + j] = s;
+        }
+}

@@ -1,0 +1,118 @@
+// Vectorized exp, sum and max over float arrays, for the CPU trainer's softmaxes and SiLU
+// (libm's scalar expf took about a tenth of a training step). Every result is independent
+// of the thread count and the same from run to run: sums use 16 partial sums in a fixed
+// pattern, then add them in order.
+//
+// exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two so r is
+// exact to ~3e-10), |r| <= ln(2)/2; exp(r) by its Taylor polynomial of degree 7 (the
+// truncation error r^8/8! < 5e-9 is 0.04 of an ulp), evaluated with fused multiply-adds.
+// Against double-precision exp on 10M random points of [-104, 89] (test_gpt): within
+// 1 ulp of the true value for x in [-87.3, 88.7] (0.92 ulp measured, in the AVX-512, AVX2
+// and portable builds alike, which agree bit for bit); below, gradual underflow to 0 (an
+// absolute error under 1.5e-45); above 88.7228, inf. exp(-inf) = 0, NaN gives NaN.
+#pragma once
+#include "utils.h"
+#include <math.h>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#define EXP_LN2_HI 0.693115234375f         // ln 2 = HI + LO (+1.6e-12): HI has 12 significant bits,
+#define EXP_LN2_LO 3.194618329871446e-05f  // so n * HI is exact for |n| < 2^12
+#define EXP_LOG2E 1.44269504088896341f
+
+// The scalar form (the array's tail, and the portable build): the same steps in the same order.
+static inline float exp_scalar(float x) {
+    if (!(x > -104.0f)) return x != x ? x : 0.0f;  // NaN, or below the smallest denormal
+    if (x > 88.7228f) return INFINITY;
+    float n = rintf(x * EXP_LOG2E), r = fmaf(-n, EXP_LN2_LO, fmaf(-n, EXP_LN2_HI, x));
+    float p = 1.0f / 5040;
+    p = fmaf(p, r, 1.0f / 720);
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    return ldexpf(p, (int)n);
+}
+
+#if defined(__AVX512F__)
+static inline __m512 exp_v16(__m512 x) {
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x));
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 y = _mm512_scalef_ps(p, n);  // p * 2^n, with overflow to inf and gradual underflow
+    __mmask16 lo = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LE_OQ);   // exp -> 0
+    __mmask16 hi = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7228f), _CMP_GT_OQ);  // exp -> inf
+    y = _mm512_mask_blend_ps(lo, y, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(hi, y, _mm512_set1_ps(INFINITY));
+}
+#endif
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+static inline __m256 exp_v8(__m256 x) {
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x));
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    // p * 2^n as p * 2^n1 * 2^n2, n1 = n / 2: both factors normal, one rounding (like ldexpf)
+    __m256i ni = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(n, _mm256_set1_ps(200.0f)), _mm256_set1_ps(-200.0f)));
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1), bias = _mm256_set1_epi32(127);
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23))),
+                             _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LE_OQ));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(88.7228f), _CMP_GT_OQ));
+}
+#endif
+
+// y[i] = exp(a * x[i] + b), the argument formed with one rounding (fmaf); y may be x
+static inline void exp_array(float *y, const float *x, float a, float b, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_v16(_mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), vb)));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_v8(_mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vb)));
+#endif
+    for (; i < n; i++) y[i] = exp_scalar(fmaf(a, x[i], b));
+}
+
+// sum of x[0..n) in double: 16 partial sums (x[i] goes to sum i % 16), then added in order
+static inline double sum_array(const float *x, size_t n) {
+    double part[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) part[j] += (double)x[i + j];
+    for (int j = 0; i < n; i++, j++) part[j] += (double)x[i];
+    double s = 0;
+    for (int j = 0; j < 16; j++) s += part[j];
+    return s;
+}
+
+// max of x[0..n) (n >= 1); exact in any order
+static inline float max_array(const float *x, size_t n) {
+    float part[16];
+    for (int j = 0; j < 16; j++) part[j] = x[0];
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
+    for (int j = 0; i < n; i++, j++) part[j] = x[i] > part[j] ? x[i] : part[j];
+    float m = part[0];
+    for (int j = 1; j < 16; j++) m = part[j] > m ? part[j] : m;
+    return m;
+}
