@@ -1188,12 +1188,6 @@ static void dump_case(const char *in_path, const char *out_path) {
 // ----------------------------------------------------------------------------
 // training loop (the same as train_gpt_cpu.c's main, plus MFU)
 
-// Model FLOPs per trained token: 6 per weight (embedding as the LM head) plus causal
-// attention (QK^T and PV, forward and backward: 6 * L * T * C).
-static double flops_per_token(const Config *c, size_t n_params) {
-    return 6.0 * n_params + 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
-}
-
 // the model for llmc/trainloop.h (MFU against 989 TFLOP/s, the dense bf16 peak of H100/H200)
 static float gpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
     return compute_gradients((GPT *)g, rows, accum, ps, norm);
@@ -1283,7 +1277,7 @@ int main(int argc, char **argv) {
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);
     if (!cfg.eval_only && st.step < cfg.steps) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
-        TrainModel m = {&g, gpu_gradients, gpu_update, gpu_val_loss, gpu_save, flops_per_token(&cfg, g.n_params), 989e12};
+        TrainModel m = {&g, gpu_gradients, gpu_update, gpu_val_loss, gpu_save, model_flops_per_token(&cfg), 989e12};
         int finished = run_training(&cfg, &st, &m, prop.name);
         size_t free_b, total_b;
         cudaCheck(cudaMemGetInfo(&free_b, &total_b));

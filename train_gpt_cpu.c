@@ -1001,7 +1001,8 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
     MemPlan p = {"host memory", fl * n * (train ? 4 : 1), file_bytes(c->resume[0] ? c->resume : c->init_from), 0, 0};
     if (train) {  // activations, the loaded shard (int tokens + raw), the validation stream
         shard_token_counts(c->train_data, &largest, &total);
-        p.train = fl * acts_layout(&a, c, c->B, c->T, 1, NULL) + 8 * largest;
+        int rows = c->B * c->T > c->Vp ? c->B * c->T : c->Vp;  // op(A) rows: tokens, or Vp (the head's gradient)
+        p.train = fl * acts_layout(&a, c, c->B, c->T, 1, NULL) + 8 * largest + gemm_buffer_bytes(rows > c->F ? rows : c->F);
         shard_token_counts(c->val_data, &largest, &total);
         if (c->val_every) p.train += fl * total;
     }
@@ -1012,11 +1013,11 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
         shard_token_counts(c->val_data, &largest, &total);
         p.eval = fl * acts_layout(&a, c, 1, c->eval_len, 0, NULL) + fl * acts_layout(&a, c, 1, small, 0, NULL) +
                  kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small) + fl * (total + largest) +
-                 48.0 * c->eval_len;
+                 48.0 * c->eval_len + gemm_buffer_bytes(c->eval_len);
     }
     if (c->generate) {
         int len = (int)strlen(c->prompt) + 1 + c->generate;
-        p.eval = fl * acts_layout(&a, c, 1, len, 0, NULL) + kv_row * len;
+        p.eval = fl * acts_layout(&a, c, 1, len, 0, NULL) + kv_row * len + gemm_buffer_bytes(len);
     }
     return p;
 }
@@ -1078,7 +1079,7 @@ int main(int argc, char **argv) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
         char where[32];
         snprintf(where, sizeof(where), "%d threads", nthreads);
-        TrainModel m = {&g, cpu_gradients, cpu_update, cpu_val_loss, cpu_save, 0.0, 0.0};
+        TrainModel m = {&g, cpu_gradients, cpu_update, cpu_val_loss, cpu_save, model_flops_per_token(&cfg), 0.0};
         int finished = run_training(&cfg, &st, &m, where);
         free(g.acts.mem);  // the evaluation allocates its own
         g.acts.mem = NULL;

@@ -1,44 +1,95 @@
 #!/usr/bin/env bash
-# make bench: CPU training throughput of train_gpt_cpu against the same model in PyTorch
-# (dev/bench_torch.py: float32, scaled_dot_product_attention, fused AdamW; eager and
-# torch.compile), on the same machine, in the same run, with the same thread count.
-# Prints tokens/s of each and the ratio C / best PyTorch.
+# make bench: the CPU trainer against the machine's limit and against PyTorch, in one run
+# on the same cores (THREADS, default 2):
+#   1. the FP32 FMA peak (dev/peak_flops.c, the widest vectors the build uses);
+#   2. the GEMM alone (dev/bench_gemm.c): the LM-head products of the 10m case and a
+#      square 1024 product, in GFLOP/s and % of peak;
+#   3. training, tiny and 10m shapes: tokens/s, GFLOP/s (model FLOPs per token as the
+#      trainer prints them: llmc/trainloop.h's model_flops_per_token) and % of peak, beside
+#      the same model in PyTorch (dev/bench_torch.py, eager and torch.compile);
+#   4. instructions per token of the tiny case (valgrind's callgrind, on an AVX2 build:
+#      valgrind cannot run AVX-512 code), when valgrind is installed.
+# PyTorch comes from a project-local .venv-bench (dev/requirements-bench.txt), made on the
+# first run (a large download); without it the PyTorch columns say n/a.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-12}
+CFLAGS="-O3 -march=native -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -c "import torch" 2>/dev/null || {
-    echo "installing PyTorch (CPU wheel) for the comparison..."
-    python3 -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu ||
-        python3 -m pip install --quiet torch
-}
-# random tokens for the 50K-vocab preset (the built-in corpus is bytes)
-python3 data/shards.py --random 400000 50277 "$tmp/rand.bin"
+
+PY=.venv-bench/bin/python
+if ! [ -x $PY ] || ! cmp -s dev/requirements-bench.txt .venv-bench/requirements.txt; then
+    echo "setting up .venv-bench (PyTorch, once)..."
+    rm -rf .venv-bench
+    if python3 -m venv .venv-bench &&
+        { .venv-bench/bin/pip install --quiet -r dev/requirements-bench.txt --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
+          .venv-bench/bin/pip install --quiet -r dev/requirements-bench.txt; }; then
+        cp dev/requirements-bench.txt .venv-bench/requirements.txt
+    else
+        rm -rf .venv-bench
+        echo "note: could not install PyTorch: the PyTorch columns say n/a"
+    fi
+fi
+[ -x $PY ] || PY=""
+
+gcc $CFLAGS dev/peak_flops.c -o "$tmp/peak_flops"
+gcc $CFLAGS -I. dev/bench_gemm.c -o "$tmp/bench_gemm" -lm
+python3 data/shards.py --random 400000 50277 "$tmp/rand.bin" >/dev/null  # the 10m case's 50K vocab
+
+peak_line=$("$tmp/peak_flops" "$THREADS")
+peak=$(echo "$peak_line" | sed -E 's/.* ([0-9.]+) GFLOP\/s.*/\1/')
+echo "CPU benchmark at commit $(git rev-parse --short HEAD), $THREADS threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "$peak_line"
+echo
+"$tmp/bench_gemm" "$peak" "$THREADS"
+echo
 
 # median tokens/s of steps 3.. of a C run's log
 c_tok_s() {
-    local dir=$1
-    python3 - "$dir/log.jsonl" <<'PY'
-import json, sys, statistics
+    python3 - "$1/log.jsonl" <<'PY'
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(round(statistics.median(r["tok_s"] for r in rows[2:])))
 PY
 }
 
-run_case() {
-    local name=$1 cargs=$2 targs=$3
-    ./train_gpt_cpu $cargs --steps $STEPS --warmup 2 --val_every 0 --eval_len 0 --threads "$THREADS" \
-        --out_dir "$tmp/$name" > "$tmp/$name.out"
-    local c=$(c_tok_s "$tmp/$name")
-    local eager=$(python3 dev/bench_torch.py $targs --threads "$THREADS" --steps $((STEPS - 2)) | python3 -c "import json,sys; print(round(json.loads(sys.stdin.readlines()[-1])['tokens_per_s']))")
-    local comp=$(python3 dev/bench_torch.py $targs --threads "$THREADS" --steps $((STEPS - 2)) --compile 2>/dev/null | python3 -c "import json,sys; print(round(json.loads(sys.stdin.readlines()[-1])['tokens_per_s']))" || echo 0)
-    local best=$(( eager > comp ? eager : comp ))
-    python3 -c "print(f'{\"$name\":<28} C {$c:>8} tok/s | PyTorch eager {$eager:>8} | compiled {$comp:>8} | C / best PyTorch {$c/$best:.2f}x')"
+torch_tok_s() {  # bench_torch.py's tokens/s, or 0
+    [ -n "$PY" ] || { echo 0; return; }
+    $PY dev/bench_torch.py "$@" --threads "$THREADS" --steps $((STEPS - 2)) 2>/dev/null |
+        python3 -c "import json, sys; print(round(json.loads(sys.stdin.readlines()[-1])['tokens_per_s']))" || echo 0
 }
 
-echo "CPU benchmark, $THREADS threads, median of steps 3..$STEPS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-run_case "tiny (default, T=128, B=16)" "" "--C 128 --L 4 --NH 4 --NKV 2 --F 384 --T 128 --B 16 --V 257 --alpha 4"
-run_case "10m (T=256, B=8, V=50277)" "--model 10m --seq_len 256 --batch_size 8 --total_batch 8 --vocab_size 50277 --train_data $tmp/rand.bin --pos fixed --alpha 4" \
+run_case() {
+    local name=$1 cargs=$2 targs=$3
+    ./train_gpt_cpu $cargs --steps "$STEPS" --warmup 2 --val_every 0 --eval_len 0 --threads "$THREADS" \
+        --out_dir "$tmp/$name" > "$tmp/$name.out"
+    local mflop c eager comp
+    mflop=$(grep -oE '[0-9.]+ MFLOP per token' "$tmp/$name.out" | cut -d' ' -f1)
+    c=$(c_tok_s "$tmp/$name")
+    eager=$(torch_tok_s $targs)
+    comp=$(torch_tok_s $targs --compile)
+    python3 - "$name" "$mflop" "$peak" "$c" "$eager" "$comp" <<'PY'
+import sys
+name, mflop, peak, c, eager, comp = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), *map(int, sys.argv[4:])
+g = lambda t: t * mflop / 1e3
+best = max(eager, comp)
+ratio = f"{c / best:.2f}x" if best else "n/a"
+na = lambda t: f"{t:>7} tok/s ({g(t):5.1f} GFLOP/s)" if t else "    n/a"
+print(f"{name:<8} {mflop:6.1f} MFLOP/token | C {c:>7} tok/s = {g(c):6.1f} GFLOP/s = {100 * g(c) / peak:4.1f}% of peak"
+      f" | PyTorch eager {na(eager)} | compiled {na(comp)} | C / best PyTorch {ratio}")
+PY
+}
+
+run_case tiny "" "--C 128 --L 4 --NH 4 --NKV 2 --F 384 --T 128 --B 16 --V 257 --alpha 4"
+run_case 10m "--model 10m --seq_len 256 --batch_size 8 --total_batch 8 --vocab_size 50277 --train_data $tmp/rand.bin --val_data $tmp/rand.bin --pos fixed --alpha 4" \
     "--C 384 --L 6 --NH 6 --NKV 6 --F 1024 --T 256 --B 8 --V 50277 --alpha 4"
+
+if command -v valgrind >/dev/null; then
+    gcc ${CFLAGS/-march=native/-march=x86-64-v3} -o "$tmp/train_avx2" train_gpt_cpu.c -lm
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/train_avx2" --steps 3 --warmup 2 --val_every 0 \
+        --eval_len 0 --threads "$THREADS" --out_dir "$tmp/cg" >/dev/null 2>"$tmp/cg.log"
+    ir=$(grep -oE 'Collected : [0-9]+' "$tmp/cg.log" | grep -oE '[0-9]+')
+    python3 -c "print(f'tiny, AVX2 build under callgrind: {$ir / (3 * 16 * 128):,.0f} instructions per token (3 steps of 2048 tokens, init included)')"
+fi

@@ -83,37 +83,49 @@ static inline void gemm_serial(const Gemm *g, int N, int M) {
 // The tile fills the register file: AVX-512 12 x 32 (24 of the 32 zmm registers hold
 // accumulators, 2 hold B, 1 the broadcast A value), AVX2 + FMA 6 x 16 (12 of 16 ymm), and
 // a portable 8 x 16 that the compiler vectorizes; chosen by the build (-march=native).
+#ifndef GEMM_KC
 #define GEMM_KC 256
+#endif
 #define GEMM_NC 3072
+#ifndef GEMM_MC
+#define GEMM_MC 192  // rows of A swept per B panel (MC x KC floats stay in L2)
+#endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#ifndef GEMM_MR
 #define GEMM_MR 12
-#define GEMM_NR 32
-// the AVX-512 kernel: tile (nr <= 12, nc <= 32) of out at o (row stride ldo)
+#define GEMM_NV 2  // zmm vectors per tile row
+#endif
+#define GEMM_NR (16 * GEMM_NV)
+// the AVX-512 kernel: tile (nr <= MR, nc <= NR) of out at o (row stride ldo)
 static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
-    __m512 acc[GEMM_MR][2];
-    __mmask16 m0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1), m1 = nc <= 16 ? 0 : nc >= 32 ? 0xFFFF : (__mmask16)((1u << (nc - 16)) - 1);
-#pragma GCC unroll 12
-    for (int r = 0; r < GEMM_MR; r++) {
-        int in = load && r < nr;
-        acc[r][0] = in ? _mm512_maskz_loadu_ps(m0, o + (size_t)r * ldo) : _mm512_setzero_ps();
-        acc[r][1] = in ? _mm512_maskz_loadu_ps(m1, o + (size_t)r * ldo + 16) : _mm512_setzero_ps();
+    __m512 acc[GEMM_MR][GEMM_NV];
+    __mmask16 mask[GEMM_NV];
+    for (int v = 0; v < GEMM_NV; v++) {
+        int w = nc - 16 * v;
+        mask[v] = w >= 16 ? 0xFFFF : w <= 0 ? 0 : (__mmask16)((1u << w) - 1);
     }
+#pragma GCC unroll 32
+    for (int r = 0; r < GEMM_MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++)
+            acc[r][v] = load && r < nr ? _mm512_maskz_loadu_ps(mask[v], o + (size_t)r * ldo + 16 * v) : _mm512_setzero_ps();
     for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
-        __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
-#pragma GCC unroll 12
+        __m512 b[GEMM_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) b[v] = _mm512_loadu_ps(bp + 16 * v);
+#pragma GCC unroll 32
         for (int r = 0; r < GEMM_MR; r++) {
             __m512 a = _mm512_set1_ps(ap[r]);
-            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
         }
     }
-#pragma GCC unroll 12
+#pragma GCC unroll 32
     for (int r = 0; r < GEMM_MR; r++)
-        if (r < nr) {
-            _mm512_mask_storeu_ps(o + (size_t)r * ldo, m0, acc[r][0]);
-            _mm512_mask_storeu_ps(o + (size_t)r * ldo + 16, m1, acc[r][1]);
-        }
+        if (r < nr)
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) _mm512_mask_storeu_ps(o + (size_t)r * ldo + 16 * v, mask[v], acc[r][v]);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -163,22 +175,43 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
 }
 #endif
 
-// Panel p of op(A) rows i = p*MR.., k0..k0+kc-1, as Ap[k][r] (rows past N are 0).
+// Panel p of op(A): rows i = p*MR.., k0..k0+kc-1, as Ap[k][r] (rows past N are 0). The
+// loops follow the stored layout, so the reads are contiguous.
 static inline void pack_a_panel(float *Ap, const float *A, int N, int K, int a_trans, int p, int k0, int kc) {
-    for (int r = 0; r < GEMM_MR; r++) {
-        int i = p * GEMM_MR + r;
+    int i0 = p * GEMM_MR, rows = N - i0 < GEMM_MR ? N - i0 : GEMM_MR;
+    if (rows < GEMM_MR) memset(Ap, 0, (size_t)kc * GEMM_MR * sizeof(float));
+    if (a_trans)  // A (K,N): row k0+k holds the panel's rows side by side
         for (int k = 0; k < kc; k++)
-            Ap[(size_t)k * GEMM_MR + r] = i >= N ? 0.0f : a_trans ? A[(size_t)(k0 + k) * N + i] : A[(size_t)i * K + k0 + k];
-    }
+            for (int r = 0; r < rows; r++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(k0 + k) * N + i0 + r];
+    else
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < kc; k++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(i0 + r) * K + k0 + k];
 }
 
-// Panel q of op(B) columns j = j0 + q*NR.., rows k0..k0+kc-1, as Bp[k][c] (columns past M are 0).
+// Panel q of op(B): columns j = j0 + q*NR.., rows k0..k0+kc-1, as Bp[k][c] (columns past M are 0).
 static inline void pack_b_panel(float *Bp, const float *B, int K, int M, int b_trans, int j0, int q, int k0, int kc) {
-    for (int c = 0; c < GEMM_NR; c++) {
-        int j = j0 + q * GEMM_NR + c;
-        for (int k = 0; k < kc; k++)
-            Bp[(size_t)k * GEMM_NR + c] = j >= M ? 0.0f : b_trans ? B[(size_t)j * K + k0 + k] : B[(size_t)(k0 + k) * M + j];
-    }
+    int jq = j0 + q * GEMM_NR, cols = M - jq < GEMM_NR ? M - jq : GEMM_NR;
+    if (cols < GEMM_NR) memset(Bp, 0, (size_t)kc * GEMM_NR * sizeof(float));
+    if (b_trans)  // B (M,K): the panel's columns are rows of B
+        for (int c = 0; c < cols; c++)
+            for (int k = 0; k < kc; k++) Bp[(size_t)k * GEMM_NR + c] = B[(size_t)(jq + c) * K + k0 + k];
+    else
+        for (int k = 0; k < kc; k++) memcpy(Bp + (size_t)k * GEMM_NR, B + (size_t)(k0 + k) * M + jq, cols * sizeof(float));
+}
+
+// The packed blocks' bytes for products with at most max_rows rows of op(A) (memory plans)
+static inline double gemm_buffer_bytes(int max_rows) {
+    return sizeof(float) * ((double)(max_rows + GEMM_MR) * GEMM_KC + (double)GEMM_NC * GEMM_KC);
+}
+
+// a 64-byte aligned buffer of at least n floats, reallocated only when it must grow
+static inline float *gemm_buffer(float *buf, size_t *cap, size_t n) {
+    if (n <= *cap) return buf;
+    free(buf);
+    buf = (float *)aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!buf) fail("out of memory allocating %zu bytes for a matrix product", n * sizeof(float));
+    *cap = n;
+    return buf;
 }
 
 static inline void gemm(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans,
@@ -187,32 +220,41 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
         if (!accumulate) memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
+    static float *Ap, *Bp;  // packed blocks, grown once (the products run one at a time)
+    static size_t a_cap, b_cap;
     int np = (N + GEMM_MR - 1) / GEMM_MR, kcmax = K < GEMM_KC ? K : GEMM_KC;
-    float *Ap = (float *)aligned_alloc(64, ((size_t)np * GEMM_MR * kcmax * sizeof(float) + 63) / 64 * 64);
-    float *Bp = (float *)aligned_alloc(64, (size_t)GEMM_NC * kcmax * sizeof(float));
-    if (!Ap || !Bp) fail("out of memory in a matrix product (%d x %d x %d)", N, K, M);
+    Ap = gemm_buffer(Ap, &a_cap, (size_t)np * GEMM_MR * kcmax);
+    Bp = gemm_buffer(Bp, &b_cap, (size_t)GEMM_NC * kcmax);
 #pragma omp parallel
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, load = accumulate || k0 > 0;
+    {
+        int thread = 0, threads = 1;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+        threads = omp_get_num_threads();
+#endif
+        for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+            int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, load = accumulate || k0 > 0;
 #pragma omp for schedule(static)
-        for (int p = 0; p < np; p++) pack_a_panel(Ap + (size_t)p * GEMM_MR * kc, A, N, K, a_trans, p, k0, kc);
-        for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
-            int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
+            for (int p = 0; p < np; p++) pack_a_panel(Ap + (size_t)p * GEMM_MR * kc, A, N, K, a_trans, p, k0, kc);
+            for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
+                int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
 #pragma omp for schedule(static)
-            for (int q = 0; q < nq; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
-#pragma omp for schedule(static)
-            for (int q = 0; q < nq; q++) {
-                int j = j0 + q * GEMM_NR, nc = M - j < GEMM_NR ? M - j : GEMM_NR;
-                for (int p = 0; p < np; p++) {
-                    int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
-                    gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, Bp + (size_t)q * GEMM_NR * kc, kc, out + (size_t)i * M + j, M,
-                                nr, nc, load);
-                }
+                for (int q = 0; q < nq; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
+                // this thread's B panels, against MC rows of A at a time (they stay in L2)
+                int q_lo = nq * thread / threads, q_hi = nq * (thread + 1) / threads;
+                for (int p0 = 0; p0 < np; p0 += GEMM_MC / GEMM_MR)
+                    for (int q = q_lo; q < q_hi; q++) {
+                        int j = j0 + q * GEMM_NR, nc = M - j < GEMM_NR ? M - j : GEMM_NR;
+                        for (int p = p0; p < p0 + GEMM_MC / GEMM_MR && p < np; p++) {
+                            int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
+                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, Bp + (size_t)q * GEMM_NR * kc, kc,
+                                        out + (size_t)i * M + j, M, nr, nc, load);
+                        }
+                    }
+#pragma omp barrier
             }
         }
     }
-    free(Ap);
-    free(Bp);
 }
 
 // out (N,M) (+)= A (N,K) . B (K,M), or with a_trans A^T . B for an A stored (K,N)

@@ -7,6 +7,18 @@
 #include "dataloader.h"
 #include "schedule.h"
 
+// Model FLOPs per trained token, the convention of MFU (and of make bench): 6 per weight
+// (2 forward, 4 backward; wte counted once, as the LM head, padded rows included since
+// the product computes them) plus causal attention's two T x T products, forward and
+// backward: 6 * L * T * NH * hd (half of 12 L T d, the causal mask skipping the rest).
+static inline double model_flops_per_token(const Config *c) {
+    Shape s[NP];
+    param_shapes(c, s);
+    double n = 0;
+    for (int i = 0; i < NP; i++) n += (double)s[i].numel;
+    return 6.0 * n + 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
+}
+
 typedef struct {
     void *model;
     // forward and backward over rows (accum, B, T+1); returns the mean loss, *norm the gradient norm
@@ -15,7 +27,7 @@ typedef struct {
     void (*update)(void *model, float lr, int t, float norm);
     float (*val_loss)(void *model, const int *val, long n_val, int batches);
     void (*save)(void *model, const TrainState *st, const char *path);
-    double flops_per_token, peak_flops;  // peak_flops > 0: log MFU
+    double flops_per_token, peak_flops;  // peak_flops > 0: log MFU, else GFLOP/s
 } TrainModel;
 
 static inline void print_run_header(const Config *c, const char *where) {
@@ -27,8 +39,8 @@ static inline void print_run_header(const Config *c, const char *where) {
         printf(" (alpha range [%g, %g])", c->alpha_min, c->alpha_max);
     if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
     if (c->qk_norm) printf(" | QK-norm");
-    printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %s | out %s\n", c->total_batch, c->T, c->B,
-           c->total_batch / c->B, c->steps, where, c->out_dir);
+    printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %.1f MFLOP per token | %s | out %s\n", c->total_batch, c->T,
+           c->B, c->total_batch / c->B, c->steps, model_flops_per_token(c) / 1e6, where, c->out_dir);
 }
 
 // Trains from st->step; returns 1 when cfg->steps were reached, 0 after --stop_after.
@@ -77,10 +89,13 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
         if (m->peak_flops > 0)
             snprintf(mfu, sizeof(mfu), " | MFU %.1f%% (of %.0f TFLOP/s)", 100 * tok_s * m->flops_per_token / m->peak_flops,
                      m->peak_flops / 1e12);
+        else
+            snprintf(mfu, sizeof(mfu), " | %.1f GFLOP/s", tok_s * m->flops_per_token / 1e9);
         printf("step %5ld/%d | loss %.4f | lr %.2e | norm %.3f | alpha %.3f | %.1f ms | %.0f tok/s%s | ETA %s\n", step + 1,
                cfg->steps, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s, mfu, eta);
         fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6e, \"grad_norm\": %.6f, \"alpha\": %.6f, \"ms\": %.2f, \"tok_s\": %.1f",
                 step + 1, loss, lr, norm, ps.alpha[0], dt * 1e3, tok_s);
+        fprintf(log, ", \"gflops\": %.2f", tok_s * m->flops_per_token / 1e9);
         if (m->peak_flops > 0) fprintf(log, ", \"mfu\": %.4f", tok_s * m->flops_per_token / m->peak_flops);
         if (val && ((step + 1) % cfg->val_every == 0 || step + 1 == cfg->steps)) {
             float vl = m->val_loss(m->model, val, n_val, cfg->val_batches);
