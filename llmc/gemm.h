@@ -175,17 +175,19 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
 }
 #endif
 
-// Panel p of op(A): rows i = p*MR.., k0..k0+kc-1, as Ap[k][r] (rows past N are 0). The
-// loops follow the stored layout, so the reads are contiguous.
-static inline void pack_a_panel(float *Ap, const float *A, int N, int K, int a_trans, int p, int k0, int kc) {
-    int i0 = p * GEMM_MR, rows = N - i0 < GEMM_MR ? N - i0 : GEMM_MR;
-    if (rows < GEMM_MR) memset(Ap, 0, (size_t)kc * GEMM_MR * sizeof(float));
-    if (a_trans)  // A (K,N): row k0+k holds the panel's rows side by side
-        for (int k = 0; k < kc; k++)
-            for (int r = 0; r < rows; r++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(k0 + k) * N + i0 + r];
-    else
-        for (int r = 0; r < rows; r++)
-            for (int k = 0; k < kc; k++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(i0 + r) * K + k0 + k];
+// Panels p_lo..p_hi-1 of op(A): rows i = p*MR.., k0..k0+kc-1, each as Ap[k][r] (rows past
+// N are 0). The loops follow the stored layout, so the reads are contiguous.
+static inline void pack_a(float *Ap, const float *A, int N, int K, int a_trans, int p_lo, int p_hi, int k0, int kc) {
+    int i_lo = p_lo * GEMM_MR, i_hi = p_hi * GEMM_MR < N ? p_hi * GEMM_MR : N;
+    if (p_hi * GEMM_MR > N)  // the last panel's missing rows
+        memset(Ap + (size_t)(p_hi - 1 - p_lo) * GEMM_MR * kc, 0, (size_t)kc * GEMM_MR * sizeof(float));
+    for (int i = i_lo; i < i_hi && !a_trans; i++) {  // A (N,K): row i is contiguous in k
+        float *dst = Ap + (size_t)(i / GEMM_MR - p_lo) * GEMM_MR * kc + i % GEMM_MR;
+        for (int k = 0; k < kc; k++) dst[(size_t)k * GEMM_MR] = A[(size_t)i * K + k0 + k];
+    }
+    for (int k = 0; k < kc && a_trans; k++)  // A (K,N): row k0+k is contiguous in i
+        for (int i = i_lo; i < i_hi; i++)
+            Ap[((size_t)(i / GEMM_MR - p_lo) * kc + k) * GEMM_MR + i % GEMM_MR] = A[(size_t)(k0 + k) * N + i];
 }
 
 // Panel q of op(B): columns j = j0 + q*NR.., rows k0..k0+kc-1, as Bp[k][c] (columns past M are 0).
@@ -234,8 +236,9 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
 #endif
         for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, load = accumulate || k0 > 0;
-#pragma omp for schedule(static)
-            for (int p = 0; p < np; p++) pack_a_panel(Ap + (size_t)p * GEMM_MR * kc, A, N, K, a_trans, p, k0, kc);
+            int p_lo = np * thread / threads, p_hi = np * (thread + 1) / threads;  // this thread's A panels
+            if (p_hi > p_lo) pack_a(Ap + (size_t)p_lo * GEMM_MR * kc, A, N, K, a_trans, p_lo, p_hi, k0, kc);
+#pragma omp barrier
             for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
                 int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
 #pragma omp for schedule(static)
