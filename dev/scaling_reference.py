@@ -16,7 +16,10 @@ Regenerate (about 2 s, CPU, byte-identical on rerun):
 Sets (kind-1 tensor file, dev/tensorfile.py):
     main : head_dim 64, base 10000, w (original max positions) 2048, factors s = 4, 8
     small: head_dim 32, base 10000, w 128, factor s = 8 (the tiny model); names prefixed `small.`
-Tensors per set (P = "" or "small."):
+    long : head_dim 32, base 500, w 4096, factor s = 4: a window longer than the slowest
+           wavelengths, where YaRN's `high` (17) passes the last rotary dimension (15) and is
+           clamped to head_dim - 1, not head_dim/2 - 1; names prefixed `long.`
+Tensors per set (P = "", "small." or "long."):
     P + "config"                    f32 (3): head_dim, base, w
     P + "plain.inv_freq"            f32 (hd/2)  theta_j = B^(-2j/hd)
     P + "pi_s{S}.inv_freq"          f32 (hd/2)  HF 'linear': theta_j / s
@@ -49,14 +52,11 @@ except ImportError as e:  # pragma: no cover
 
 
 def yarn_low_high(hd, base, w, beta_fast=32.0, beta_slow=1.0):
-    """YaRN: d(r) = hd*ln(w/(2 pi r))/(2 ln B); low = floor(d(beta_fast)),
-    high = ceil(d(beta_slow)), both clamped to [0, hd/2 - 1]."""
+    """YaRN: d(r) = hd*ln(w/(2 pi r))/(2 ln B); low = max(floor(d(beta_fast)), 0),
+    high = min(ceil(d(beta_slow)), hd - 1) (YaRN's reference code)."""
     def d(r):
         return hd * math.log(w / (2 * math.pi * r)) / (2 * math.log(base))
-    top = hd // 2 - 1
-    low = min(max(math.floor(d(beta_fast)), 0), top)
-    high = min(max(math.ceil(d(beta_slow)), 0), top)
-    return low, high
+    return max(math.floor(d(beta_fast)), 0), min(math.ceil(d(beta_slow)), hd - 1)
 
 
 def make_config(hd, base, max_pos, rope_parameters):
@@ -123,7 +123,7 @@ def build_set(prefix, hd, base, w, factors):
                        {"factor": float(s), "original_max_position_embeddings": w})
         low, high = yarn_low_high(hd, base, w)
         j = np.arange(hd // 2, dtype=np.float64)
-        ramp = np.clip((j - low) / max(high - low, 1e-3), 0, 1)
+        ramp = np.clip((j - low) / (high - low if high != low else 1e-3), 0, 1)
         th = f64_inv(hd, base)
         check(prefix + "yarn_" + S, yarn, th / s * ramp + th * (1 - ramp))
         m = 0.1 * math.log(s) + 1.0 if s > 1 else 1.0
@@ -140,11 +140,13 @@ def main():
                                                   "scaling_reference.bin"))
     args = ap.parse_args()
     assert yarn_low_high(64, 10000.0, 2048) == (8, 21), yarn_low_high(64, 10000.0, 2048)
-    tensors = build_set("", 64, 10000.0, 2048, (4, 8)) + build_set("small.", 32, 10000.0, 128, (8,))
+    assert yarn_low_high(32, 500.0, 4096) == (7, 17), yarn_low_high(32, 500.0, 4096)
+    tensors = (build_set("", 64, 10000.0, 2048, (4, 8)) + build_set("small.", 32, 10000.0, 128, (8,))
+               + build_set("long.", 32, 500.0, 4096, (4,)))
     tensorfile.write(args.out, tensorfile.KIND_REFERENCE, tensors)
     t = dict(tensors)
-    for p in ("", "small."):
-        for s in ((4, 8) if p == "" else (8,)):
+    for p, factors in (("", (4, 8)), ("small.", (8,)), ("long.", (4,))):
+        for s in factors:
             lo, hi = t[f"{p}yarn_s{s}.low_high"]
             inv = t[f"{p}yarn_s{s}.inv_freq"]
             print(f"{p}yarn_s{s}: low {lo} high {hi} attention_factor "

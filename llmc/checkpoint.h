@@ -66,9 +66,6 @@ typedef struct {
     long long seed;
 } TrainState;
 
-enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_QK, CKI_WPE, CKI_N };
-static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
-                                         "--n_kv_head", "--ffn_hidden", "--seq_len"};
 static const char *CK_GROUPS[3] = {"param", "adam_m", "adam_v"};
 
 // The index of the first NaN or Inf in p (n floats), or -1.

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <stddef.h>
 #include "schedule.h"
+#include "tensorfile.h"
 
 typedef struct {
     // model
@@ -157,7 +158,7 @@ static const ArgSpec ARGS[] = {
     A("--init_from", ARG_STR, init_from, "start from a checkpoint's weights: step 0, new optimizer and schedule (DroPE recalibration)"),
     A("--eval_len", ARG_INT, eval_len, "L_eval of the final per-position evaluation (default 8*T, 0: skip)"),
     A("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
-    A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64)"),
+    A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64; T/2 for a window T <= 64)"),
     A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
     CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn"),
     A("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
@@ -399,9 +400,48 @@ static inline void validate_config(Config *c) {
 }
 #undef REQUIRE
 
-// Two passes: --model first (the preset), then every other flag overrides it.
+// A checkpoint's header (llmc/checkpoint.h): meta.config_i holds the model shape
+// [V, Vp, C, L, NH, NKV, F, T] (CKI_V..CKI_T), then the scheme; meta.config_f holds
+// [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed].
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_QK, CKI_WPE, CKI_N };
+static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
+                                         "--n_kv_head", "--ffn_hidden", "--seq_len"};
+enum { MODEL_ROPE_BASE = CKI_POS, MODEL_N };  // the fields a run adopts: the shape, then the RoPE base
+
+// --resume and --init_from: the model is the checkpoint's (shape, RoPE base, RMSNorm eps),
+// so a checkpoint of any shape needs no shape flag. set_by[i] names what set field i on the
+// command line (a flag, or "--model NAME" for a preset's shape), NULL if nothing did; such
+// a value must agree with the checkpoint.
+static inline void adopt_checkpoint_model(Config *c, const char *path, const char *const set_by[MODEL_N]) {
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    const TensorEntry *e = tf_find(&tf, "meta.config_i");
+    if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_QK))
+        fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", path, CKI_N);
+    const int32_t *ci = (const int32_t *)e->data;
+    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
+    int *field[CKI_POS] = {&c->V, &c->Vp, &c->C, &c->L, &c->NH, &c->NKV, &c->F, &c->T};
+    for (int i = 0; i < CKI_POS; i++) {
+        if (set_by[i] && *field[i] != ci[i])
+            fail("checkpoint '%s' is of another config: it has %s %d, this run has %d (%s; without it the checkpoint's model is used)",
+                 path, CKI_NAMES[i], ci[i], *field[i], set_by[i]);
+        *field[i] = ci[i];
+    }
+    if (set_by[MODEL_ROPE_BASE] && c->rope_base != cf[0])
+        fail("checkpoint '%s' was trained with --rope_base %g, this run has %g (without the flag the checkpoint's base is used)",
+             path, cf[0], c->rope_base);
+    if (!(cf[1] > 0 && cf[1] < 1)) fail("'%s' is corrupt: RMSNorm eps %g", path, cf[1]);
+    c->rope_base = cf[0];
+    c->rms_eps = cf[1];
+    tf_free(&tf);
+}
+
+// Two passes: --model first (the preset), then every other flag overrides it. With
+// --resume or --init_from, the checkpoint's model replaces the preset's.
 static inline void parse_args(Config *c, int argc, char **argv) {
     config_defaults(c);
+    const char *set_by[MODEL_N] = {NULL};
+    char model_flag[48] = "";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             print_help(argv[0]);
@@ -412,19 +452,29 @@ static inline void parse_args(Config *c, int argc, char **argv) {
             for (int p = 0; p < N_PRESETS; p++)
                 if (strcmp(argv[i + 1], PRESETS[p].name) == 0) { apply_preset(c, &PRESETS[p]); found = 1; }
             if (!found) fail("--model: unknown preset '%s' (see --help)", argv[i + 1]);
+            snprintf(model_flag, sizeof(model_flag), "--model %s", argv[i + 1]);
+            for (int f = CKI_C; f <= CKI_T; f++) set_by[f] = model_flag;
         }
     }
-    int eval_len_set = 0;
+    static const size_t MODEL_FIELDS[MODEL_N] = {offsetof(Config, V), offsetof(Config, Vp), offsetof(Config, C),
+                                                 offsetof(Config, L), offsetof(Config, NH), offsetof(Config, NKV),
+                                                 offsetof(Config, F), offsetof(Config, T), offsetof(Config, rope_base)};
+    int eval_len_set = 0, indist_set = 0;
     for (int i = 1; i < argc; i++) {
         const ArgSpec *a = find_arg(argv[i]);
         if (!a) fail("unknown flag '%s' (see --help)", argv[i]);
         if (a->type == ARG_FLAG) { *(int *)((char *)c + a->offset) = 1; continue; }
         if (i + 1 >= argc) fail("%s needs a value", argv[i]);
         if (strcmp(a->name, "--eval_len") == 0) eval_len_set = 1;
+        if (strcmp(a->name, "--indist_start") == 0) indist_set = 1;
+        for (int f = 0; f < MODEL_N; f++)
+            if (a->offset == MODEL_FIELDS[f]) set_by[f] = a->name;
         if (strcmp(a->name, "--model") != 0) set_arg(c, a, argv[i + 1]);
         i++;
     }
+    if (c->resume[0] || c->init_from[0]) adopt_checkpoint_model(c, c->resume[0] ? c->resume : c->init_from, set_by);
     if (!eval_len_set) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below
+    if (!indist_set && c->T <= 64) c->indist_start = c->T / 2;  // the default 64 needs a longer window
     validate_config(c);
     if (!c->out_dir[0] && c->eval_only) {  // evaluation results go next to the checkpoint
         snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);

@@ -187,8 +187,8 @@ static inline PosStep pos_standard(const PosConfig *pc) {
 //   NTK-by-parts  theta'_j = (theta_j/s) * ramp_j + theta_j * (1 - ramp_j)
 //   YaRN          NTK-by-parts plus an attention factor m on cos and sin: m = 0.1 ln s + 1
 //                 (YaRN / Hugging Face) or m = sqrt(1 + 0.1 ln s) (the PosAug paper's text)
-// ramp_j = clamp((j - low) / (high - low), 0, 1), low = floor(d(beta_fast)), high = ceil(d(beta_slow))
-// clamped to [0, hd/2-1], d(r) = hd * ln(w / (2 pi r)) / (2 ln B).
+// ramp_j = clamp((j - low) / (high - low), 0, 1), low = max(floor(d(beta_fast)), 0),
+// high = min(ceil(d(beta_slow)), hd - 1), d(r) = hd * ln(w / (2 pi r)) / (2 ln B).
 enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_N };
 static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"};
 
@@ -209,14 +209,17 @@ typedef struct {
     int train_window;            // w
 } EvalScaling;
 
-// YaRN's ramp boundaries in rotary dimensions j (0 <= j < hd/2).
+// YaRN's ramp boundaries in rotary dimensions j (0 <= j < hd/2), clamped as YaRN's code and
+// Hugging Face clamp them: high may pass the last dimension hd/2 - 1 (a window longer than
+// the slowest wavelengths), and the ramp then keeps its slope instead of reaching 1 there.
 static inline void yarn_low_high(int hd, double base, int w, double beta_fast, double beta_slow, int *low, int *high) {
     const double pi = 3.14159265358979323846;
     double d_fast = hd * log(w / (2 * pi * beta_fast)) / (2 * log(base));
     double d_slow = hd * log(w / (2 * pi * beta_slow)) / (2 * log(base));
-    int lo = (int)floor(d_fast), hi = (int)ceil(d_slow), top = hd / 2 - 1;
-    *low = lo < 0 ? 0 : lo > top ? top : lo;
-    *high = hi < 0 ? 0 : hi > top ? top : hi;
+    double lo = floor(d_fast), hi = ceil(d_slow);
+    // the bounds at hd (low) and -1 (high) only keep the ints in range: the ramp is the same
+    *low = (int)(lo < 0 ? 0 : lo > hd ? hd : lo);
+    *high = (int)(hi > hd - 1 ? hd - 1 : hi < -1 ? -1 : hi);
 }
 
 // Standard positions with the scaling applied, for a sequence of seq_len tokens
@@ -248,7 +251,7 @@ static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, 
     case SCALE_YARN: {
         int low, high;
         yarn_low_high(hd, B, es->train_window, es->beta_fast, es->beta_slow, &low, &high);
-        double span = high > low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
+        double span = high != low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
         for (int j = 0; j < hd / 2; j++) {
             double ramp = (j - low) / span, theta = pow(B, -2.0 * j / hd);
             ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
