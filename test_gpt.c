@@ -498,14 +498,18 @@ static void test_scaling(const char *ref_path) {
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
     // every tensor of the file: <prefix><method>_s<s>[_len<n>].inv_freq or .attention_factor,
-    // prefix "" (hd 64, w 2048) or "small." (hd 32, w 128), base 1e4
+    // the set's head dim, base and w in <prefix>config (prefix "", "small." or "long.")
     int checked = 0;
     for (int i = 0; i < tf.n; i++) {
         const TensorEntry *e = &tf.t[i];
-        char name[128], method[128] = "";
+        char name[128], method[128] = "", prefix[128] = "", cfg_name[160];
         snprintf(name, sizeof(name), "%s", e->name);
-        int small = strncmp(name, "small.", 6) == 0, hd = small ? 32 : 64, w = small ? 128 : 2048;
-        char *base = name + (small ? 6 : 0), *dot = strrchr(base, '.');
+        char *first = strchr(name, '.');
+        if (first && strchr(first + 1, '.')) snprintf(prefix, sizeof(prefix), "%.*s", (int)(first - name + 1), name);
+        snprintf(cfg_name, sizeof(cfg_name), "%sconfig", prefix);
+        const float *set = (const float *)tf_get(&tf, cfg_name, TF_F32, 3);
+        int hd = (int)set[0], w = (int)set[2];
+        char *base = name + strlen(prefix), *dot = strrchr(base, '.');
         if (!dot || (strcmp(dot, ".inv_freq") != 0 && strcmp(dot, ".attention_factor") != 0)) continue;
         int is_freq = strcmp(dot, ".inv_freq") == 0;
         *dot = 0;
@@ -530,6 +534,7 @@ static void test_scaling(const char *ref_path) {
         snprintf(label, sizeof(label), "scaling vs Hugging Face: %s", e->name);
         if (m < 0) { check(0, label, "unknown reference tensor"); continue; }
         PosConfig p = test_pc(POS_ROPE, 1, 1, 1, hd, 1, 1);
+        p.rope_base = set[1];
         EvalScaling s = {m, sf, 32.0f, 1.0f, YARN_TEMP_HF, w};
         PosStep st = pos_eval_step(&p, &s, len ? len : (int)(sf * w));
         if (is_freq) {
@@ -1289,6 +1294,84 @@ static void test_hostile_runs(void) {
 }
 
 // ----------------------------------------------------------------------------
+// 6b. Hugging Face interop (doc/huggingface.md): --resume and --init_from take the model
+// from the checkpoint (a non-preset shape needs no flags, a contradicting flag is an error),
+// and YaRN's ramp bounds are clamped as Hugging Face clamps them.
+
+static void test_checkpoint_adoption(void) {
+    char cmd[2048], out[8192], a[512], b[512], ck[512], eps_ck[512];
+    snprintf(ck, sizeof(ck), "%s/full/checkpoint.bin", TMP);  // test_resume's: C 32, L 2, NH 4, NKV 2, F 64, T 32
+    const char *ev = "--eval_len 96 --eval_n 2 --gain_window 16 --indist_start 8 --threads 2";
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only %s --out_dir %s/adopt --eval_tag flags", SMALL, ck, ev, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only %s --out_dir %s/adopt --eval_tag bare", TRAINER, ck, ev, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/adopt/flags.csv", TMP);
+    snprintf(b, sizeof(b), "%s/adopt/bare.csv", TMP);
+    check(r1 == 0 && r2 == 0 && files_equal(a, b) && strstr(out, "C=32 L=2 NH=4 NKV=2 hd=8 F=64 T=32"),
+          "--eval_only takes a non-preset model from the checkpoint: no shape flags, the same evaluation", "exit %d %d", r1, r2);
+    char with_flags[8192];
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, ck);
+    int r3 = run_cmd(cmd, with_flags, sizeof(with_flags));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The ' --threads 2", TRAINER, ck);
+    int r4 = run_cmd(cmd, out, sizeof(out));
+    const char *ga = strstr(with_flags, "\nThe "), *gb = strstr(out, "\nThe ");
+    check(r3 == 0 && r4 == 0 && ga && gb && strcmp(ga, gb) == 0, "--generate takes the model from the checkpoint", "exit %d %d", r3, r4);
+    snprintf(cmd, sizeof(cmd), "%s --init_from %s --steps 1 --batch_size 2 --total_batch 2 --eval_len 0 --val_every 0 --threads 2 "
+             "--pos posaug --out_dir %s/adopt_init", TRAINER, ck, TMP);
+    int r5 = run_cmd(cmd, out, sizeof(out));
+    check(r5 == 0 && strstr(out, "C=32 L=2 NH=4 NKV=2 hd=8 F=64 T=32") && strstr(out, "step     1/1"),
+          "--init_from takes the model from the checkpoint", "exit %d", r5);
+    // a flag or a preset that says otherwise is refused before anything runs
+    const char *bad[][2] = {{"--n_head 2", "it has --n_head 4, this run has 2 (--n_head; without it the checkpoint's model is used)"},
+                            {"--model 10m", "it has --n_embd 32, this run has 384 (--model 10m; without it"},
+                            {"--rope_base 500000", "was trained with --rope_base 10000, this run has 500000"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only %s %s", TRAINER, ck, ev, bad[i][0]);
+        int rc = run_cmd(cmd, out, sizeof(out));
+        char label[128];
+        snprintf(label, sizeof(label), "a checkpoint's model contradicted by %s: a clear error", bad[i][0]);
+        check(rc == 1 && strstr(out, bad[i][1]) && !strstr(out, "loaded "), label, "exit %d: %.200s", rc, out);
+    }
+    // the RMSNorm eps is the checkpoint's too (an imported model may have another)
+    snprintf(eps_ck, sizeof(eps_ck), "%s/adopt/eps.bin", TMP);
+    rewrite_tensor(ck, eps_ck, "meta.config_f", 1, 1e-6f, 0);
+    char out_dir[512];
+    snprintf(out_dir, sizeof(out_dir), "%s/adopt", TMP);
+    char *argv[] = {"train_gpt_cpu", "--init_from", eps_ck, "--out_dir", out_dir};
+    Config c;
+    parse_args(&c, 5, argv);
+    check(c.rms_eps == 1e-6f && c.C == 32 && c.L == 2 && c.NH == 4 && c.NKV == 2 && c.F == 64 && c.T == 32 && c.Vp == 384 &&
+          c.eval_len == 8 * 32 && !strcmp(c.model, "tiny") && c.lr == 3e-3f,
+          "parse_args: the checkpoint's shape, base and eps; the default eval length from its window; --model's hyperparameters",
+          "eps %g C %d T %d eval_len %d", c.rms_eps, c.C, c.T, c.eval_len);
+}
+
+static void test_yarn_bounds(const char *ref_path) {
+    TensorFile tf;
+    tf_load(&tf, ref_path, TF_KIND_REFERENCE);
+    int checked = 0, bad = 0;
+    for (int i = 0; i < tf.n; i++) {  // <prefix>yarn_s<s>.low_high, the set's [hd, base, w] in <prefix>config
+        const char *name = tf.t[i].name, *y = strstr(name, "yarn_s");
+        if (!y || !strstr(y, ".low_high")) continue;
+        char cfg_name[160];
+        snprintf(cfg_name, sizeof(cfg_name), "%.*sconfig", (int)(y - name), name);
+        const float *set = (const float *)tf_get(&tf, cfg_name, TF_F32, 3);
+        const int32_t *want = (const int32_t *)tf_get(&tf, name, TF_I32, 2);
+        int low, high;
+        yarn_low_high((int)set[0], set[1], (int)set[2], 32.0, 1.0, &low, &high);
+        bad += low != want[0] || high != want[1];
+        checked++;
+    }
+    int low, high;  // the long set: hd 32, base 500, w 4096, where high passes the last rotary dimension
+    yarn_low_high(32, 500.0, 4096, 32.0, 1.0, &low, &high);
+    check(checked >= 4 && !bad && low == 7 && high == 17,
+          "YaRN ramp bounds as Hugging Face's (high clamped to hd-1, not hd/2-1: 17 for hd 32, B 500, w 4096)",
+          "%d sets, %d differ; long set %d %d", checked, bad, low, high);
+    tf_free(&tf);
+}
+
+// ----------------------------------------------------------------------------
 // 7. GPU vs CPU: both trainers' --dump_case on the same case files, compared by name.
 // Cases: the PyTorch reference (GQA, alphas with 8, accumulation) and a long window
 // (T 512, alpha 8: angles to 4088 rad).
@@ -1476,6 +1559,8 @@ int main(int argc, char **argv) {
     test_checkpoint_models();
     test_bad_inputs();
     test_hostile_runs();
+    test_checkpoint_adoption();
+    test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     return n_fail ? 1 : 0;

@@ -9,8 +9,10 @@
 
 Writes data/<dataset>/<dataset>_{train,val}_NNNNNN.bin (llm.c shards, every
 document preceded by the EOT token, documents never split across shards; a
-shard holds at most --shard_tokens tokens unless one document is longer) and
-data/<dataset>/tokenizer.bin (decode-only, llm.c format).
+shard holds at most --shard_tokens tokens unless one document is longer),
+data/<dataset>/tokenizer.bin (decode-only, llm.c format) and, for a BPE
+tokenizer, data/<dataset>/tokenizer.json (the `tokenizers` file itself, which
+dev/export_hf.py --tokenizer_json gives to Hugging Face).
 
 Splits: openwebtext has only a train split, so documents are shuffled (seeded)
 and a seeded, document-level fraction is held out as val; tinyshakespeare's
@@ -412,6 +414,9 @@ def main(argv=None):
     sources = load_source(args, cfg)   # fail on a download before writing anything
     os.makedirs(out_dir, exist_ok=True)
     shards.write_tokenizer(os.path.join(out_dir, "tokenizer.bin"), enc.token_bytes(), enc.eot)
+    if spec[0] == "hf":  # the tokenizer itself, for dev/export_hf.py --tokenizer_json
+        with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+            f.write(spec[1])
     print("tokenizer: %s V=%d EOT=%d (%s tokens)" % (args.tokenizer_file or args.tokenizer,
           enc.vocab_size, enc.eot, shards.token_dtype(enc.vocab_size)))
     for split, docs, count in plan_splits(args, cfg, sources):

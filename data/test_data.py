@@ -343,6 +343,8 @@ def prepare_bpe_roundtrip():
         outs.append([open(p, "rb").read() for p in paths])
     tb, eot = shards.read_tokenizer(os.path.join(d, "out1", "tokenizer.bin"))
     assert eot == 0 and tb[0] == b"<|endoftext|>" and len(tb) >= 300
+    assert open(os.path.join(d, "out1", "tokenizer.json"), "rb").read() == open(tok, "rb").read(), \
+        "tokenizer.json (for dev/export_hf.py) is not the tokenizer used"
     toks = shards.read_shard(paths[0])
     assert toks.count(eot) < len(toks) // 10, "BPE did not compress"
     assert outs[0] == outs[1], "output depends on --num_proc"

@@ -61,6 +61,7 @@ run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
+run hf "$PY" dev/test_hf.py
 run crash-safety "$PY" dev/test_crash_safety.py
 run sanitizers bash dev/sanitize.sh
 run fuzz-regressions bash dev/fuzz/run.sh --regress

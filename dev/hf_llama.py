@@ -1,0 +1,154 @@
+"""What dev/export_hf.py and dev/import_hf.py share: the tensor names of Hugging Face's
+LlamaForCausalLM against ours, the checkpoint header (llmc/checkpoint.h), and safetensors
+files read and written with numpy alone (doc/huggingface.md).
+
+safetensors (https://github.com/huggingface/safetensors): an unsigned 64-bit little-endian
+header length n, n bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
+"__metadata__": {str: str}} (offsets relative to the end of the header), then the raw
+little-endian tensor data, contiguous, without holes.
+"""
+
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tensorfile  # noqa: E402
+
+KIND_CHECKPOINT = 2
+# meta.config_i: [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows]
+# meta.config_f: [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
+# meta.state:    [step, seed, data_epoch, data_shard, data_sample]
+CKI = {name: i for i, name in enumerate(["V", "Vp", "C", "L", "NH", "NKV", "F", "T", "pos", "pe", "qk_norm", "wpe_rows"])}
+POS_NAMES = ["rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
+             "random-base", "rpe", "rfs"]
+PE_NAMES = ["rope", "nope", "alibi", "sinusoidal", "learned"]
+DEFAULT_ALPHAS = (0.125, 8.0, 4.0)  # --alpha_range and --alpha defaults: stored, unused by a rope run
+
+# our stacked tensors (llmc/checkpoint.h PARAM_NAMES, the 11 base ones) -> HF names, {i} the layer
+HF_NAMES = {
+    "wte": "model.embed_tokens.weight",
+    "attn_norm": "model.layers.{i}.input_layernorm.weight",
+    "wq": "model.layers.{i}.self_attn.q_proj.weight",
+    "wk": "model.layers.{i}.self_attn.k_proj.weight",
+    "wv": "model.layers.{i}.self_attn.v_proj.weight",
+    "wo": "model.layers.{i}.self_attn.o_proj.weight",
+    "mlp_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "w_gate": "model.layers.{i}.mlp.gate_proj.weight",
+    "w_up": "model.layers.{i}.mlp.up_proj.weight",
+    "w_down": "model.layers.{i}.mlp.down_proj.weight",
+    "final_norm": "model.norm.weight",
+}
+PARAM_NAMES = list(HF_NAMES)
+
+
+def padded_vocab(V):
+    return (V + 127) // 128 * 128
+
+
+def f32_text(x):
+    """The shortest decimal that reads back as the same float32 (1e-05, not 9.99999974737875e-06)."""
+    return float(str(np.float32(x)))
+
+
+# ---- safetensors --------------------------------------------------------------------
+
+_ST_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"), "BF16": np.dtype("<u2")}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Write [(name, float32 array), ...] as one safetensors file (F32), atomically."""
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    for name, a in tensors:
+        n = int(np.asarray(a).size) * 4
+        header[name] = {"dtype": "F32", "shape": list(np.shape(a)), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the reference writer pads it
+    tmp = str(path) + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, a in tensors:
+            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_safetensors(path):
+    """{name: float32 array} of one safetensors file (F32, F16, BF16 or F64 tensors)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < 8:
+        raise ValueError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n > len(buf) - 8:
+        raise ValueError(f"{path}: header of {n} bytes in a file of {len(buf)} bytes: truncated or not safetensors")
+    try:
+        header = json.loads(buf[8:8 + n])
+    except ValueError as e:
+        raise ValueError(f"{path}: the header is not JSON ({e})") from None
+    data = memoryview(buf)[8 + n:]
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        if h.get("dtype") not in _ST_DTYPES:
+            raise ValueError(f"{path}: tensor {name!r} has dtype {h.get('dtype')}; this reader takes F32, F16, BF16, F64")
+        dt = _ST_DTYPES[h["dtype"]]
+        begin, end = h["data_offsets"]
+        count = int(np.prod(h["shape"], dtype=np.int64))
+        if not 0 <= begin <= end <= len(data) or end - begin != count * dt.itemsize:
+            raise ValueError(f"{path}: tensor {name!r} has data offsets {h['data_offsets']} that do not fit "
+                             f"its shape {h['shape']} and the file")
+        a = np.frombuffer(data[begin:end], dtype=dt).reshape(h["shape"])
+        if h["dtype"] == "BF16":  # the upper half of a float32
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = a.astype(np.float32)
+    return out
+
+
+def read_hf_weights(hf_dir):
+    """Every tensor of a Hugging Face model folder: model.safetensors, or the shards that
+    model.safetensors.index.json lists."""
+    index = os.path.join(hf_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    elif os.path.exists(os.path.join(hf_dir, "model.safetensors")):
+        files = ["model.safetensors"]
+    else:
+        raise ValueError(f"{hf_dir}: no model.safetensors (nor model.safetensors.index.json); PyTorch .bin weights are "
+                         "not read here: save the model with save_pretrained(..., safe_serialization=True)")
+    out = {}
+    for name in files:
+        out.update(read_safetensors(os.path.join(hf_dir, name)))
+    return out
+
+
+# ---- checkpoints ---------------------------------------------------------------------
+
+def read_checkpoint(path):
+    """(config_i, config_f, state, {name: stacked float32 array}) of a checkpoint."""
+    kind, t = tensorfile.read_with_kind(path)
+    if kind != KIND_CHECKPOINT:
+        raise ValueError(f"{path}: tensor file of kind {kind}, not a checkpoint (kind {KIND_CHECKPOINT})")
+    ci = [int(x) for x in t["meta.config_i"]]
+    if len(ci) == 10:  # written before QK-norm and learned APE: neither
+        ci += [0, 0]
+    params = {k[len("param."):]: v for k, v in t.items() if k.startswith("param.")}
+    return ci, [float(x) for x in t["meta.config_f"]], [int(x) for x in t["meta.state"]], params
+
+
+def write_checkpoint(path, ci, cf, state, params):
+    """A weights-only checkpoint (no AdamW moments): --eval_only, --generate, --init_from."""
+    tensors = [("meta.config_i", np.array(ci, dtype=np.int32)), ("meta.config_f", np.array(cf, dtype=np.float32)),
+               ("meta.state", np.array([s & (2**64 - 1) for s in state], dtype=np.uint64))]
+    tensors += [("param." + name, np.ascontiguousarray(params[name], dtype=np.float32)) for name in PARAM_NAMES]
+    tensorfile.write(path, KIND_CHECKPOINT, tensors)

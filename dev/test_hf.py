@@ -1,0 +1,555 @@
+"""Tests for the Hugging Face interop (dev/export_hf.py, dev/import_hf.py; doc/huggingface.md).
+
+    python dev/test_hf.py          # part of make test; needs numpy (and `tokenizers` for one test)
+
+Without torch: the round trip CKPT -> HF -> CKPT is bit-identical; the export of the
+reference model is byte for byte the one transformers evaluated (dev/hf_reference.bin);
+the C trainer's per-position losses with every scaling mapping and its greedy tokens
+equal what transformers computed; every refusal. When torch and transformers import (a
+scratch environment, not the project's .venv), the live tests also run transformers on
+fresh exports and on an imported non-preset model continued with --pos posaug; otherwise
+they SKIP. Prints PASS/FAIL/SKIP per test and "N passed, N failed, N skipped"; exits 1 on
+a failure.
+"""
+import atexit
+import hashlib
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "data"))
+try:
+    import numpy as np
+    import export_hf
+    import hf_llama as hl
+    import import_hf
+    import shards
+    import tensorfile
+except ImportError as e:  # python3 without numpy: every test skips
+    np, MISSING = None, str(e)
+
+TRAINER = os.path.join(ROOT, os.environ.get("TRAINER", "train_gpt_cpu"))
+REF_PATH = os.path.join(HERE, "hf_reference.bin")
+TOL = 1e-4  # |loss difference| at any position; about 1e-5 measured (fp32 C against float64 transformers)
+MAPPINGS = ["none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn", "yarn-paper"]  # dev/hf_reference.py's
+SMALL = ("--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 --batch_size 2 "
+         "--total_batch 4 --warmup 1 --eval_len 0 --val_every 0").split()
+TESTS = []
+
+
+class Skip(Exception):
+    pass
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+_tmp = []
+
+
+def path(*parts):
+    if not _tmp:
+        _tmp.append(tempfile.mkdtemp(prefix="test_hf_"))
+        atexit.register(shutil.rmtree, _tmp[0], True)
+    p = os.path.join(_tmp[0], *parts)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    return p
+
+
+def folder(*parts):
+    return os.path.dirname(path(*parts, "x"))
+
+
+def trainer(*args):
+    r = subprocess.run([TRAINER, "--threads", "2", *map(str, args)], cwd=ROOT, capture_output=True, timeout=600)
+    out = (r.stdout + r.stderr).decode("utf-8", "replace")
+    assert r.returncode == 0, f"train_gpt_cpu {' '.join(map(str, args))} failed (exit {r.returncode}): {out[-1500:]}"
+    return r.stdout
+
+
+_ref = {}
+
+
+def ref():
+    """dev/hf_reference.bin, and made from it once: its checkpoint, the validation shard, the
+    export without scaling and that export imported again."""
+    if not _ref:
+        r = tensorfile.read(REF_PATH)
+        params = {k[len("param."):]: v for k, v in r.items() if k.startswith("param.")}
+        hl.write_checkpoint(path("ref", "ckpt.bin"), [int(x) for x in r["meta.config_i"]],
+                            [float(x) for x in r["meta.config_f"]], [int(x) for x in r["meta.state"]], params)
+        shards.write_shard(path("ref", "val.bin"), [int(x) for x in r["tokens"]], 257)
+        export_hf.export(path("ref", "ckpt.bin"), path("ref", "hf", "none"))
+        import_hf.import_hf(path("ref", "hf", "none"), path("ref", "reimported.bin"))
+        assert sorted(k[5:] for k in r if k.startswith("loss.")) == sorted(MAPPINGS), "the reference's mappings changed"
+        _ref.update(r)
+    return _ref
+
+
+def scale(m):
+    """(export_hf.export keywords, the trainer's flags) of a mapping, s from the reference."""
+    s = float(ref()["scale_factor"][0])
+    if m == "none":
+        return {}, []
+    if m == "yarn-paper":
+        return ({"scaling": "yarn", "yarn_temperature": "paper", "scale_factor": s},
+                ["--scaling", "yarn", "--yarn_temperature", "paper", "--scale_factor", s])
+    return {"scaling": m, "scale_factor": s}, ["--scaling", m, "--scale_factor", s]
+
+
+def exported(m):
+    d = path("ref", "hf", m)
+    if not os.path.exists(os.path.join(d, "config.json")):
+        export_hf.export(path("ref", "ckpt.bin"), d, **scale(m)[0])
+    return d
+
+
+def c_losses(ckpt, m, tag):
+    """The C trainer's per-position losses of the reference sequences: --eval_only with no
+    shape flag (the checkpoint's model is used)."""
+    L, n = (int(x) for x in ref()["eval"])
+    out_dir = folder("eval")
+    trainer("--resume", ckpt, "--eval_only", "--eval_len", L, "--eval_n", n, "--gain_window", 0, "--val_data",
+            path("ref", "val.bin"), "--out_dir", out_dir, "--eval_tag", tag, *scale(m)[1])
+    return np.loadtxt(os.path.join(out_dir, tag + ".csv"), delimiter=",", skiprows=1)[:, 1]
+
+
+def c_greedy(ckpt, prompt_ids, n_new):
+    """The C trainer's greedy continuation (--generate) as the bytes it prints."""
+    prompt = bytes(prompt_ids[1:])  # after the end-of-text the trainer puts first
+    out = trainer("--resume", ckpt, "--steps", 0, "--generate", n_new, "--prompt", prompt.decode())
+    text = out[out.index(b"\n", out.index(b"\nmodel ") + 1) + 1:]
+    assert text.startswith(prompt), text[:100]
+    return text[len(prompt):]
+
+
+def as_bytes(tokens):
+    return b"".join(bytes([t]) if t < 256 else b"<|endoftext|>" for t in tokens)
+
+
+def sha(p):
+    return np.frombuffer(hashlib.sha256(open(p, "rb").read()).digest(), dtype="<u8")
+
+
+def refused(fn, *words):
+    try:
+        fn()
+    except (export_hf.Refused, import_hf.Refused) as e:
+        for w in words:
+            assert w in str(e), f"refusal {str(e)!r} lacks {w!r}"
+        return
+    raise AssertionError("not refused")
+
+
+def small_checkpoint(name, *flags):
+    d = folder(name)
+    trainer(*SMALL, *flags, "--out_dir", d)
+    return os.path.join(d, "checkpoint.bin")
+
+
+# ---- a Llama folder made with numpy: a shape that is none of our presets -------------------
+
+HF_CFG = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=300, hidden_size=96,
+              intermediate_size=200, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+              max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=50000.0, tie_word_embeddings=True,
+              hidden_act="silu")
+
+
+def hf_tensors(cfg, seed=0):
+    """Random Llama weights in HF's names, float32 values that bfloat16 holds exactly."""
+    rng = np.random.default_rng(seed)
+    C, F, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    shapes = {"wte": (cfg["vocab_size"], C), "attn_norm": (C,), "wq": (C, C), "wk": (cfg["num_key_value_heads"] * hd, C),
+              "wv": (cfg["num_key_value_heads"] * hd, C), "wo": (C, C), "mlp_norm": (C,), "w_gate": (F, C),
+              "w_up": (F, C), "w_down": (C, F), "final_norm": (C,)}
+    out = {}
+    for name, pattern in hl.HF_NAMES.items():
+        for i in range(cfg["num_hidden_layers"] if "{i}" in pattern else 1):
+            a = (1 + 0.1 * rng.standard_normal(shapes[name])) if "norm" in name else 0.05 * rng.standard_normal(shapes[name])
+            out[pattern.format(i=i)] = (a.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+    return out
+
+
+def write_st(p, tensors, dtype):
+    """A safetensors file in F32 or BF16, written here independently of hf_llama's writer."""
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, a in tensors.items():
+        b = (a.view(np.uint32) >> 16).astype("<u2").tobytes() if dtype == "BF16" else a.astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def hf_folder(name, cfg=None, tensors=None, dtype="F32", n_files=1):
+    cfg = dict(HF_CFG, **(cfg or {}))
+    tensors = hf_tensors(cfg) if tensors is None else tensors
+    d = folder(name)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    names = list(tensors)
+    if n_files == 1:
+        write_st(os.path.join(d, "model.safetensors"), tensors, dtype)
+        return d, tensors
+    weight_map = {}
+    for k in range(n_files):
+        part = f"model-{k + 1:05d}-of-{n_files:05d}.safetensors"
+        write_st(os.path.join(d, part), {n: tensors[n] for n in names[k::n_files]}, dtype)
+        weight_map.update({n: part for n in names[k::n_files]})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    return d, tensors
+
+
+# ---- without torch -----------------------------------------------------------------------
+
+@test
+def roundtrip_bit_identical():
+    ck = small_checkpoint("rt", "--steps", 2, "--seed", 7)  # AdamW moments, GQA, a non-preset shape
+    export_hf.export(ck, folder("rt", "hf1"))
+    import_hf.import_hf(path("rt", "hf1"), path("rt", "back.bin"), seed=7)
+    a, b = hl.read_checkpoint(ck), hl.read_checkpoint(path("rt", "back.bin"))
+    assert a[0][:8] == b[0][:8] and a[1][:2] == b[1][:2] and a[2][1] == b[2][1], (a[:3], b[:3])
+    for name in hl.PARAM_NAMES:
+        assert a[3][name].tobytes() == b[3][name].tobytes(), f"param.{name} changed"
+    csv = []
+    for c, tag in ((ck, "orig"), (path("rt", "back.bin"), "back")):
+        trainer("--resume", c, "--eval_only", "--eval_len", 96, "--eval_n", 2, "--gain_window", 16, "--out_dir",
+                folder("rt"), "--eval_tag", tag)
+        csv.append(open(path("rt", tag + ".csv"), "rb").read())
+    assert csv[0] == csv[1], "the trainer evaluates the round-tripped checkpoint differently"
+    export_hf.export(path("rt", "back.bin"), folder("rt", "hf2"))
+    import_hf.import_hf(path("rt", "hf2"), path("rt", "back2.bin"), seed=7)
+    for x, y in (("hf1/model.safetensors", "hf2/model.safetensors"), ("back.bin", "back2.bin")):
+        assert open(path("rt", x), "rb").read() == open(path("rt", y), "rb").read(), f"{x} and {y} differ"
+    return "11 parameter tensors bit-identical, evaluation CSV byte-identical, HF -> CKPT -> HF -> CKPT files identical"
+
+
+@test
+def export_is_what_transformers_evaluated():
+    r = ref()
+    why = "the export differs from the one dev/hf_reference.bin was made from: regenerate the reference (its docstring)"
+    assert np.array_equal(sha(os.path.join(exported("none"), "model.safetensors")), r["sha256.model"]), why
+    for m in MAPPINGS:
+        assert np.array_equal(sha(os.path.join(exported(m), "config.json")), r[f"sha256.{m}"]), f"{m}: {why}"
+
+
+def losses_test(m):
+    def fn():
+        got = c_losses(path("ref", "reimported.bin"), m, m)
+        d = float(np.abs(got - ref()[f"loss.{m}"]).max())
+        assert d < TOL, f"max |loss diff| {d:.3g} >= {TOL}"
+        return f"max |loss diff| {d:.2e} over {len(got)} positions (8x the window)"
+    fn.__name__ = f"losses_match_transformers_{m.replace('-', '_')}"
+    return fn
+
+
+for _m in MAPPINGS:
+    test(losses_test(_m))
+
+
+@test
+def greedy_matches_transformers():
+    r = ref()
+    want = as_bytes(int(t) for t in r["greedy.tokens"])
+    got = c_greedy(path("ref", "reimported.bin"), [int(t) for t in r["greedy.prompt"]], 50)
+    assert got.startswith(want), f"C {got[:len(want)]!r} vs transformers {want!r}"
+    return f"{len(r['greedy.tokens'])} tokens: {want.decode('utf-8', 'replace')!r}"
+
+
+@test
+def export_config_per_scaling():
+    s, lns = 8.0, math.log(8.0)
+    yarn = {"rope_type": "yarn", "factor": s, "beta_fast": 32.0, "beta_slow": 1.0}
+    want = {"none": (10000.0, None), "pi": (10000.0, {"rope_type": "linear", "factor": s}),
+            "ntk": (10000.0 * s ** (16 / 14), None), "dynamic-ntk": (10000.0, {"rope_type": "dynamic", "factor": s}),
+            "ntk-by-parts": (10000.0, dict(yarn, attention_factor=1.0)),
+            "yarn": (10000.0, dict(yarn, attention_factor=0.1 * lns + 1)),
+            "yarn-paper": (10000.0, dict(yarn, attention_factor=math.sqrt(1 + 0.1 * lns)))}
+    for m, (theta, rs) in want.items():
+        with open(os.path.join(exported(m), "config.json")) as f:
+            cfg = json.load(f)
+        assert cfg["rope_theta"] == theta and cfg["rope_scaling"] == rs, (m, cfg["rope_theta"], cfg["rope_scaling"])
+        fixed = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=257, hidden_size=64,
+                     intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=16, max_position_embeddings=32, rms_norm_eps=1e-05, tie_word_embeddings=True,
+                     bos_token_id=256, eos_token_id=256, pad_token_id=256, attention_bias=False, mlp_bias=False)
+        assert all(cfg[k] == v for k, v in fixed.items()), {k: cfg.get(k) for k in fixed}
+    d = exported("none")
+    with open(os.path.join(d, "generation_config.json")) as f:
+        assert json.load(f) == {"bos_token_id": 256, "eos_token_id": 256, "pad_token_id": 256}
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    names = {hl.HF_NAMES[k].format(i=i) for k in hl.PARAM_NAMES for i in range(2)}
+    assert set(header) - {"__metadata__"} == names, "tensor names (no lm_head: tied)"
+    assert header["__metadata__"] == {"format": "pt"} and header["model.embed_tokens.weight"]["shape"] == [257, 64]
+    assert all(h["dtype"] == "F32" for k, h in header.items() if k != "__metadata__")
+
+
+@test
+def byte_tokenizer():
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise Skip("needs the tokenizers package (dev/requirements.txt)")
+    ref()
+    tok = Tokenizer.from_file(os.path.join(exported("none"), "tokenizer.json"))
+    text = "Caf\u00e9 \u65e5\u672c \U0001F600\n\tx\x00 <b>"
+    ids = tok.encode(text).ids
+    assert ids == [256] + list(text.encode()), ids[:20]
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    assert tok.token_to_id("<|endoftext|>") == 256 and tok.get_vocab_size() == 257
+
+
+@test
+def import_non_preset_bf16_shards():
+    d, tensors = hf_folder("np", dtype="BF16", n_files=3)
+    ck = path("np", "ckpt.bin")
+    ci, cf = import_hf.import_hf(d, ck)
+    assert ci == [300, 384, 96, 3, 6, 2, 200, 48, 0, 0, 0, 0] and cf[:2] == [50000.0, 1e-6], (ci, cf)
+    params = hl.read_checkpoint(ck)[3]
+    assert np.array_equal(params["wte"][:300], tensors["model.embed_tokens.weight"]) and not params["wte"][300:].any()
+    assert np.array_equal(params["wk"][2], tensors["model.layers.2.self_attn.k_proj.weight"])
+    out = trainer("--resume", ck, "--eval_only", "--eval_len", 96, "--eval_n", 2, "--gain_window", 16,
+                  "--out_dir", os.path.dirname(ck)).decode()
+    assert "C=96 L=3 NH=6 NKV=2 hd=16 F=200 T=48" in out and "cliff" in out, out[-800:]
+    export_hf.export(ck, folder("np", "hf"), tokenizer_json=write_bpe_json())
+    back = hl.read_safetensors(path("np", "hf", "model.safetensors"))
+    assert set(back) == set(tensors) and all(np.array_equal(back[k], tensors[k]) for k in tensors)
+    assert import_hf.import_hf(d, path("np", "t64.bin"), seq_len=64)[0][7] == 64
+    return "V 300, C 96, L 3, NH 6, NKV 2, F 200, T 48, base 5e4, eps 1e-6: imported, evaluated, exported back"
+
+
+def write_bpe_json():
+    """A minimal BPE `tokenizers` file whose end-of-text is id 3."""
+    p = path("bpe", "tokenizer.json")
+    tok = {"version": "1.0", "added_tokens": [{"id": 3, "content": "<|endoftext|>", "special": True}],
+           "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3}, "merges": ["a b"]}}
+    with open(p, "w") as f:
+        json.dump(tok, f)
+    return p
+
+
+@test
+def export_bpe_tokenizer():
+    ck = path("np", "ckpt.bin")
+    if not os.path.exists(ck):
+        import_hf.import_hf(hf_folder("np")[0], ck)
+    refused(lambda: export_hf.export(ck, folder("bpe", "no")), "V=300 is not the byte vocabulary", "--tokenizer_json")
+    cfg = export_hf.export(ck, folder("bpe", "hf"), tokenizer_json=write_bpe_json())
+    assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (3, 3, 3)
+    assert open(path("bpe", "hf", "tokenizer.json"), "rb").read() == open(write_bpe_json(), "rb").read()
+    refused(lambda: export_hf.export(ck, folder("bpe", "eot"), tokenizer_json=write_bpe_json(), eot_token="</s>"),
+            "has no token '</s>'")
+
+
+# every encoding LlamaForCausalLM cannot express: a checkpoint of the trainer, refused with the reason
+EXPORT_REFUSALS = [
+    ("nope", ["--pe", "nope"], "--pe nope cannot be exported: LlamaForCausalLM always rotates q and k"),
+    ("drope", ["--drope_step", "1"], "--pe nope cannot be exported"),
+    ("alibi", ["--pe", "alibi"], "--pe alibi cannot be exported: LlamaForCausalLM has no attention biases"),
+    ("sinusoidal", ["--pe", "sinusoidal"], "--pe sinusoidal cannot be exported: LlamaForCausalLM adds no absolute"),
+    ("learned", ["--pe", "learned"], "--pe learned cannot be exported: LlamaForCausalLM has no learned position table"),
+    ("qk_norm", ["--qk_norm"], "--qk_norm cannot be exported: LlamaForCausalLM has no QK-norm"),
+    ("rfs", ["--pos", "rfs"], "--pos rfs cannot be exported: RFS evaluates at positions"),
+]
+
+
+def export_refusal_test(name, flags, words):
+    def fn():
+        ck = small_checkpoint("refuse_" + name, "--steps", 2, *flags)
+        refused(lambda: export_hf.export(ck, folder("refuse_" + name, "hf")), words)
+        assert not os.path.exists(path("refuse_" + name, "hf", "model.safetensors")), "wrote files before refusing"
+    fn.__name__ = f"export_refuses_{name}"
+    return fn
+
+
+for _r in EXPORT_REFUSALS:
+    test(export_refusal_test(*_r))
+
+
+@test
+def export_refuses_scaling_without_factor():
+    ref()
+    refused(lambda: export_hf.export(path("ref", "ckpt.bin"), folder("nofactor"), scaling="yarn"),
+            "--scaling yarn needs --scale_factor")
+
+
+# Llama folders our model cannot hold: (name, config changes, tensor changes, words of the refusal)
+def _untied(t):
+    t["lm_head.weight"] = t["model.embed_tokens.weight"] + 1
+
+
+def _bias(t):
+    t["model.layers.0.self_attn.q_proj.bias"] = np.zeros(96, np.float32)
+
+
+def _missing(t):
+    del t["model.layers.1.mlp.up_proj.weight"]
+
+
+IMPORT_REFUSALS = [
+    ("untied_head", {"tie_word_embeddings": False}, _untied, "untied from embed_tokens"),
+    ("other_model", {"model_type": "mistral"}, None, "model_type 'mistral'"),
+    ("bias", {"attention_bias": True}, None, "attention_bias is true: our model has no biases"),
+    ("bias_tensor", {}, _bias, "tensors our model has no place for: model.layers.0.self_attn.q_proj.bias"),
+    ("gelu", {"hidden_act": "gelu"}, None, "hidden_act 'gelu'"),
+    ("head_dim", {"head_dim": 32}, None, "head_dim 32 is not hidden_size / num_attention_heads = 16"),
+    ("rope_scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None, "rope_scaling 'llama3'"),
+    ("partial_rotary", {"partial_rotary_factor": 0.5}, None, "partial_rotary_factor 0.5"),
+    ("gqa_groups", {"num_key_value_heads": 4}, None, "num_attention_heads 6 is not a multiple of num_key_value_heads 4"),
+    ("missing_tensor", {}, _missing, "no tensor model.layers.1.mlp.up_proj.weight"),
+]
+
+
+def import_refusal_test(name, cfg, change, words):
+    def fn():
+        t = hf_tensors(dict(HF_CFG, **cfg))
+        if change:
+            change(t)
+        d = hf_folder("imp_" + name, cfg, t)[0]
+        refused(lambda: import_hf.import_hf(d, path("imp_" + name, "ckpt.bin")), words)
+    fn.__name__ = f"import_refuses_{name}"
+    return fn
+
+
+for _r in IMPORT_REFUSALS:
+    test(import_refusal_test(*_r))
+
+
+@test
+def import_tied_in_name_only_and_dropped_rope_scaling():
+    t = hf_tensors(HF_CFG)
+    t["lm_head.weight"] = t["model.embed_tokens.weight"].copy()  # untied but equal: the same model
+    d = hf_folder("imp_equal_head", {"tie_word_embeddings": False, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, t)[0]
+    ci, cf = import_hf.import_hf(d, path("imp_equal_head", "ckpt.bin"), drop_rope_scaling=True)
+    assert ci[:8] == [300, 384, 96, 3, 6, 2, 200, 48] and cf[0] == 50000.0
+
+
+@test
+def command_lines():
+    ck = path("refuse_alibi", "checkpoint.bin")
+    if not os.path.exists(ck):
+        small_checkpoint("refuse_alibi", "--steps", 2, "--pe", "alibi")
+    for script, args, words in (("export_hf.py", [ck, path("cli", "hf")], "export_hf.py: error: --pe alibi cannot be exported"),
+                                ("import_hf.py", [hf_folder("imp_gelu", {"hidden_act": "gelu"})[0], path("cli", "c.bin")],
+                                 "import_hf.py: error: hidden_act 'gelu'")):
+        r = subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True)
+        assert r.returncode == 1 and words in r.stderr, (script, r.returncode, r.stderr[-500:])
+    ref()
+    r = subprocess.run([sys.executable, os.path.join(HERE, "export_hf.py"), path("ref", "ckpt.bin"), path("cli", "ok"),
+                        "--scaling", "yarn", "--scale_factor", "8"], capture_output=True, text=True)
+    assert r.returncode == 0 and '"rope_type": "yarn"' in r.stdout, r.stderr[-500:]
+
+
+# ---- live: transformers itself -------------------------------------------------------------
+
+def live():
+    try:
+        import hf_reference  # torch and transformers
+    except ImportError as e:
+        raise Skip(f"needs torch and transformers, which make test does not install ({e}); see dev/hf_reference.py")
+    return hf_reference
+
+
+@test
+def live_losses_per_mapping():
+    hr, r = live(), ref()
+    L, n = (int(x) for x in r["eval"])
+    diffs, drift = [], 0.0
+    for m in MAPPINGS:
+        hf = hr.hf_losses(exported(m), r["tokens"], L, n)
+        d = float(np.abs(c_losses(path("ref", "reimported.bin"), m, "live_" + m) - hf).max())
+        drift = max(drift, float(np.abs(hf - r[f"loss.{m}"]).max()))
+        assert d < TOL, f"{m}: max |loss diff| {d:.3g}"
+        diffs.append(f"{m} {d:.2e}")
+    return f"max |loss diff| C vs transformers: {', '.join(diffs)} (transformers now vs the committed file: {drift:.1e})"
+
+
+@test
+def live_greedy_and_tokenizer():
+    hr, r = live(), ref()
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(exported("none"))
+    prompt = tok("Lasras looked for the").input_ids
+    assert prompt == [int(t) for t in r["greedy.prompt"]], prompt
+    toks, margin = hr.hf_greedy(exported("none"), prompt)
+    got = c_greedy(path("ref", "reimported.bin"), prompt, 50)
+    assert got.startswith(as_bytes(toks)), (got, as_bytes(toks))
+    assert tok.decode(toks) == as_bytes(toks).decode("utf-8", "replace")
+    return f"{len(toks)} greedy tokens equal (top-2 margin >= {margin:.3g}); AutoTokenizer puts end-of-text first"
+
+
+@test
+def live_import_non_preset_posaug():
+    hr = live()
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = {k: v for k, v in HF_CFG.items() if k not in ("architectures", "model_type")}
+    torch.manual_seed(0)
+    d = folder("live_np", "hf")
+    LlamaForCausalLM(LlamaConfig(**cfg, bos_token_id=256, eos_token_id=256, pad_token_id=256)).save_pretrained(d)
+    ck = path("live_np", "ckpt.bin")
+    import_hf.import_hf(d, ck)
+    L, n = 384, 2  # 8x the window of 48
+    stream = np.array(shards.read_shard(os.path.join(ROOT, "data", "builtin", "val.bin"))[:n * L + 1], dtype=np.int32)
+    run = folder("live_np", "run")
+
+    def c_eval(c, tag):
+        trainer("--resume", c, "--eval_only", "--eval_len", L, "--eval_n", n, "--gain_window", 0, "--out_dir", run,
+                "--eval_tag", tag)
+        return np.loadtxt(os.path.join(run, tag + ".csv"), delimiter=",", skiprows=1)[:, 1]
+
+    d0 = float(np.abs(c_eval(ck, "imported") - hr.hf_losses(d, stream, L, n)).max())
+    out = trainer("--init_from", ck, "--pos", "posaug", "--steps", 30, "--batch_size", 4, "--total_batch", 4, "--warmup",
+                  3, "--lr", 2e-3, "--min_lr", 2e-4, "--val_every", 0, "--eval_len", L, "--eval_n", n, "--gain_window", 0,
+                  "--out_dir", run).decode()
+    steps = [ln for ln in out.splitlines() if ln.startswith("step ")]
+    summary = [ln for ln in out.splitlines() if ln.startswith("eval ")][0]
+    export_hf.export(os.path.join(run, "checkpoint.bin"), folder("live_np", "hf_posaug"), tokenizer_json=write_bpe_json())
+    d1 = float(np.abs(c_eval(os.path.join(run, "checkpoint.bin"), "posaug") - hr.hf_losses(
+        folder("live_np", "hf_posaug"), stream, L, n)).max())
+    assert d0 < TOL and d1 < TOL, (d0, d1)
+    assert "C=96 L=3 NH=6 NKV=2 hd=16 F=200 T=48" in out and "--pos posaug" in out, out[:600]
+    loss = lambda s: s.split("| loss ")[1].split()[0]  # noqa: E731
+    return (f"random LlamaForCausalLM (V 300, C 96, L 3, NH 6, NKV 2, F 200, T 48, base 5e4, eps 1e-6) imported: "
+            f"max |loss diff| {d0:.2e} at 8x its window; --init_from --pos posaug, 30 steps, loss {loss(steps[0])} -> "
+            f"{loss(steps[-1])}; {summary.split(': ', 1)[1]}; exported again: max |loss diff| {d1:.2e}")
+
+
+def main():
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    for fn in TESTS:
+        try:
+            if np is None:
+                raise Skip(f"needs numpy ({MISSING})")
+            why = fn() or ""
+            status = "PASS"
+        except Skip as e:
+            status, why = "SKIP", str(e)
+        except Exception as e:  # noqa: BLE001
+            status, why = "FAIL", f"{type(e).__name__}: {e}"
+            if os.environ.get("VERBOSE"):
+                traceback.print_exc()
+        counts[status] += 1
+        print(f"{status}: {fn.__name__}{': ' + why if why else ''}", flush=True)
+    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    sys.exit(1 if counts["FAIL"] else 0)
+
+
+if __name__ == "__main__":
+    main()
