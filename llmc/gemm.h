@@ -74,21 +74,25 @@ static inline void gemm_serial(const Gemm *g, int N, int M) {
 // Every output element is out (accumulate) or 0 followed by fused multiply-adds over k in
 // order: one thread computes it, so results do not depend on the thread count or on the
 // blocking below.
-// Blocking (Goto and van de Geijn's): for each block of KC values of k, op(A) is packed
-// whole into panels of MR rows (k-major: a kernel reads it contiguously), and op(B), NC
-// columns at a time, into panels of NR columns. The register kernel computes an MR x NR
-// tile of out with its accumulators in registers, reading one A panel (MR x KC, from
-// L2) and one B panel (KC x NR, kept in L1: 32 KB at KC 256, NR 32). Threads share the
-// packed blocks and split the B panels, each sweeping every A panel for its B panels.
+// Blocking (Goto and van de Geijn's): k runs in blocks of at most KC (equal sizes), and for
+// each, op(A) is packed whole into panels of MR rows (k-major: a kernel reads it
+// contiguously) and op(B), NC columns at a time, into panels of NR columns. The register
+// kernel computes an MR x NR tile of out with its accumulators in registers. Each thread
+// owns a contiguous range of B panels (columns of out), packs them itself (no barrier) and
+// sweeps every A panel against them: one A panel (MR x KC, 18 KB at KC 384) stays in L1
+// while the thread's B panels (KC x NC/threads) stream from L2, and the tiles of out are
+// visited along their rows; each kernel prefetches the next tile of out, so the first
+// loads of a tile do not wait for memory (the LM head's logits are hundreds of MB).
+// Measured on the LM-head shapes (dev/bench_gemm.c), this order beat the other (a B panel
+// in L1 against a block of A panels from L2) by 10-15 points of peak.
 // The tile fills the register file: AVX-512 12 x 32 (24 of the 32 zmm registers hold
 // accumulators, 2 hold B, 1 the broadcast A value), AVX2 + FMA 6 x 16 (12 of 16 ymm), and
 // a portable 8 x 16 that the compiler vectorizes; chosen by the build (-march=native).
 #ifndef GEMM_KC
-#define GEMM_KC 256
+#define GEMM_KC 384
 #endif
-#define GEMM_NC 3072
-#ifndef GEMM_MC
-#define GEMM_MC 192  // rows of A swept per B panel (MC x KC floats stay in L2)
+#ifndef GEMM_NC
+#define GEMM_NC 512
 #endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -97,8 +101,9 @@ static inline void gemm_serial(const Gemm *g, int N, int M) {
 #define GEMM_NV 2  // zmm vectors per tile row
 #endif
 #define GEMM_NR (16 * GEMM_NV)
-// the AVX-512 kernel: tile (nr <= MR, nc <= NR) of out at o (row stride ldo)
-static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+// the AVX-512 kernel: tile (nr <= MR, nc <= NR) of out at o (row stride ldo); next: the
+// next tile this thread computes (full rows), prefetched, or NULL
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load, const float *next) {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
     for (int v = 0; v < GEMM_NV; v++) {
@@ -111,6 +116,9 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
         for (int v = 0; v < GEMM_NV; v++)
             acc[r][v] = load && r < nr ? _mm512_maskz_loadu_ps(mask[v], o + (size_t)r * ldo + 16 * v) : _mm512_setzero_ps();
     for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
+        if (k < GEMM_MR && next)  // the next tile's row k, spread over the first iterations
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) _mm_prefetch((const char *)(next + (size_t)k * ldo + 16 * v), _MM_HINT_T0);
         __m512 b[GEMM_NV];
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) b[v] = _mm512_loadu_ps(bp + 16 * v);
@@ -132,7 +140,8 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
 #define GEMM_MR 6
 #define GEMM_NR 16
 // the AVX2 kernel: tile (nr <= 6, nc <= 16) of out at o (row stride ldo)
-static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load, const float *next) {
+    (void)next;
     __m256 acc[GEMM_MR][2];
     __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane), m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), lane);
@@ -162,7 +171,8 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
 #define GEMM_MR 8
 #define GEMM_NR 16
 // the portable kernel: tile (nr <= 8, nc <= 16) of out at o (row stride ldo)
-static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load) {
+static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *o, int ldo, int nr, int nc, int load, const float *next) {
+    (void)next;
     float acc[GEMM_MR][GEMM_NR] = {{0.0f}};
     for (int r = 0; r < nr && load; r++)
         for (int c = 0; c < nc; c++) acc[r][c] = o[(size_t)r * ldo + c];
@@ -176,18 +186,21 @@ static inline void gemm_kernel(const float *ap, const float *bp, int kc, float *
 #endif
 
 // Panels p_lo..p_hi-1 of op(A): rows i = p*MR.., k0..k0+kc-1, each as Ap[k][r] (rows past
-// N are 0). The loops follow the stored layout, so the reads are contiguous.
+// N are 0). Panel by panel: the writes are contiguous and a panel's reads stay in L1.
 static inline void pack_a(float *Ap, const float *A, int N, int K, int a_trans, int p_lo, int p_hi, int k0, int kc) {
-    int i_lo = p_lo * GEMM_MR, i_hi = p_hi * GEMM_MR < N ? p_hi * GEMM_MR : N;
-    if (p_hi * GEMM_MR > N)  // the last panel's missing rows
-        memset(Ap + (size_t)(p_hi - 1 - p_lo) * GEMM_MR * kc, 0, (size_t)kc * GEMM_MR * sizeof(float));
-    for (int i = i_lo; i < i_hi && !a_trans; i++) {  // A (N,K): row i is contiguous in k
-        float *dst = Ap + (size_t)(i / GEMM_MR - p_lo) * GEMM_MR * kc + i % GEMM_MR;
-        for (int k = 0; k < kc; k++) dst[(size_t)k * GEMM_MR] = A[(size_t)i * K + k0 + k];
+    for (int p = p_lo; p < p_hi; p++, Ap += (size_t)GEMM_MR * kc) {
+        int i0 = p * GEMM_MR, rows = N - i0 < GEMM_MR ? N - i0 : GEMM_MR;
+        if (rows < GEMM_MR) memset(Ap, 0, (size_t)kc * GEMM_MR * sizeof(float));
+        if (a_trans && rows == GEMM_MR)  // A (K,N): op(A)'s rows are columns of A, MR contiguous floats
+            for (int k = 0; k < kc; k++)
+                for (int r = 0; r < GEMM_MR; r++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(k0 + k) * N + i0 + r];
+        else if (a_trans)
+            for (int k = 0; k < kc; k++)
+                for (int r = 0; r < rows; r++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(k0 + k) * N + i0 + r];
+        else
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < kc; k++) Ap[(size_t)k * GEMM_MR + r] = A[(size_t)(i0 + r) * K + k0 + k];
     }
-    for (int k = 0; k < kc && a_trans; k++)  // A (K,N): row k0+k is contiguous in i
-        for (int i = i_lo; i < i_hi; i++)
-            Ap[((size_t)(i / GEMM_MR - p_lo) * kc + k) * GEMM_MR + i % GEMM_MR] = A[(size_t)(k0 + k) * N + i];
 }
 
 // Panel q of op(B): columns j = j0 + q*NR.., rows k0..k0+kc-1, as Bp[k][c] (columns past M are 0).
@@ -203,7 +216,7 @@ static inline void pack_b_panel(float *Bp, const float *B, int K, int M, int b_t
 
 // The packed blocks' bytes for products with at most max_rows rows of op(A) (memory plans)
 static inline double gemm_buffer_bytes(int max_rows) {
-    return sizeof(float) * ((double)(max_rows + GEMM_MR) * GEMM_KC + (double)GEMM_NC * GEMM_KC);
+    return sizeof(float) * ((double)(max_rows + GEMM_MR) * GEMM_KC + (double)(GEMM_NC + GEMM_NR - 1) / GEMM_NR * GEMM_NR * GEMM_KC);
 }
 
 // a 64-byte aligned buffer of at least n floats, reallocated only when it must grow
@@ -224,9 +237,10 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
     }
     static float *Ap, *Bp;  // packed blocks, grown once (the products run one at a time)
     static size_t a_cap, b_cap;
-    int np = (N + GEMM_MR - 1) / GEMM_MR, kcmax = K < GEMM_KC ? K : GEMM_KC;
+    int nk = (K + GEMM_KC - 1) / GEMM_KC, kcmax = (K + nk - 1) / nk;  // nk blocks of k, equal but the last
+    int np = (N + GEMM_MR - 1) / GEMM_MR, nqmax = (GEMM_NC + GEMM_NR - 1) / GEMM_NR;
     Ap = gemm_buffer(Ap, &a_cap, (size_t)np * GEMM_MR * kcmax);
-    Bp = gemm_buffer(Bp, &b_cap, (size_t)GEMM_NC * kcmax);
+    Bp = gemm_buffer(Bp, &b_cap, (size_t)nqmax * GEMM_NR * kcmax);
 #pragma omp parallel
     {
         int thread = 0, threads = 1;
@@ -234,28 +248,34 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
         thread = omp_get_thread_num();
         threads = omp_get_num_threads();
 #endif
-        for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-            int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, load = accumulate || k0 > 0;
-            int p_lo = np * thread / threads, p_hi = np * (thread + 1) / threads;  // this thread's A panels
+        for (int k0 = 0; k0 < K; k0 += kcmax) {
+            int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
+            int p_lo = np * thread / threads, p_hi = np * (thread + 1) / threads;  // this thread's share of packing A
             if (p_hi > p_lo) pack_a(Ap + (size_t)p_lo * GEMM_MR * kc, A, N, K, a_trans, p_lo, p_hi, k0, kc);
 #pragma omp barrier
             for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
+                // this thread's B panels q_lo..q_hi-1 of the block: packed, then swept by every A panel
                 int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
-#pragma omp for schedule(static)
-                for (int q = 0; q < nq; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
-                // this thread's B panels, against MC rows of A at a time (they stay in L2)
                 int q_lo = nq * thread / threads, q_hi = nq * (thread + 1) / threads;
-                for (int p0 = 0; p0 < np; p0 += GEMM_MC / GEMM_MR)
+                if (j0 > 0 && M - j0 < GEMM_NC) {  // a shorter last block moves the ranges: wait for the others
+#pragma omp barrier
+                }
+                for (int q = q_lo; q < q_hi; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
+                for (int p = 0; p < np; p++) {
+                    int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
                     for (int q = q_lo; q < q_hi; q++) {
                         int j = j0 + q * GEMM_NR, nc = M - j < GEMM_NR ? M - j : GEMM_NR;
-                        for (int p = p0; p < p0 + GEMM_MC / GEMM_MR && p < np; p++) {
-                            int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
-                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, Bp + (size_t)q * GEMM_NR * kc, kc,
-                                        out + (size_t)i * M + j, M, nr, nc, load);
-                        }
+                        // the tile after this one when it is whole: the next panel of B, or the next rows
+                        const float *next = NULL;
+                        if (q + 1 < q_hi && nr == GEMM_MR && j + 2 * GEMM_NR <= M) next = out + (size_t)i * M + j + GEMM_NR;
+                        if (q + 1 == q_hi && i + 2 * GEMM_MR <= N && j0 + (q_lo + 1) * GEMM_NR <= M)
+                            next = out + (size_t)(i + GEMM_MR) * M + j0 + q_lo * GEMM_NR;
+                        gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, Bp + (size_t)q * GEMM_NR * kc, kc, out + (size_t)i * M + j,
+                                    M, nr, nc, load, next);
                     }
-#pragma omp barrier
+                }
             }
+#pragma omp barrier
         }
     }
 }
