@@ -8,7 +8,8 @@
 #      trainer prints them: llmc/trainloop.h's model_flops_per_token) and % of peak, beside
 #      the same model in PyTorch (dev/bench_torch.py, eager and torch.compile);
 #   4. instructions per token of the tiny case (valgrind's callgrind, on an AVX2 build:
-#      valgrind cannot run AVX-512 code), when valgrind is installed.
+#      valgrind cannot run AVX-512 code; one thread, as OpenMP's spin-waiting would be
+#      counted and valgrind runs threads one at a time), when valgrind is installed.
 # PyTorch comes from a project-local .venv-bench (dev/requirements-bench.txt), made on the
 # first run (a large download); without it the PyTorch columns say n/a.
 set -euo pipefail
@@ -89,7 +90,7 @@ run_case 10m "--model 10m --seq_len 256 --batch_size 8 --total_batch 8 --vocab_s
 if command -v valgrind >/dev/null; then
     gcc ${CFLAGS/-march=native/-march=x86-64-v3} -o "$tmp/train_avx2" train_gpt_cpu.c -lm
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/train_avx2" --steps 3 --warmup 2 --val_every 0 \
-        --eval_len 0 --threads "$THREADS" --out_dir "$tmp/cg" >/dev/null 2>"$tmp/cg.log"
+        --eval_len 0 --threads 1 --out_dir "$tmp/cg" >/dev/null 2>"$tmp/cg.log"
     ir=$(grep -oE 'Collected : [0-9]+' "$tmp/cg.log" | grep -oE '[0-9]+')
-    python3 -c "print(f'tiny, AVX2 build under callgrind: {$ir / (3 * 16 * 128):,.0f} instructions per token (3 steps of 2048 tokens, init included)')"
+    python3 -c "print(f'tiny, AVX2 build under callgrind: {$ir / (3 * 16 * 128):,.0f} instructions per token (one thread, 3 steps of 2048 tokens, init included)')"
 fi
