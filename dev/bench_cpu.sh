@@ -7,9 +7,9 @@
 #   3. training, tiny and 10m shapes: tokens/s, GFLOP/s (model FLOPs per token as the
 #      trainer prints them: llmc/trainloop.h's model_flops_per_token) and % of peak, beside
 #      the same model in PyTorch (dev/bench_torch.py, eager and torch.compile);
-#   4. instructions per token of the tiny case (valgrind's callgrind, on an AVX2 build:
-#      valgrind cannot run AVX-512 code; one thread, as OpenMP's spin-waiting would be
-#      counted and valgrind runs threads one at a time), when valgrind is installed.
+#   4. with CALLGRIND=1: instructions per token of the tiny case (valgrind's callgrind, on
+#      an AVX2 build: valgrind cannot run AVX-512 code; one thread, as OpenMP's spin-waiting
+#      would be counted). Slow: more than 10 minutes under valgrind.
 # PyTorch comes from a project-local .venv-bench (dev/requirements-bench.txt), made on the
 # first run (a large download); without it the PyTorch columns say n/a.
 set -euo pipefail
@@ -87,7 +87,7 @@ run_case tiny "" "--C 128 --L 4 --NH 4 --NKV 2 --F 384 --T 128 --B 16 --V 257 --
 run_case 10m "--model 10m --seq_len 256 --batch_size 8 --total_batch 8 --vocab_size 50277 --train_data $tmp/rand.bin --val_data $tmp/rand.bin --pos fixed --alpha 4" \
     "--C 384 --L 6 --NH 6 --NKV 6 --F 1024 --T 256 --B 8 --V 50277 --alpha 4"
 
-if command -v valgrind >/dev/null; then
+if [ "${CALLGRIND:-0}" = 1 ] && command -v valgrind >/dev/null; then
     gcc ${CFLAGS/-march=native/-march=x86-64-v3} -o "$tmp/train_avx2" train_gpt_cpu.c -lm
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/train_avx2" --steps 3 --warmup 2 --val_every 0 \
         --eval_len 0 --threads 1 --out_dir "$tmp/cg" >/dev/null 2>"$tmp/cg.log"
