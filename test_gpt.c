@@ -1003,6 +1003,12 @@ static void test_checkpoint_models(void) {
     snprintf(b, sizeof(b), "%s/lq/again.csv", TMP);
     check(r1 == 0 && r2 == 0 && files_equal(a, b), "--eval_only adopts the checkpoint's QK-norm and learned table",
           "exit %d %d", r1, r2);
+    snprintf(a, sizeof(a), "%s/lq/eval_L96.json", TMP);
+    if (r1 == 0) {  // the JSON's ratio is OOD over in-dist (its three numbers are printed with 6 decimals)
+        double ratio = read_json_number(a, "ratio"), want = read_json_number(a, "ood") / read_json_number(a, "in_dist");
+        check(fabs(ratio - want) < 1e-5, "eval JSON: ratio = ood / in_dist", "%.6f vs %.6f", ratio, want);
+    }
+    snprintf(a, sizeof(a), "%s/lq/eval_L96.csv", TMP);
     // --init_from with --steps 0 evaluates exactly the checkpoint's weights
     snprintf(cmd, sizeof(cmd), "%s --steps 0 %s --pe learned --pos rpe --qk_norm --init_from %s/lq/checkpoint.bin --out_dir %s/lq0",
              SMALL, ev, TMP, TMP);

@@ -10,7 +10,7 @@ Each argument is a run folder (every `eval_*.json` in it, or only `--tag TAG`; t
 pair `<tag>.json` + `<tag>.csv` written by the trainer (README, "What the numbers
 mean"; the PosAug paper's Section 3).
 
-Columns: method | cliff | G(C) | in-dist | delta | penalty
+Columns: method | cliff | G(C) | in-dist | delta | penalty | OOD/in-dist
 - Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`
   removed, so `10m_posaug_seed42`, `10m_posaug_seed137` form one row `10m_posaug`.
   `--group_by REGEX` uses the regex's first group (or whole match) on the folder name;
@@ -28,6 +28,9 @@ Columns: method | cliff | G(C) | in-dist | delta | penalty
   baseline evaluation with the same tag is used, else one with the same L_eval and no
   scaling, else any. Without --baseline, the JSONs' own `penalty` (a fraction) is
   averaged and delta derived from it; `-` where there is none.
+- OOD/in-dist: the JSON's `ratio` (OOD loss over in-distribution loss, the PosAug paper's
+  frequency-analysis ratio: 1.18 means 18% worse past the window), computed from `ood`
+  and `in_dist` for files written before the field existed; mean +- std like cliff.
 `--csv` prints the same numbers as CSV (means and stds in separate columns).
 """
 import argparse
@@ -256,6 +259,7 @@ def build_rows(pairs, baseline=None, variant=None):
         r = {"label": label, "tag": tag, "n": len(g)}
         r["cliff"] = mean_std([ev.j.get("cliff") for ev in g])
         r["in_dist"] = mean_std([ev.j.get("in_dist") for ev in g])
+        r["ratio"] = mean_std([ood_ratio(ev.j) for ev in g])
         r["G"] = mean_std([ev.G(C, var) for ev in g]) if C else (None, None, 0)
         r["delta"] = r["penalty"] = None
         r["is_baseline"] = False
@@ -278,6 +282,14 @@ def build_rows(pairs, baseline=None, variant=None):
     return rows, C, var
 
 
+def ood_ratio(j):
+    """OOD over in-distribution loss (the JSON's "ratio"; computed for files written before it)."""
+    if j.get("ratio") is not None:
+        return j["ratio"]
+    ood, ind = j.get("ood"), j.get("in_dist")
+    return ood / ind if ood is not None and ind else None
+
+
 def f_ms(ms, digits=3):
     m, s, n = ms
     if m is None:
@@ -293,17 +305,17 @@ def f_signed(x, digits=3, suffix=""):
 
 def markdown(rows, C, var):
     gh = "G(%s), %s" % (fmt_C(C), var) if C else "G(C)"
-    out = ["| method | cliff | %s | in-dist | delta | penalty |" % gh,
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| method | cliff | %s | in-dist | delta | penalty | OOD/in-dist |" % gh,
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         name = r["label"] + (" [%s]" % r["tag"] if r["tag"] else "")
         if r["n"] > 1:
             name += " (%d seeds)" % r["n"]
         if r["is_baseline"]:
             name += " (baseline)"
-        out.append("| %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             name, f_ms(r["cliff"]), f_ms(r["G"]), f_ms(r["in_dist"]),
-            f_signed(r["delta"]), f_signed(r["penalty"], 1, "%")))
+            f_signed(r["delta"]), f_signed(r["penalty"], 1, "%"), f_ms(r["ratio"])))
     return "\n".join(out)
 
 
@@ -311,14 +323,15 @@ def to_csv(rows, C, var):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["method", "tag", "n", "cliff_mean", "cliff_std", "G_C", "G_variant", "G_mean", "G_std",
-                "in_dist_mean", "in_dist_std", "delta", "penalty_pct"])
+                "in_dist_mean", "in_dist_std", "delta", "penalty_pct", "ratio_mean", "ratio_std"])
 
     def num(x):
         return "" if x is None else repr(float(x))
     for r in rows:
         w.writerow([r["label"], r["tag"], r["n"], num(r["cliff"][0]), num(r["cliff"][1]),
                     C or "", var or "", num(r["G"][0]), num(r["G"][1]),
-                    num(r["in_dist"][0]), num(r["in_dist"][1]), num(r["delta"]), num(r["penalty"])])
+                    num(r["in_dist"][0]), num(r["in_dist"][1]), num(r["delta"]), num(r["penalty"]),
+                    num(r["ratio"][0]), num(r["ratio"][1])])
     return buf.getvalue().rstrip("\n")
 
 

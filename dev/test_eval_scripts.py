@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,12 +125,23 @@ def table_mean_std_penalty():
                           "--tag", "eval_L1024", "--baseline", "tiny_rope")
     check(rc == 0, "exit %d: %s" % (rc, err))
     head, rows = table_rows(out)
-    check(head == ["method", "cliff", "G(1K), chunked", "in-dist", "delta", "penalty"], "header %s" % head)
+    check(head == ["method", "cliff", "G(1K), chunked", "in-dist", "delta", "penalty", "OOD/in-dist"], "header %s" % head)
     check(set(rows) == {"tiny_rope (2 seeds) (baseline)", "tiny_posaug (3 seeds)"}, "rows %s" % list(rows))
     r = rows["tiny_posaug (3 seeds)"]
-    check(r[1:] == ["0.200 ± 0.100", "0.400 ± 0.100", "2.200 ± 0.100", "+0.100", "+4.8%"], "posaug row %s" % r)
+    # the fixtures have no "ratio" key: (in_dist + cliff) / in_dist per seed, mean and sample std
+    ratios = [(i + c) / i for i, c in ((2.1, 0.1), (2.2, 0.2), (2.3, 0.3))]
+    want = "%.3f ± %.3f" % (statistics.mean(ratios), statistics.stdev(ratios))
+    check(r[1:] == ["0.200 ± 0.100", "0.400 ± 0.100", "2.200 ± 0.100", "+0.100", "+4.8%", want], "posaug row %s" % r)
     b = rows["tiny_rope (2 seeds) (baseline)"]
-    check(b[1:] == ["1.200 ± 0.283", "-0.600 ± 0.141", "2.100 ± 0.141", "+0.000", "+0.0%"], "rope row %s" % b)
+    check(b[1:6] == ["1.200 ± 0.283", "-0.600 ± 0.141", "2.100 ± 0.141", "+0.000", "+0.0%"], "rope row %s" % b)
+
+
+@test
+def ood_ratio_field_or_computed():
+    check(eval_table.ood_ratio({"ratio": 0.97, "ood": 1.0, "in_dist": 2.0}) == 0.97, "the JSON's ratio is used")
+    check(eval_table.ood_ratio({"ood": 3.0, "in_dist": 2.0}) == 1.5, "computed from ood and in_dist without it")
+    check(eval_table.ood_ratio({"ood": 3.0, "in_dist": 0.0}) is None, "none for in_dist 0")
+    check(eval_table.ood_ratio({"ratio": None, "ood": None, "in_dist": 2.0}) is None, "none without ood")
 
 
 @test
@@ -145,6 +157,7 @@ def table_csv_exact_numbers():
     check(close(float(p["in_dist_std"]), 0.1, 1e-9), "in-dist std %s (n-1)" % p["in_dist_std"])
     check(close(float(p["penalty_pct"]), 100 * 0.1 / 2.1, 1e-9), "penalty %s" % p["penalty_pct"])
     check(close(float(p["delta"]), 0.1, 1e-9), "delta %s" % p["delta"])
+    check(close(float(p["ratio_mean"]), statistics.mean([2.2 / 2.1, 2.4 / 2.2, 2.6 / 2.3]), 1e-9), "ratio %s" % p["ratio_mean"])
     r = rows["tiny_rope"]
     check(close(float(r["cliff_std"]), math.sqrt(0.08), 1e-9), "rope cliff std %s" % r["cliff_std"])
 

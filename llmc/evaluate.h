@@ -273,9 +273,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
             c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
-    const char *keys[3] = {"in_dist", "ood", "cliff"};
-    double vals[3] = {cs.in_dist, cs.ood, cs.cliff};
-    for (int i = 0; i < 3; i++) {
+    // ratio: OOD over in-distribution loss, the PosAug paper's "frequency analysis" ratio
+    const char *keys[4] = {"in_dist", "ood", "cliff", "ratio"};
+    double vals[4] = {cs.in_dist, cs.ood, cs.cliff, cs.in_dist > 0 ? cs.ood / cs.in_dist : NAN};
+    for (int i = 0; i < 4; i++) {
         fprintf(f, "\"%s\": ", keys[i]);
         json_number(f, "%.6f", vals[i]);
         fprintf(f, ", ");
