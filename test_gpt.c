@@ -844,12 +844,10 @@ static void test_files(void) {
 // ----------------------------------------------------------------------------
 // 5b. the CPU kernels (llmc/gemm.h, llmc/vecmath.h) against their definitions
 
-static float *test_matrix(size_t n, unsigned seed) {
+static float *test_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
     float *m = (float *)xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        m[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
+    Rng r = rng_make(seed, 0);
+    for (size_t i = 0; i < n; i++) m[i] = rng_f32(&r) - 0.5f;
     return m;
 }
 

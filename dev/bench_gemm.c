@@ -7,6 +7,7 @@
 #define _DEFAULT_SOURCE
 #include <math.h>
 #include "llmc/gemm.h"
+#include "llmc/rng.h"
 
 static double now(void) {
     struct timespec ts;
@@ -14,12 +15,10 @@ static double now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static float *random_matrix(size_t n, unsigned seed) {
+static float *random_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
     float *m = (float *)xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        m[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
+    Rng r = rng_make(seed, 0);
+    for (size_t i = 0; i < n; i++) m[i] = rng_f32(&r) - 0.5f;
     return m;
 }
 

@@ -20,20 +20,16 @@
 #define EXP_LN2_HI 0.693115234375f         // ln 2 = HI + LO (+1.6e-12): HI has 12 significant bits,
 #define EXP_LN2_LO 3.194618329871446e-05f  // so n * HI is exact for |n| < 2^12
 #define EXP_LOG2E 1.44269504088896341f
+// exp(r)'s Taylor coefficients 1/k!, from k = 7 down to 0: the Horner order of every form below
+static const float EXP_POLY[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
 
 // The scalar form (the array's tail, and the portable build): the same steps in the same order.
 static inline float exp_scalar(float x) {
     if (!(x > -104.0f)) return x != x ? x : 0.0f;  // NaN, or below the smallest denormal
     if (x > 88.7228f) return INFINITY;
     float n = rintf(x * EXP_LOG2E), r = fmaf(-n, EXP_LN2_LO, fmaf(-n, EXP_LN2_HI, x));
-    float p = 1.0f / 5040;
-    p = fmaf(p, r, 1.0f / 720);
-    p = fmaf(p, r, 1.0f / 120);
-    p = fmaf(p, r, 1.0f / 24);
-    p = fmaf(p, r, 1.0f / 6);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
+    float p = EXP_POLY[0];
+    for (int k = 1; k < 8; k++) p = fmaf(p, r, EXP_POLY[k]);
     return ldexpf(p, (int)n);
 }
 
@@ -41,14 +37,9 @@ static inline float exp_scalar(float x) {
 static inline __m512 exp_v16(__m512 x) {
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x));
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 p = _mm512_set1_ps(EXP_POLY[0]);
+#pragma GCC unroll 8
+    for (int k = 1; k < 8; k++) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_POLY[k]));
     __m512 y = _mm512_scalef_ps(p, n);  // p * 2^n, with overflow to inf and gradual underflow
     __mmask16 lo = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LE_OQ);   // exp -> 0
     __mmask16 hi = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7228f), _CMP_GT_OQ);  // exp -> inf
@@ -61,14 +52,9 @@ static inline __m512 exp_v16(__m512 x) {
 static inline __m256 exp_v8(__m256 x) {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x));
-    __m256 p = _mm256_set1_ps(1.0f / 5040);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 p = _mm256_set1_ps(EXP_POLY[0]);
+#pragma GCC unroll 8
+    for (int k = 1; k < 8; k++) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_POLY[k]));
     // p * 2^n as p * 2^n1 * 2^n2, n1 = n / 2: both factors normal, one rounding (like ldexpf)
     __m256i ni = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(n, _mm256_set1_ps(200.0f)), _mm256_set1_ps(-200.0f)));
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1), bias = _mm256_set1_epi32(127);
