@@ -8,6 +8,7 @@ header length n, n bytes of JSON {name: {"dtype", "shape", "data_offsets": [begi
 little-endian tensor data, contiguous, without holes.
 """
 
+import itertools
 import json
 import os
 import struct
@@ -70,15 +71,8 @@ def write_safetensors(path, tensors, metadata=None):
         offset += n
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the reference writer pads it
-    tmp = str(path) + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for _, a in tensors:
-            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    data = (np.ascontiguousarray(a, dtype="<f4").tobytes() for _, a in tensors)  # one tensor in memory at a time
+    tensorfile.write_atomic(path, itertools.chain([struct.pack("<Q", len(text)), text], data))
 
 
 def read_safetensors(path):

@@ -76,6 +76,11 @@ def write(path, kind, tensors):
     for p in parts:
         crc = zlib.crc32(p, crc)
     parts.append(struct.pack("<I", crc))
+    write_atomic(path, parts)
+
+
+def write_atomic(path, parts):
+    """Write the byte strings `parts` (any iterable) to path through path.tmp, fsync'd, then renamed."""
     tmp = str(path) + ".tmp"
     with open(tmp, "wb") as f:
         for p in parts:
