@@ -216,7 +216,7 @@ static inline void pack_b_panel(float *Bp, const float *B, int K, int M, int b_t
 
 // The packed blocks' bytes for products with at most max_rows rows of op(A) (memory plans)
 static inline double gemm_buffer_bytes(int max_rows) {
-    return sizeof(float) * ((double)(max_rows + GEMM_MR) * GEMM_KC + (double)(GEMM_NC + GEMM_NR - 1) / GEMM_NR * GEMM_NR * GEMM_KC);
+    return sizeof(float) * ((double)(max_rows + GEMM_MR) * GEMM_KC + (double)((GEMM_NC + GEMM_NR - 1) / GEMM_NR * GEMM_NR) * GEMM_KC);
 }
 
 // a 64-byte aligned buffer of at least n floats, reallocated only when it must grow
