@@ -60,8 +60,8 @@ static double rel_err_named(const TensorFile *got, const TensorFile *want, const
     return rel_err(g, (const float *)w->data, w->numel);
 }
 
-// Whether both dumps hold `name` (an optional tensor: wpe, q_norm, k_norm); a tensor in
-// one of them only is a failure.
+// Whether both dumps hold `name` (a tensor not every model has: the blocks', the GRU's,
+// wpe, q_norm, k_norm); a tensor in one of them only is a failure.
 static int both_have(const TensorFile *got, const TensorFile *want, const char *name, const char *label) {
     int g = tf_find(got, name) != NULL, w = tf_find(want, name) != NULL;
     if (g != w) {
@@ -85,7 +85,7 @@ static void compare_dumps(const char *label, const char *got_path, const char *w
     check(e < tol.loss, l, "rel err %.2e (tol %.0e)", e, tol.loss);
     for (int i = 0; i < NP; i++) {
         snprintf(name, sizeof(name), "grad.%s", PARAM_NAMES[i]);
-        if (i > P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
+        if (i != P_WTE && i != P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
         e = rel_err_named(&got, &want, name);
         snprintf(l, sizeof(l), "%s: %s", label, name);
         check(e < tol.grads, l, "rel err %.2e (tol %.0e)", e, tol.grads);
@@ -101,7 +101,7 @@ static void compare_dumps(const char *label, const char *got_path, const char *w
     const char *worst_name = "";
     for (int i = 0; i < NP; i++) {
         snprintf(name, sizeof(name), "final.%s", PARAM_NAMES[i]);
-        if (i > P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
+        if (i != P_WTE && i != P_FINAL_NORM && !both_have(&got, &want, name, label)) continue;
         double ei = rel_err_named(&got, &want, name);
         if (ei > worst) { worst = ei; worst_name = PARAM_NAMES[i]; }
     }
@@ -151,10 +151,11 @@ static void test_reference(const char *path) {
 
 // rpe: the positions of an RPE step with a draw per layer (explicit positions) instead
 // of alpha 3.7, offset 5.
-static void test_finite_differences(int pe, int qk_norm, int rpe, const char *what) {
+static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, const char *what) {
     Config c;
     config_defaults(&c);
     c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
+    c.arch = arch;
     c.pe = pe;
     c.qk_norm = qk_norm;
     if (rpe) { c.pos_scheme = POS_RPE; c.rpe_max = 64; }  // a learned table then has 64 rows
@@ -1032,6 +1033,48 @@ static void test_checkpoint_models(void) {
     check(ok, "DroPE from a checkpoint: --init_from --pe nope --qk_norm trains from step 0", "exit %d %d", r4, r5);
 }
 
+// --arch gru through the trainer: bit-exact resume, the same losses on 1 and 2 threads, an
+// evaluation that adopts the checkpoint's architecture, generation from its state.
+static void test_gru_runs(void) {
+    char flags[512], cmd[2048], out[8192], la[2048], lb[2048], a[512], b[512];
+    snprintf(flags, sizeof(flags), "%s --arch gru --n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 "
+             "--steps 6 --warmup 2 --val_every 3 --eval_len 0 --indist_start 8", TRAINER);
+    snprintf(cmd, sizeof(cmd), "%s --threads 2 --out_dir %s/gru_full", flags, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --threads 2 --out_dir %s/gru_part --stop_after 3", flags, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --threads 1 --out_dir %s/gru_part --resume %s/gru_part/checkpoint.bin", flags, TMP, TMP);
+    int r3 = run_cmd(cmd, out, sizeof(out));
+    if (r1 || r2 || r3) {
+        check(0, "GRU runs", "exit codes %d %d %d: %s", r1, r2, r3, out);
+        return;
+    }
+    snprintf(a, sizeof(a), "%s/gru_full/log.jsonl", TMP);
+    snprintf(b, sizeof(b), "%s/gru_part/log.jsonl", TMP);
+    read_losses(a, la, sizeof(la));
+    read_losses(b, lb, sizeof(lb));
+    check(strcmp(la, lb) == 0 && strlen(la) > 20, "GRU: resume (on 1 thread after 2) gives bit-identical losses", "[%s] vs [%s]", la, lb);
+    snprintf(a, sizeof(a), "%s/gru_full/checkpoint.bin", TMP);
+    snprintf(b, sizeof(b), "%s/gru_part/checkpoint.bin", TMP);
+    check(files_equal(a, b), "GRU: resume gives a byte-identical final checkpoint", "");
+    // evaluation with no model flags: the checkpoint's architecture and shape
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s --eval_len 96 --eval_n 2 --indist_start 8", TRAINER, a);
+    int r4 = run_cmd(cmd, out, sizeof(out));
+    snprintf(b, sizeof(b), "%s/gru_full/eval_L96.json", TMP);
+    FILE *f = fopen(b, "r");
+    char json[4096] = "";
+    if (f) {
+        size_t n = fread(json, 1, sizeof(json) - 1, f);
+        json[n] = 0;
+        fclose(f);
+    }
+    check(r4 == 0 && strstr(json, "\"arch\": \"gru\"") && strstr(json, "\"gain\": null") && isfinite(read_json_number(b, "cliff")),
+          "GRU: --eval_only adopts the checkpoint's architecture (no G(C): no attention)", "exit %d", r4);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", TRAINER, a);
+    int rg = run_cmd(cmd, out, sizeof(out));
+    check(rg == 0 && strstr(out, "The ") != NULL, "GRU: generation from a checkpoint", "exit %d", rg);
+}
+
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
     char cmd[2048], out[8192], label[200];
@@ -1097,6 +1140,8 @@ static void test_bad_inputs(void) {
     snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
     snprintf(a_lq, sizeof(a_lq), "--resume %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
     snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
+    char a_arch[600];
+    snprintf(a_arch, sizeof(a_arch), "--resume %s --arch gru --pos rope", good);
     char a_lqs[600];
     snprintf(a_lqs, sizeof(a_lqs), "--eval_only --resume %s/lq/checkpoint.bin --eval_len 96 --scaling ntk", TMP);
     // damaged checkpoints: a NaN weight and an Inf moment (valid checksums), a flipped
@@ -1182,6 +1227,10 @@ static void test_bad_inputs(void) {
         {"RoPE scaling of a learned-APE checkpoint", a_lqs, "--scaling ntk changes RoPE's frequencies, which a --pe learned model"},
         {"RPE passkey past rpe_max", "--pos rpe --rpe_eval random --rpe_max 64 --eval_len 64 --passkey_lengths 60", "--rpe_eval random draws 70 passkey positions"},
         {"resume and init_from together", a_both, "pass one of them"},
+        {"a transformer checkpoint resumed as a GRU", a_arch, "is a transformer, this run asks for a gru (--arch"},
+        {"GRU with a position scheme", "--arch gru", "--arch gru has no positional encoding"},
+        {"GRU with a context-gain window", "--arch gru --pos rope --gain_window 8", "pass --gain_window 0"},
+        {"unknown architecture", "--arch lstm", "--arch: unknown value 'lstm'"},
         {"QK-norm added on resume", a_qk, "add --qk_norm to its weights with --init_from"},
         {"QK-norm checkpoint resumed without it", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},
         {"NaN in a checkpoint's weights", a_nan, "param.wq[5] is nan"},
@@ -1537,13 +1586,14 @@ int main(int argc, char **argv) {
         return n_fail ? 1 : 0;
     }
     test_reference(ref);
-    test_finite_differences(PE_ROPE, 0, 0, "");
-    test_finite_differences(PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
-    test_finite_differences(PE_ALIBI, 0, 0, ", ALiBi,");
-    test_finite_differences(PE_LEARNED, 0, 0, ", learned APE,");
-    test_finite_differences(PE_ROPE, 1, 0, ", QK-norm,");
-    test_finite_differences(PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
-    test_finite_differences(PE_LEARNED, 0, 1, ", learned APE at RPE positions,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 0, "");
+    test_finite_differences(ARCH_TRANSFORMER, PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_ALIBI, 0, 0, ", ALiBi,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, ", learned APE at RPE positions,");
+    test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, ", GRU,");
     test_position_hook();
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
@@ -1551,6 +1601,7 @@ int main(int argc, char **argv) {
     test_reference_named("dev/reference_sinusoidal.bin", "CPU vs PyTorch, sinusoidal APE+PosAug");
     test_reference_named("dev/reference_learned.bin", "CPU vs PyTorch, learned APE");
     test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
+    test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
     test_metrics();
     test_eval_metrics();
     test_scaling("dev/scaling_reference.bin");
@@ -1560,6 +1611,7 @@ int main(int argc, char **argv) {
     test_kernels();
     test_resume();
     test_every_scheme_runs();
+    test_gru_runs();
     test_checkpoint_models();
     test_bad_inputs();
     test_hostile_runs();

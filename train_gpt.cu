@@ -1254,6 +1254,7 @@ int main(int argc, char **argv) {
     }
     Config cfg;
     parse_args(&cfg, argc, argv);
+    if (cfg.arch == ARCH_GRU) fail("--arch gru runs on the CPU trainer only so far: ./train_gpt_cpu --arch gru");
     cudaDeviceProp prop = gpu_init();
     Tokenizer tok;
     if (cfg.tokenizer[0]) {

@@ -394,6 +394,101 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
 }
 
 // ----------------------------------------------------------------------------
+// GRU layer (--arch gru), torch.nn.GRU's equations, gates in the order r, z, n:
+//   r = sigmoid(Wir x + bir + Whr h + bhr)        z = sigmoid(Wiz x + biz + Whz h + bhz)
+//   n = tanh(Win x + bin + r * (Whn h + bhn))     h' = (1 - z) * n + z * h
+// Rows are time-major (T,B,...), so one step's B rows are contiguous for the products.
+// x, h (T,B,C); w_ih, w_hh (3C,C); b_ih, b_hh (3C); gates (T,B,3C) keep r, z, n for the
+// backward, ghn (T,B,C) keeps Whn h + bhn; gh (B,3C) is scratch. h0 (B,C): the state
+// before step 0 (NULL: zeros). h may alias x: x is read only by the first product.
+
+static float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+static void gru_layer_forward(float *h, float *gates, float *ghn, float *gh, const float *x, const float *w_ih,
+                              const float *w_hh, const float *b_ih, const float *b_hh, const float *h0, int T, int B, int C) {
+    size_t BC = (size_t)B * C, G = 3 * (size_t)C;
+    matmul_forward(gates, x, w_ih, T * B, C, 3 * C);  // the input projections of every step at once
+    for (int t = 0; t < T; t++) {
+        const float *hp = t ? h + (t - 1) * BC : h0;
+        if (hp) matmul_forward(gh, hp, w_hh, B, C, 3 * C);
+        else memset(gh, 0, B * G * sizeof(float));
+        float *g = gates + t * B * G, *hn = ghn + t * BC, *ht = h + t * BC;
+#pragma omp parallel for
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) {
+                float *gb = g + b * G, *hb = gh + b * G;
+                float r = sigmoidf(gb[c] + b_ih[c] + hb[c] + b_hh[c]);
+                float z = sigmoidf(gb[C + c] + b_ih[C + c] + hb[C + c] + b_hh[C + c]);
+                float rec = hb[2 * C + c] + b_hh[2 * C + c];
+                float n = tanhf(gb[2 * C + c] + b_ih[2 * C + c] + r * rec);
+                gb[c] = r; gb[C + c] = z; gb[2 * C + c] = n;
+                hn[b * C + c] = rec;
+                ht[b * C + c] = (1.0f - z) * n + z * (hp ? hp[b * C + c] : 0.0f);
+            }
+    }
+}
+
+// Backward through time. dh (T,B,C): the gradient of h from above (the layer's output).
+// Writes dx (T,B,C); accumulates dw_ih, dw_hh, db_ih, db_hh. dgi, dgh (T,B,3C) get the
+// gradients of the input and recurrent pre-activations; dcarry (B,C) is d h_{t-1}.
+//   d = dh_t + dcarry;  dn = d (1 - z);  dz = d (h_{t-1} - n);  dcarry = d z + dgh_t . Whh
+//   dan = dn (1 - n^2);  daz = dz z (1 - z);  dar = dan (Whn h + bhn) r (1 - r)
+//   dgi_t = (dar, daz, dan),  dgh_t = (dar, daz, dan r)
+static void gru_layer_backward(float *dx, float *dw_ih, float *dw_hh, float *db_ih, float *db_hh, float *dgi,
+                               float *dgh, float *dcarry, const float *dh, const float *x, const float *h,
+                               const float *gates, const float *ghn, const float *w_ih, const float *w_hh, int T, int B,
+                               int C) {
+    size_t BC = (size_t)B * C, G = 3 * (size_t)C;
+    memset(dcarry, 0, BC * sizeof(float));
+    for (int t = T - 1; t >= 0; t--) {
+        const float *hp = t ? h + (t - 1) * BC : NULL, *g = gates + t * B * G, *hn = ghn + t * BC, *dht = dh + t * BC;
+        float *di = dgi + t * B * G, *dr = dgh + t * B * G;
+#pragma omp parallel for
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)b * C + c, j = b * G + c;
+                float r = g[j], z = g[j + C], n = g[j + 2 * C];
+                float d = dht[i] + dcarry[i];
+                float dn = d * (1.0f - z), dz = d * ((hp ? hp[i] : 0.0f) - n);
+                float dan = dn * (1.0f - n * n), daz = dz * z * (1.0f - z), dar = dan * hn[i] * r * (1.0f - r);
+                di[j] = dr[j] = dar;
+                di[j + C] = dr[j + C] = daz;
+                di[j + 2 * C] = dan;
+                dr[j + 2 * C] = dan * r;
+                dcarry[i] = d * z;
+            }
+        if (t) gemm_nn(dcarry, dr, w_hh, B, 3 * C, C, 1, 0);  // dcarry += dgh_t (B,3C) . Whh (3C,C)
+    }
+    if (T > 1) gemm_nn(dw_hh, dgh + B * G, h, 3 * C, (T - 1) * B, C, 1, 1);  // sum_t dgh_t^T h_{t-1}
+    matmul_backward(dx, dw_ih, dgi, x, w_ih, T * B, C, 3 * C, 0);
+#pragma omp parallel for
+    for (int j = 0; j < 3 * C; j++) {  // bias gradients: column sums, rows in order
+        float si = 0.0f, sh = 0.0f;
+        for (size_t row = 0; row < (size_t)T * B; row++) {
+            si += dgi[row * G + j];
+            sh += dgh[row * G + j];
+        }
+        db_ih[j] += si;
+        db_hh[j] += sh;
+    }
+}
+
+// dst (T,B,C) = src (B,T,C) transposed over (B,T), and back
+static void to_time_major(float *dst, const float *src, int B, int T, int C) {
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            memcpy(dst + ((size_t)t * B + b) * C, src + ((size_t)b * T + t) * C, C * sizeof(float));
+}
+
+static void to_batch_major(float *dst, const float *src, int B, int T, int C) {
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            memcpy(dst + ((size_t)b * T + t) * C, src + ((size_t)t * B + b) * C, C * sizeof(float));
+}
+
+// ----------------------------------------------------------------------------
 // Activations for a (B,T) batch, named views into one buffer. train = 0 (evaluation,
 // generation): layers share one set of buffers (layer stride 0) and attention keeps no
 // (T,T) matrix, so memory grows linearly with T.
@@ -402,7 +497,7 @@ typedef struct {
     int B, T, train;
     size_t ls_C, ls_q, ls_kv, ls_F, ls_N, ls_att;  // per-layer strides (0 when !train)
     float *mem;
-    float *resid;     // (L+1,B,T,C) input of each layer; resid[L] feeds the final norm
+    float *resid;     // (L+1,B,T,C) input of each layer; resid[L] feeds the final norm (GRU: (L+1,T,B,C))
     float *rstd1;     // (L,B,T)
     float *n1;        // (L,B,T,C)
     float *q;         // (L,B,T,NH*hd) after QK-norm and RoPE
@@ -427,6 +522,14 @@ typedef struct {
     float *dq, *dk, *dv, *datty;  // like q, k, v, atty
     float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
+    // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
+    float *gates;     // (L,T,B,3C) r, z, n
+    float *ghn;       // (L,T,B,C) Whn h + bhn
+    float *gh;        // (B,3C) one step's recurrent projection
+    float *top;       // (B,T,C) the last layer's output, batch-major
+    float *dgi, *dgh; // (T,B,3C) gradients of the pre-activations (train only)
+    float *dhx;       // (T,B,C) gradient of a layer's output (train only)
+    float *dcarry;    // (B,C) gradient of h_{t-1} (train only)
 } Acts;
 
 // Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:
@@ -435,26 +538,30 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
+    size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
-    a->ls_C = train ? N * C : 0;
+    a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
     a->ls_q = train ? N * QD : 0;
     a->ls_kv = train ? N * KD : 0;
     a->ls_F = train ? N * F : 0;
     a->ls_N = train ? N : 0;
     a->ls_att = train ? (size_t)B * c->NH * T * T : 0;
     size_t sizes[] = {
-        (train ? L + 1 : 1) * N * C, nl * N, nl * N * C, nl * N * QD, nl * N * KD, nl * N * KD,
-        train ? nl * B * c->NH * (size_t)T * T : 0, nl * N * QD, nl * N * C, nl * N, nl * N * C, nl * N * F,
-        nl * N * F, nl * N * F, N, N * C, N * c->Vp, N,
-        train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
-        train ? N * QD : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0,
+        (train ? L + 1 : 1) * N * C, tr * nl * N, tr * nl * N * C, tr * nl * N * QD, tr * nl * N * KD, tr * nl * N * KD,
+        tr * (train ? nl * B * c->NH * (size_t)T * T : 0), tr * nl * N * QD, tr * nl * N * C, tr * nl * N,
+        tr * nl * N * C, tr * nl * N * F, tr * nl * N * F, tr * nl * N * F, N, N * C, N * c->Vp, N,
+        train ? N * C : 0, train ? N * C : 0, tr * (train ? N * QD : 0), tr * (train ? N * KD : 0), tr * (train ? N * KD : 0),
+        tr * (train ? N * QD : 0), tr * (train ? N * F : 0), tr * (train ? N * F : 0), tr * (train ? N * F : 0),
         qk * nl * N * QD, qk * nl * N * KD, qk * nl * N, qk * nl * N, tq * N * QD, tq * N * KD,
+        gru * nl * N * 3 * C, gru * nl * N * C, gru * B * 3 * C, gru * N * C, gt * N * 3 * C, gt * N * 3 * C, gt * N * C,
+        gt * B * C,
     };
     float **views[] = {&a->resid, &a->rstd1, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid,
                        &a->rstd2, &a->n2, &a->gate, &a->up, &a->h, &a->rstdf, &a->nf, &a->logits, &a->losses,
                        &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->dgate, &a->dup, &a->dh,
-                       &a->qraw, &a->kraw, &a->rstdq, &a->rstdk, &a->dqraw, &a->dkraw};
+                       &a->qraw, &a->kraw, &a->rstdq, &a->rstdk, &a->dqraw, &a->dkraw,
+                       &a->gates, &a->ghn, &a->gh, &a->top, &a->dgi, &a->dgh, &a->dhx, &a->dcarry};
     int nv = (int)(sizeof(sizes) / sizeof(sizes[0]));
     size_t total = 0;
     a->mem = mem;
@@ -561,13 +668,85 @@ typedef struct {
     float *entropy;  // (T) when given: mean attention entropy per query position is added
     KVCache *kv;     // when given: the inputs continue the cached sequence at positions pos0 + t,
     int pos0;        // and their keys and values are appended to the cache
+    float *state;    // --arch gru (L,B,C), when given: the state to continue from, updated
 } FwdOpts;
+
+// The head: final norm of xL (B,T,C), logits (B,T,Vp), and with targets the per-position
+// losses in a->losses; returns their mean.
+static float head_forward(GPT *g, Acts *a, const float *xL, const int *targets) {
+    const Config *c = &g->cfg;
+    int N = a->B * a->T;
+    rmsnorm_forward(a->nf, a->rstdf, xL, g->params[P_FINAL_NORM], N, c->C, c->rms_eps);
+    matmul_forward(a->logits, a->nf, g->params[P_WTE], N, c->C, c->Vp);
+    if (!targets) return 0.0f;
+    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, 0.0f, 0);
+    double s = 0.0;
+    for (int i = 0; i < N; i++) s += a->losses[i];
+    return (float)(s / N);
+}
+
+// Its backward: dlogits in place, wte's and final_norm's gradients, and a->dres = d xL.
+static void head_backward(GPT *g, Acts *a, const float *xL, const int *targets, float dloss) {
+    const Config *c = &g->cfg;
+    int N = a->B * a->T;
+    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, dloss / N, 1);
+    matmul_backward(a->dC, g->grads[P_WTE], a->logits, a->nf, g->params[P_WTE], N, c->C, c->Vp, 0);
+    rmsnorm_backward(a->dres, g->grads[P_FINAL_NORM], a->dC, xL, g->params[P_FINAL_NORM], a->rstdf, N, c->C, 0);
+}
+
+// ----------------------------------------------------------------------------
+// The GRU model (--arch gru): embedding, L stacked GRU layers, final RMSNorm, the tied
+// head. No positions: the recurrence carries order. Layer l's weights: rows l of gru_*.
+
+static float gru_forward(GPT *g, Acts *a, const int *inputs, const int *targets, float *state) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, N = B * T;
+    size_t lsG = a->train ? (size_t)N * 3 * C : 0, CC = 3 * (size_t)C * C;
+    float **P = g->params;
+    encoder_forward(a->top, inputs, P[P_WTE], N, C);
+    to_time_major(a->resid, a->top, B, T, C);
+    for (int l = 0; l < c->L; l++) {
+        float *x = a->resid + l * a->ls_C, *h = a->resid + (a->train ? (l + 1) * a->ls_C : 0);  // eval: in place
+        float *h0 = state ? state + (size_t)l * B * C : NULL;
+        gru_layer_forward(h, a->gates + l * lsG, a->ghn + l * a->ls_C, a->gh, x, P[P_GRU_W_IH] + l * CC,
+                          P[P_GRU_W_HH] + l * CC, P[P_GRU_B_IH] + (size_t)l * 3 * C, P[P_GRU_B_HH] + (size_t)l * 3 * C, h0,
+                          T, B, C);
+        if (h0) memcpy(h0, h + (size_t)(T - 1) * B * C, (size_t)B * C * sizeof(float));
+    }
+    to_batch_major(a->top, a->resid + (a->train ? c->L * a->ls_C : 0), B, T, C);
+    return head_forward(g, a, a->top, targets);
+}
+
+static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets, float dloss) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, N = B * T;
+    size_t lsG = (size_t)N * 3 * C, CC = 3 * (size_t)C * C;
+    float **P = g->params, **G = g->grads;
+    head_backward(g, a, a->top, targets, dloss);
+    float *dout = a->dhx, *dx = a->dC;  // d(layer output), d(layer input): swapped per layer
+    to_time_major(dout, a->dres, B, T, C);
+    for (int l = c->L - 1; l >= 0; l--) {
+        gru_layer_backward(dx, G[P_GRU_W_IH] + l * CC, G[P_GRU_W_HH] + l * CC, G[P_GRU_B_IH] + (size_t)l * 3 * C,
+                           G[P_GRU_B_HH] + (size_t)l * 3 * C, a->dgi, a->dgh, a->dcarry, dout, a->resid + l * a->ls_C,
+                           a->resid + (l + 1) * a->ls_C, a->gates + l * lsG, a->ghn + l * a->ls_C, P[P_GRU_W_IH] + l * CC,
+                           P[P_GRU_W_HH] + l * CC, T, B, C);
+        float *swap = dout;
+        dout = dx;
+        dx = swap;
+    }
+    to_batch_major(a->dres, dout, B, T, C);  // d(embeddings)
+    encoder_backward(G[P_WTE], a->dres, inputs, N, C);
+}
+
+// ----------------------------------------------------------------------------
+// The transformer
 
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
 // losses stay in a->losses. Positions and frequencies come from the hook `ps`.
 static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps,
                             const FwdOpts *o) {
     const Config *c = &g->cfg;
+    if (c->arch == ARCH_GRU) return gru_forward(g, a, inputs, targets, o ? o->state : NULL);
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params;
@@ -631,14 +810,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         residual_forward(xn, xn, mid, (size_t)N * C);
     }
     if (kv) kv->len += T;
-    float *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
-    rmsnorm_forward(a->nf, a->rstdf, xL, P[P_FINAL_NORM], N, C, c->rms_eps);
-    matmul_forward(a->logits, a->nf, P[P_WTE], N, C, c->Vp);
-    if (!targets) return 0.0f;
-    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, 0.0f, 0);
-    double s = 0.0;
-    for (int i = 0; i < N; i++) s += a->losses[i];
-    return (float)(s / N);
+    return head_forward(g, a, a->resid + (a->train ? c->L * a->ls_C : 0), targets);
 }
 
 static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps) {
@@ -649,13 +821,14 @@ static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
 // dloss scales the mean loss: 1/(grad_accum) for gradient accumulation.
 static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps, float dloss) {
     const Config *c = &g->cfg;
+    if (c->arch == ARCH_GRU) {
+        gru_backward(g, a, inputs, targets, dloss);
+        return;
+    }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params, **G = g->grads;
-    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, dloss / N, 1);
-    matmul_backward(a->dC, G[P_WTE], a->logits, a->nf, P[P_WTE], N, C, c->Vp, 0);
-    float *xL = a->resid + c->L * a->ls_C;
-    rmsnorm_backward(a->dres, G[P_FINAL_NORM], a->dC, xL, P[P_FINAL_NORM], a->rstdf, N, C, 0);
+    head_backward(g, a, a->resid + c->L * a->ls_C, targets, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -796,7 +969,7 @@ static Acts *eval_acts(EvalCtx *e, Acts *a, int T) {
 static void cpu_losses(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses, float *entropy) {
     EvalCtx *e = (EvalCtx *)ctx;
     Acts *a = eval_acts(e, &e->a, L);
-    FwdOpts o = {window, entropy, NULL, 0};
+    FwdOpts o = {window, entropy, NULL, 0, NULL};
     gpt_forward_ex(e->g, a, tokens, tokens + 1, ps, &o);
     memcpy(losses, a->losses, L * sizeof(float));
 }
@@ -809,7 +982,7 @@ static void cpu_losses_chunked(void *ctx, const int *tokens, int L, const PosSte
     for (int pos = 0; pos < L; pos += chunk) {
         int n = L - pos < chunk ? L - pos : chunk;
         Acts *a = eval_acts(e, &e->a, n);
-        FwdOpts o = {0, NULL, &kv, kv.len};  // this chunk's positions start at the cache size
+        FwdOpts o = {0, NULL, &kv, kv.len, NULL};  // this chunk's positions start at the cache size
         gpt_forward_ex(e->g, a, tokens + pos, tokens + pos + 1, ps, &o);
         memcpy(losses + pos, a->losses, n * sizeof(float));
         kv_keep_last(&kv, e->g->cfg.L, window);
@@ -833,14 +1006,18 @@ static int pick_token(const float *logits, int V, float temperature, Rng *r) {
     return V - 1;
 }
 
-// Decodes n_new tokens after prompt (n tokens) with a KV cache; positions keep counting.
+// Decodes n_new tokens after prompt (n tokens) with a KV cache (GRU: its state);
+// positions keep counting.
 static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const PosStep *ps, float temperature, Rng *r,
                        int *out) {
     const Config *c = &e->g->cfg;
+    int gru = c->arch == ARCH_GRU;
     KVCache kv;
-    kv_alloc(&kv, c, n + n_new);
+    memset(&kv, 0, sizeof(kv));
+    if (!gru) kv_alloc(&kv, c, n + n_new);
+    float *state = gru ? (float *)xcalloc((size_t)c->L * c->C, sizeof(float)) : NULL;
     Acts *a = eval_acts(e, &e->a, n);
-    FwdOpts o = {0, NULL, &kv, 0};
+    FwdOpts o = {0, NULL, gru ? NULL : &kv, 0, state};
     gpt_forward_ex(e->g, a, prompt, NULL, ps, &o);
     int next = pick_token(a->logits + (size_t)(n - 1) * c->Vp, c->V, temperature, r);
     for (int i = 0; i < n_new; i++) {
@@ -851,7 +1028,8 @@ static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const Po
         gpt_forward_ex(e->g, a1, &next, NULL, ps, &o);
         next = pick_token(a1->logits, c->V, temperature, r);
     }
-    kv_free(&kv);
+    if (!gru) kv_free(&kv);
+    free(state);
 }
 
 static void cpu_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {

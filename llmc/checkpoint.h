@@ -1,7 +1,7 @@
 // The parameter contract (names, shapes, which ones AdamW decays) and checkpoints,
 // shared by both trainers so a checkpoint from either loads in the other.
 // A checkpoint is a tensor file (llmc/tensorfile.h) of kind 2:
-//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows]
+//   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows, arch]
 //   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
@@ -11,13 +11,16 @@
 #include "tensorfile.h"
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
-// tensor, stacked over layers. The last three exist only for the schemes that need them
-// (numel 0 otherwise): wpe with --pe learned, q_norm and k_norm with --qk_norm.
+// tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
+// --pe learned, q_norm and k_norm with --qk_norm; --arch gru has wte, final_norm and the
+// gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
+// the order r, z, n) instead of the blocks.
 enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM,
-       P_WPE, P_Q_NORM, P_K_NORM, NP };
+       P_WPE, P_Q_NORM, P_K_NORM, P_GRU_W_IH, P_GRU_W_HH, P_GRU_B_IH, P_GRU_B_HH, NP };
 static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate",
-                                      "w_up", "w_down", "final_norm", "wpe", "q_norm", "k_norm"};
-static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0};  // AdamW decays matrices only
+                                      "w_up", "w_down", "final_norm", "wpe", "q_norm", "k_norm",
+                                      "gru_w_ih", "gru_w_hh", "gru_b_ih", "gru_b_hh"};
+static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0};  // AdamW decays matrices only
 
 typedef struct {
     int ndim, shape[3];
@@ -25,13 +28,14 @@ typedef struct {
 } Shape;
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
-    int hd = c->C / c->NH, L = c->L, qk = c->qk_norm;
+    int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
     int t[NP][4] = {  // ndim, shape
         {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
         {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
         {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
         {3, L, c->C, c->F},        {1, c->C, 0, 0},           {2, wpe_rows(c), c->C, 0},
         {2, L, qk ? c->NH * hd : 0, 0}, {2, L, qk ? c->NKV * hd : 0, 0},
+        {3, Lg, 3 * c->C, c->C},   {3, Lg, 3 * c->C, c->C},   {2, Lg, 3 * c->C, 0}, {2, Lg, 3 * c->C, 0},
     };
     for (int i = 0; i < NP; i++) {
         s[i].ndim = t[i][0];
@@ -42,16 +46,19 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
 }
 
 // Seeded init, identical in both trainers: N(0, 0.02) for matrices, wte and wpe (wte's
-// padded rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1. Tensors are
-// drawn in contract order, so an optional tensor never changes the others.
+// padded rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1; the GRU's
+// weights and biases U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default). Tensors are drawn
+// in contract order, so an optional tensor never changes the others.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
     Rng r = rng_make(seed, RNG_INIT);
-    float proj = 0.02f / sqrtf(2.0f * c->L);
+    float proj = 0.02f / sqrtf(2.0f * c->L), k = 1.0f / sqrtf((float)c->C);
     for (int i = 0; i < NP; i++) {
         float *p = views[i], std = (i == P_WO || i == P_W_DOWN) ? proj : 0.02f;
-        for (size_t j = 0; j < shapes[i].numel; j++) p[j] = PARAM_DECAY[i] ? std * rng_normal(&r) : 1.0f;
+        int gru = i >= P_GRU_W_IH;
+        for (size_t j = 0; j < shapes[i].numel; j++)
+            p[j] = gru ? k * (2.0f * rng_f32(&r) - 1.0f) : PARAM_DECAY[i] ? std * rng_normal(&r) : 1.0f;
     }
     memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
 }
@@ -82,7 +89,7 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     Shape shapes[NP];
     param_shapes(c, shapes);
     int32_t ci[CKI_N] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T, c->pos_scheme, pe_after_drop(c->pe, c->drope_step, st->step),
-                         c->qk_norm, wpe_rows(c)};
+                         c->qk_norm, wpe_rows(c), c->arch};
     float cf[5] = {c->rope_base, c->rms_eps, c->alpha_min, c->alpha_max, c->alpha_fixed};
     uint64_t state[5] = {(uint64_t)st->step, (uint64_t)c->seed, (uint64_t)st->data_epoch, (uint64_t)st->data_shard,
                          (uint64_t)st->data_sample};
@@ -111,14 +118,9 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     tw_close(&w);
 }
 
-// The header of a checkpoint: model, scheme and training state (no tensors). Checkpoints
-// written before QK-norm and learned APE existed have 10 config entries (neither).
+// The header of a checkpoint: model, scheme and training state (no tensors).
 static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], TrainState *st) {
-    const TensorEntry *e = tf_find(tf, "meta.config_i");
-    if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_QK))
-        fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", tf->path, CKI_N);
-    memset(ci, 0, CKI_N * sizeof(int32_t));
-    memcpy(ci, e->data, e->numel * sizeof(int32_t));
+    checkpoint_config_i(tf, ci);
     const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
     const uint64_t *state = (const uint64_t *)tf_get(tf, "meta.state", TF_U64, 5);
     static const char *STATE_NAMES[5] = {"step", "seed", "data_epoch", "data_shard", "data_sample"};
@@ -168,6 +170,8 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     tf_load(&tf, path, TF_KIND_CHECKPOINT);
     int32_t ci[CKI_N];
     checkpoint_meta(&tf, ci, st);
+    if (ci[CKI_ARCH] != c->arch)
+        fail("checkpoint '%s' is a %s, this run a %s (--arch)", path, ARCH_NAMES[ci[CKI_ARCH]], ARCH_NAMES[c->arch]);
     int32_t want[CKI_POS] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T};
     for (int i = 0; i < CKI_POS; i++)
         if (ci[i] != want[i])
@@ -279,7 +283,7 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
 // min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
 // initial weights, and optionally pos_kind int32 [1] (the PE_* order: 0 RoPE, 1 NoPE, 2 ALiBi
 // with the distances multiplied by the alphas, 3 sinusoidal at positions alpha * t, 4 learned)
-// and qk_norm int32 [1], and pos_scheme int32 [2] = [--pos, --rpe_layers]: then the check pass
+// and qk_norm int32 [1], arch int32 [1] (ARCH_*), and pos_scheme int32 [2] = [--pos, --rpe_layers]: then the check pass
 // and every step take their positions from the schedule (pos_schedule_step at the step, the
 // config's seed) instead of the alphas. Both trainers' --dump_case read it; returns 1 for a
 // scheduled case.
@@ -302,6 +306,10 @@ static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) 
         if (c->pe < 0 || c->pe >= PE_N) fail("'%s': unknown pos_kind %d", tf->path, c->pe);
     }
     if (tf_find(tf, "qk_norm")) c->qk_norm = *(const int32_t *)tf_get(tf, "qk_norm", TF_I32, 1) != 0;
+    if (tf_find(tf, "arch")) {
+        c->arch = *(const int32_t *)tf_get(tf, "arch", TF_I32, 1);
+        if (c->arch < 0 || c->arch >= ARCH_N) fail("'%s': unknown arch %d", tf->path, c->arch);
+    }
     c->rpe_max = 8 * c->T;
     if (!tf_find(tf, "pos_scheme")) return 0;
     const int32_t *ps = (const int32_t *)tf_get(tf, "pos_scheme", TF_I32, 2);

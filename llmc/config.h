@@ -9,6 +9,7 @@
 
 typedef struct {
     // model
+    int arch;                            // ARCH_TRANSFORMER, or ARCH_GRU (Table 15's recurrent baseline)
     int V, Vp, C, L, NH, NKV, F, T;
     float rope_base, rms_eps;
     // position scheme (the hook)
@@ -43,29 +44,37 @@ typedef struct {
     float max_memory;  // GiB of host memory this run may use; 0: what the machine has available
 } Config;
 
+enum { ARCH_TRANSFORMER, ARCH_GRU, ARCH_N };
+static const char *ARCH_NAMES[ARCH_N] = {"transformer", "gru"};
+
 typedef struct {
     const char *name;
     int C, L, NH, NKV, F, T, total_batch, warmup, steps;
     float lr, min_lr;
     const char *what;
+    int arch;  // GRU presets: hidden size C, L layers (NH, NKV, F unused)
 } Preset;
 
 // Paper sizes (PosAug paper Tables 1 and 16; Deep/Wide/33.6M shapes). Batch in sequences.
 static const Preset PRESETS[] = {
-    {"tiny", 128, 4, 4, 2, 384, 128, 16, 30, 600, 3e-3f, 3e-4f, "laptop default for the built-in corpus (~0.8M params)"},
-    {"10m", 384, 6, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "10.6M, the ablation model"},
-    {"42m", 768, 6, 12, 12, 2048, 2048, 128, 1000, 3242, 6e-4f, 6e-5f, "42.5M"},
-    {"113m", 768, 12, 12, 12, 3072, 2048, 128, 1000, 8773, 3e-4f, 3e-5f, "113M"},
-    {"425m", 1280, 24, 20, 4, 3584, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "425M, GQA"},
-    {"1b", 2048, 24, 32, 8, 5632, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "1.08B, GQA"},
-    {"deep", 288, 12, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Deep 15.3M (Table 9)"},
-    {"wide", 448, 3, 7, 7, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Wide 7.6M (Table 9)"},
-    {"33m", 512, 8, 8, 8, 2048, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "33.6M, F = 4C"},
+    {"tiny", 128, 4, 4, 2, 384, 128, 16, 30, 600, 3e-3f, 3e-4f, "laptop default for the built-in corpus (~0.8M params)", ARCH_TRANSFORMER},
+    {"10m", 384, 6, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "10.6M, the ablation model", ARCH_TRANSFORMER},
+    {"42m", 768, 6, 12, 12, 2048, 2048, 128, 1000, 3242, 6e-4f, 6e-5f, "42.5M", ARCH_TRANSFORMER},
+    {"113m", 768, 12, 12, 12, 3072, 2048, 128, 1000, 8773, 3e-4f, 3e-5f, "113M", ARCH_TRANSFORMER},
+    {"425m", 1280, 24, 20, 4, 3584, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "425M, GQA", ARCH_TRANSFORMER},
+    {"1b", 2048, 24, 32, 8, 5632, 2048, 32, 500, 7629, 2e-4f, 2e-5f, "1.08B, GQA", ARCH_TRANSFORMER},
+    {"deep", 288, 12, 6, 6, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Deep 15.3M (Table 9)", ARCH_TRANSFORMER},
+    {"wide", 448, 3, 7, 7, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "Wide 7.6M (Table 9)", ARCH_TRANSFORMER},
+    {"33m", 512, 8, 8, 8, 2048, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "33.6M, F = 4C", ARCH_TRANSFORMER},
+    {"gru-tiny", 256, 2, 4, 4, 384, 128, 16, 30, 600, 3e-3f, 3e-4f, "GRU, 0.79M without embedding (as tiny)", ARCH_GRU},
+    {"gru", 512, 6, 8, 8, 1024, 2048, 128, 500, 1907, 6e-4f, 6e-5f, "GRU, 9.5M without embedding", ARCH_GRU},
+    {"gru42m", 768, 12, 12, 12, 2048, 2048, 128, 1000, 3242, 6e-4f, 6e-5f, "GRU, 42.5M without embedding (Table 15's size)", ARCH_GRU},
 };
 #define N_PRESETS ((int)(sizeof(PRESETS) / sizeof(PRESETS[0])))
 
 static inline void apply_preset(Config *c, const Preset *p) {
     snprintf(c->model, sizeof(c->model), "%s", p->name);
+    c->arch = p->arch;
     c->C = p->C; c->L = p->L; c->NH = p->NH; c->NKV = p->NKV; c->F = p->F; c->T = p->T;
     c->total_batch = p->total_batch; c->warmup = p->warmup; c->steps = p->steps;
     c->lr = p->lr; c->min_lr = p->min_lr;
@@ -111,7 +120,8 @@ static const char *RPE_EVAL_NAMES[2] = {"standard", "random"};
 #define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0}
 #define CHOICE(name, field, names, n, help) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n}
 static const ArgSpec ARGS[] = {
-    A("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m"),
+    A("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m, gru-tiny, gru, gru42m"),
+    CHOICE("--arch", arch, ARCH_NAMES, ARCH_N, "transformer (default) or gru: a stacked GRU (hidden size --n_embd, --n_layer layers), no positions"),
     A("--vocab_size", ARG_INT, V, "real vocab size V (default 257: bytes + end-of-text)"),
     A("--n_embd", ARG_INT, C, "model width C"),
     A("--n_layer", ARG_INT, L, "layers L"),
@@ -190,8 +200,12 @@ static inline void print_help(const char *prog) {
     printf("  %-16s %s\n\npresets:\n", "--help", "this text");
     for (int i = 0; i < N_PRESETS; i++) {
         const Preset *p = &PRESETS[i];
-        printf("  %-6s C=%-4d L=%-2d NH=%-2d NKV=%-2d F=%-4d T=%-4d batch=%-3d lr=%g  %s\n", p->name, p->C, p->L,
-               p->NH, p->NKV, p->F, p->T, p->total_batch, p->lr, p->what);
+        if (p->arch == ARCH_GRU)
+            printf("  %-8s C=%-4d L=%-2d %19s T=%-4d batch=%-3d lr=%g  %s\n", p->name, p->C, p->L, "", p->T,
+                   p->total_batch, p->lr, p->what);
+        else
+            printf("  %-8s C=%-4d L=%-2d NH=%-2d NKV=%-2d F=%-4d T=%-4d batch=%-3d lr=%g  %s\n", p->name, p->C, p->L,
+                   p->NH, p->NKV, p->F, p->T, p->total_batch, p->lr, p->what);
     }
 }
 
@@ -377,6 +391,12 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->eval_len == 0 || (c->indist_start >= 0 && c->indist_start < c->T), "--indist_start %d must lie in [0, --seq_len %d)", c->indist_start, c->T);
     REQUIRE(c->scale_factor == 0 || c->scale_factor >= 1, "--scale_factor must be >= 1, got %g", c->scale_factor);
     REQUIRE(c->yarn_beta_fast > c->yarn_beta_slow && c->yarn_beta_slow > 0, "need --yarn_beta_fast > --yarn_beta_slow > 0");
+    if (c->arch == ARCH_GRU) {  // a recurrence carries order itself: no position mechanism, nothing banded
+        REQUIRE(c->pos_scheme == POS_ROPE && c->pe == PE_ROPE && !c->qk_norm && !c->drope_step && !c->scaling,
+                "--arch gru has no positional encoding: --pos, --pe, --qk_norm, --drope_step and --scaling do not apply");
+        REQUIRE(c->gain_window <= 0, "--arch gru: the context gain's banded and chunked passes are attention's; pass --gain_window 0");
+        c->gain_window = 0;
+    }
     if (c->gain_window < 0) c->gain_window = c->T / 4 < 512 ? c->T / 4 : 512;
     REQUIRE(c->gain_window >= 0 && c->gain_chunk >= 0, "--gain_window and --gain_chunk must be >= 0");
     REQUIRE(c->eval_len == 0 || c->gain_window < c->eval_len, "--gain_window %d must be below --eval_len %d", c->gain_window, c->eval_len);
@@ -403,10 +423,22 @@ static inline void validate_config(Config *c) {
 // A checkpoint's header (llmc/checkpoint.h): meta.config_i holds the model shape
 // [V, Vp, C, L, NH, NKV, F, T] (CKI_V..CKI_T), then the scheme; meta.config_f holds
 // [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed].
-enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_QK, CKI_WPE, CKI_N };
+// Checkpoints written before the GRU have no arch entry (12 values; 10 before QK-norm
+// and learned APE): they are transformers.
+enum { CKI_V, CKI_VP, CKI_C, CKI_L, CKI_NH, CKI_NKV, CKI_F, CKI_T, CKI_POS, CKI_PE, CKI_QK, CKI_WPE, CKI_ARCH, CKI_N };
 static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_embd", "--n_layer", "--n_head",
                                          "--n_kv_head", "--ffn_hidden", "--seq_len"};
-enum { MODEL_ROPE_BASE = CKI_POS, MODEL_N };  // the fields a run adopts: the shape, then the RoPE base
+enum { MODEL_ROPE_BASE = CKI_POS, MODEL_ARCH, MODEL_N };  // the fields a run adopts: the shape, RoPE base, arch
+
+// meta.config_i of a checkpoint, checked and padded with zeros to CKI_N values.
+static inline void checkpoint_config_i(const TensorFile *tf, int32_t ci[CKI_N]) {
+    const TensorEntry *e = tf_find(tf, "meta.config_i");
+    if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_ARCH && e->numel != CKI_QK))
+        fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", tf->path, CKI_N);
+    memset(ci, 0, CKI_N * sizeof(int32_t));
+    memcpy(ci, e->data, e->numel * sizeof(int32_t));
+    if (ci[CKI_ARCH] < 0 || ci[CKI_ARCH] >= ARCH_N) fail("'%s' is corrupt: architecture %d", tf->path, ci[CKI_ARCH]);
+}
 
 // --resume and --init_from: the model is the checkpoint's (shape, RoPE base, RMSNorm eps),
 // so a checkpoint of any shape needs no shape flag. set_by[i] names what set field i on the
@@ -415,10 +447,12 @@ enum { MODEL_ROPE_BASE = CKI_POS, MODEL_N };  // the fields a run adopts: the sh
 static inline void adopt_checkpoint_model(Config *c, const char *path, const char *const set_by[MODEL_N]) {
     TensorFile tf;
     tf_load(&tf, path, TF_KIND_CHECKPOINT);
-    const TensorEntry *e = tf_find(&tf, "meta.config_i");
-    if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_QK))
-        fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", path, CKI_N);
-    const int32_t *ci = (const int32_t *)e->data;
+    int32_t ci[CKI_N];
+    checkpoint_config_i(&tf, ci);
+    if (set_by[MODEL_ARCH] && c->arch != ci[CKI_ARCH])
+        fail("checkpoint '%s' is a %s, this run asks for a %s (%s; without it the checkpoint's model is used)", path,
+             ARCH_NAMES[ci[CKI_ARCH]], ARCH_NAMES[c->arch], set_by[MODEL_ARCH]);
+    c->arch = ci[CKI_ARCH];
     const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
     int *field[CKI_POS] = {&c->V, &c->Vp, &c->C, &c->L, &c->NH, &c->NKV, &c->F, &c->T};
     for (int i = 0; i < CKI_POS; i++) {
@@ -454,11 +488,13 @@ static inline void parse_args(Config *c, int argc, char **argv) {
             if (!found) fail("--model: unknown preset '%s' (see --help)", argv[i + 1]);
             snprintf(model_flag, sizeof(model_flag), "--model %s", argv[i + 1]);
             for (int f = CKI_C; f <= CKI_T; f++) set_by[f] = model_flag;
+            set_by[MODEL_ARCH] = model_flag;
         }
     }
     static const size_t MODEL_FIELDS[MODEL_N] = {offsetof(Config, V), offsetof(Config, Vp), offsetof(Config, C),
                                                  offsetof(Config, L), offsetof(Config, NH), offsetof(Config, NKV),
-                                                 offsetof(Config, F), offsetof(Config, T), offsetof(Config, rope_base)};
+                                                 offsetof(Config, F), offsetof(Config, T), offsetof(Config, rope_base),
+                                                 offsetof(Config, arch)};
     int eval_len_set = 0, indist_set = 0;
     for (int i = 1; i < argc; i++) {
         const ArgSpec *a = find_arg(argv[i]);

@@ -232,7 +232,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     }
     double t_loss = wall_time() - t0;
     CliffSummary cs = cliff_summary(loss, L, c->T, c->indist_start);
-    double er = entropy_ratio(ent, L, c->T, c->indist_start);
+    double er = c->arch == ARCH_GRU ? NAN : entropy_ratio(ent, L, c->T, c->indist_start);  // a GRU has no attention
     double penalty = c->baseline[0] ? cs.in_dist / read_json_number(c->baseline, "in_dist") - 1.0 : NAN;
     int Cs[64], nC = W ? gain_lengths(c, Cs, 64) : 0;
     double g_chunked[64], g_banded[64];
@@ -267,10 +267,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     out_open(&o, path);
     f = o.f;
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
-    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
+    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
                "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
                "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"variant\": \"full\", ",
-            c->eval_tag, run, c->model, POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
+            c->eval_tag, run, c->model, ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme], c->arch == ARCH_GRU ? "none" : PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
     // ratio: OOD over in-distribution loss, the PosAug paper's "frequency analysis" ratio
@@ -322,7 +322,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
 
     print_loss_bars(loss, L, c->T, c->V);
     printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
-           c->eval_tag, POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
+           c->eval_tag, c->arch == ARCH_GRU ? "gru" : POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
            c->eval_n, t_loss, cs.in_dist, cs.ood, cs.cliff, er);
     if (c->baseline[0]) printf("penalty vs %s: %+.2f%%\n", c->baseline, 100 * penalty);
     for (int i = 0; i < nC; i++)

@@ -11,12 +11,14 @@
 // (2 forward, 4 backward; wte counted once, as the LM head, padded rows included since
 // the product computes them) plus causal attention's two T x T products, forward and
 // backward: 6 * L * T * NH * hd (half of 12 L T d, the causal mask skipping the rest).
+// A GRU has only its weights' 6 per weight (its gates' elementwise work is not counted).
 static inline double model_flops_per_token(const Config *c) {
     Shape s[NP];
     param_shapes(c, s);
     double n = 0;
     for (int i = 0; i < NP; i++) n += (double)s[i].numel;
-    return 6.0 * n + 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
+    double attention = c->arch == ARCH_GRU ? 0.0 : 6.0 * c->L * c->T * (double)(c->NH * (c->C / c->NH));
+    return 6.0 * n + attention;
 }
 
 typedef struct {
@@ -31,7 +33,8 @@ typedef struct {
 } TrainModel;
 
 static inline void print_run_header(const Config *c, const char *where) {
-    printf("--pe %s --pos %s", PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
+    if (c->arch == ARCH_GRU) printf("--arch gru (no positions)");
+    else printf("--pe %s --pos %s", PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
     int s = c->pos_scheme;
     if (s == POS_FIXED) printf(" (alpha %g)", c->alpha_fixed);
     else if (s == POS_DISCRETE || s == POS_CYCLE) printf(" (alpha set %s)", c->alpha_set);
