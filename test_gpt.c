@@ -1517,6 +1517,30 @@ static void compare_gpu_eval(const char *gpu_bin, const char *label, double tol)
     }
 }
 
+// The GRU's per-position losses from test_gru_runs' checkpoint, GPU against CPU.
+static void compare_gpu_eval_gru(const char *gpu_bin, const char *label, double tol) {
+    char cmd[2048], out[4096], l[200];
+    const char *eval = "--eval_only --eval_len 96 --eval_n 2 --indist_start 8";
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_cpu", TRAINER, TMP, eval, TMP);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_gpu", gpu_bin, TMP, eval, TMP);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    snprintf(l, sizeof(l), "%s: GRU evaluation losses", label);
+    if (r1 || r2) { check(0, l, "exit codes %d %d: %s", r1, r2, out); return; }
+    static double a[96 * 3], b[96 * 3];
+    char pa[256], pb[256];
+    snprintf(pa, sizeof(pa), "%s/gru_eval_cpu/eval_L96.csv", TMP);
+    snprintf(pb, sizeof(pb), "%s/gru_eval_gpu/eval_L96.csv", TMP);
+    int na = read_csv(pa, a, 96, 3), nb = read_csv(pb, b, 96, 3);
+    double num = 0, den = 0;
+    for (int i = 0; i < 96; i++) {
+        num += (a[i * 3 + 1] - b[i * 3 + 1]) * (a[i * 3 + 1] - b[i * 3 + 1]);
+        den += b[i * 3 + 1] * b[i * 3 + 1];
+    }
+    double e = sqrt(num) / (sqrt(den) + 1e-30);
+    check(na == 96 && nb == 96 && e < tol, l, "rel err %.2e (tol %.0e)", e, tol);
+}
+
 static void test_gpu(const char *ref) {
     char out[4096];
     int rc_v1 = run_cmd("bash dev/cuda/check_v1.sh", out, sizeof(out));
@@ -1527,22 +1551,22 @@ static void test_gpu(const char *ref) {
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
     // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
     // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 11 };
+    enum { NCASES = 12, NFILES = 7 };
     const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
-                                      "learned APE case", "QK-norm case", "long case", "RPE per-layer case",
+                                      "learned APE case", "QK-norm case", "GRU case", "long case", "RPE per-layer case",
                                       "RFS case", "sinusoidal APE at RFS positions case", "learned APE at RPE positions case"};
     char cases[NCASES][256];
-    const char *files[6] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
-                            "dev/reference_learned.bin", "dev/reference_qknorm.bin"};
-    for (int k = 0; k < 6; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
-    for (int k = 6; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
-    write_case(cases[6], 512, PE_ROPE, 0, -1, 0);
-    write_case(cases[7], 64, PE_ROPE, 0, POS_RPE, 1);
-    write_case(cases[8], 64, PE_ROPE, 0, POS_RFS, 0);
-    write_case(cases[9], 64, PE_SINUSOIDAL, 0, POS_RFS, 0);
-    write_case(cases[10], 64, PE_LEARNED, 1, POS_RPE, 0);
+    const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
+                                 "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin"};
+    for (int k = 0; k < NFILES; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
+    for (int k = NFILES; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
+    write_case(cases[7], 512, PE_ROPE, 0, -1, 0);
+    write_case(cases[8], 64, PE_ROPE, 0, POS_RPE, 1);
+    write_case(cases[9], 64, PE_ROPE, 0, POS_RFS, 0);
+    write_case(cases[10], 64, PE_SINUSOIDAL, 0, POS_RFS, 0);
+    write_case(cases[11], 64, PE_LEARNED, 1, POS_RPE, 0);
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
-    for (int k = 6; k < NCASES; k++) {
+    for (int k = NFILES; k < NCASES; k++) {
         char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
         snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_case%d_inproc.bin", TMP, k);
         snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_case%d_binary.bin", TMP, k);
@@ -1571,6 +1595,7 @@ static void test_gpu(const char *ref) {
             compare_dumps(label, gpu_out, cpu_out, tols[b]);
         }
         compare_gpu_eval(builds[b], names[b], b == 0 ? 1e-5 : 2e-2);
+        compare_gpu_eval_gru(builds[b], names[b], b == 0 ? 1e-5 : 2e-2);
     }
 }
 

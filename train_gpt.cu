@@ -111,13 +111,25 @@ static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight,
 
 // dinp (N,IC) (+)= dout (N,OC) . weight (OC,IC); dweight (OC,IC) fp32 += dout^T . inp
 //                                                             mirrors matmul_backward
+static void matmul_dweight(float *dweight, const floatX *dout, const floatX *inp, int N, int IC, int OC);
 static void matmul_backward(floatX *dinp, float *dweight, const floatX *dout, const floatX *inp, const floatX *weight,
                             int N, int IC, int OC, int accumulate_dinp) {
     const float *beta = accumulate_dinp ? &ONE : &ZERO;
     cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &ONE, weight, CUDA_FX, IC, dout, CUDA_FX, OC,
                              beta, dinp, CUDA_FX, IC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    matmul_dweight(dweight, dout, inp, N, IC, OC);
+}
+
+// dweight (OC,IC) fp32 += dout (N,OC)^T . inp (N,IC)
+static void matmul_dweight(float *dweight, const floatX *dout, const floatX *inp, int N, int IC, int OC) {
     cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &ONE, inp, CUDA_FX, IC, dout, CUDA_FX, OC,
                              &ONE, dweight, CUDA_R_32F, IC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// dinp (N,IC) fp32 += dout (N,OC) . weight (OC,IC): the GRU's gradient carried back in time
+static void matmul_dinp_f32(float *dinp, const floatX *dout, const floatX *weight, int N, int IC, int OC) {
+    cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &ONE, weight, CUDA_FX, IC, dout, CUDA_FX, OC,
+                             &ONE, dinp, CUDA_R_32F, IC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // ----------------------------------------------------------------------------
@@ -498,6 +510,71 @@ __global__ void classifier_kernel(floatX *logits, float *losses, const int *targ
 }
 
 // ----------------------------------------------------------------------------
+// GRU (--arch gru), time-major rows (T,B,...): torch.nn.GRU's equations, gates r, z, n.
+//                                                    mirrors gru_layer_forward / gru_layer_backward
+
+__device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// One step: g (B,3C) holds Wih x + (no bias) on entry and r, z, n on exit; gh (B,3C) is
+// Whh h_{t-1} (NULL with h_{t-1} = 0, i.e. hp NULL); hn (B,C) gets Whn h + bhn; h (B,C) h_t.
+__global__ void gru_step_forward_kernel(floatX *h, floatX *g, floatX *hn, const floatX *gh, const floatX *hp,
+                                        const floatX *b_ih, const floatX *b_hh, int B, int C) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * C) return;
+    int b = i / C, c = i % C;
+    floatX *gb = g + (size_t)b * 3 * C;
+    const floatX *hb = gh ? gh + (size_t)b * 3 * C : NULL;
+    float hr = hb ? to_f(hb[c]) : 0.0f, hz = hb ? to_f(hb[C + c]) : 0.0f, hh = hb ? to_f(hb[2 * C + c]) : 0.0f;
+    float r = sigmoid_f(to_f(gb[c]) + to_f(b_ih[c]) + hr + to_f(b_hh[c]));
+    float z = sigmoid_f(to_f(gb[C + c]) + to_f(b_ih[C + c]) + hz + to_f(b_hh[C + c]));
+    float rec = hh + to_f(b_hh[2 * C + c]);
+    float n = tanhf(to_f(gb[2 * C + c]) + to_f(b_ih[2 * C + c]) + r * rec);
+    gb[c] = to_x(r);
+    gb[C + c] = to_x(z);
+    gb[2 * C + c] = to_x(n);
+    hn[i] = to_x(rec);
+    h[i] = to_x((1.0f - z) * n + z * (hp ? to_f(hp[i]) : 0.0f));
+}
+
+// One step back: dh (B,C) from above, dcarry (B,C) fp32 the gradient reaching h_t from t+1
+// (replaced by the direct part d*z; the caller adds dgh . Whh); di, dr (B,3C) get the
+// gradients of the input and recurrent pre-activations.
+__global__ void gru_step_backward_kernel(floatX *di, floatX *dr, float *dcarry, const floatX *dh, const floatX *g,
+                                         const floatX *hn, const floatX *hp, int B, int C) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * C) return;
+    size_t j = (size_t)(i / C) * 3 * C + i % C;
+    float r = to_f(g[j]), z = to_f(g[j + C]), n = to_f(g[j + 2 * C]);
+    float d = to_f(dh[i]) + dcarry[i];
+    float dn = d * (1.0f - z), dz = d * ((hp ? to_f(hp[i]) : 0.0f) - n);
+    float dan = dn * (1.0f - n * n), daz = dz * z * (1.0f - z), dar = dan * to_f(hn[i]) * r * (1.0f - r);
+    di[j] = dr[j] = to_x(dar);
+    di[j + C] = dr[j + C] = to_x(daz);
+    di[j + 2 * C] = to_x(dan);
+    dr[j + 2 * C] = to_x(dan * r);
+    dcarry[i] = d * z;
+}
+
+// db (fp32, cols) += column sums of d (rows, cols); one thread per column, rows in order
+__global__ void column_sum_kernel(float *db, const floatX *d, size_t rows, int cols) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    float s = 0.0f;
+    for (size_t r = 0; r < rows; r++) s += to_f(d[r * cols + j]);
+    db[j] += s;
+}
+
+// dst (T,B,C) = src (B,T,C), or back with to_batch = 1
+__global__ void transpose_bt_kernel(floatX *dst, const floatX *src, int B, int T, int C, int to_batch) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C) of the batch-major side
+    if (i >= (size_t)B * T * C) return;
+    int c = (int)(i % C), t = (int)((i / C) % T), b = (int)(i / ((size_t)C * T));
+    size_t tm = ((size_t)t * B + b) * C + c;
+    if (to_batch) dst[i] = src[tm];
+    else dst[tm] = src[i];
+}
+
+// ----------------------------------------------------------------------------
 // optimizer: sum of squares per block (a fixed grid, summed on the host in order, so the
 // norm is deterministic), then AdamW with the clip scale folded in.  mirrors grad_global_norm, adamw_update
 #define NORM_BLOCKS 512
@@ -541,6 +618,10 @@ typedef struct {
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
+    // --arch gru (as the CPU's): resid (L+1,T,B,C) time-major, the blocks' views empty
+    floatX *gates, *ghn, *gh, *top;  // (L,T,B,3C), (L,T,B,C), (B,3C), (B,T,C)
+    floatX *dgi, *dgh, *dhx;         // (T,B,3C), (T,B,3C), (T,B,C)
+    float *dcarry;                   // (B,C)
     int *inputs, *targets;  // (B,T)
 } Acts;
 
@@ -551,7 +632,9 @@ static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, char *mem) {
     int hd = c->C / c->NH, L = c->L;
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
-    size_t nl = train ? L : 1, att = (size_t)B * c->NH * T * T, qk = c->qk_norm, tq = train && qk;
+    size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
+    size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
+    size_t att = tr * B * c->NH * T * T;
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -560,16 +643,21 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     a->ls_F = train ? N * F : 0;
     a->ls_N = train ? N : 0;
     a->ls_att = train ? att : 0;
-    size_t xs[] = {(train ? L + 1 : 1) * N * C, nl * N * C, nl * N * QD, nl * N * KD, nl * N * KD, train ? nl * att : 0,
-                   nl * N * QD, nl * N * C, nl * N * C, nl * N * F, nl * N * F, nl * N * F, N * C, N * c->Vp,
-                   train ? N * C : 0, train ? N * C : 0, train ? N * QD : 0, train ? N * KD : 0, train ? N * KD : 0,
-                   train ? N * QD : 0, train ? att : 0, train ? N * F : 0, train ? N * F : 0, train ? N * F : 0,
-                   qk * nl * N * QD, qk * nl * N * KD, tq * N * QD, tq * N * KD};
+    size_t xs[] = {(train ? L + 1 : 1) * N * C, tr * nl * N * C, tr * nl * N * QD, tr * nl * N * KD, tr * nl * N * KD,
+                   train ? nl * att : 0, tr * nl * N * QD, tr * nl * N * C, tr * nl * N * C, tr * nl * N * F,
+                   tr * nl * N * F, tr * nl * N * F, N * C, N * c->Vp,
+                   train ? N * C : 0, train ? N * C : 0, tr * (train ? N * QD : 0), tr * (train ? N * KD : 0),
+                   tr * (train ? N * KD : 0), tr * (train ? N * QD : 0), train ? att : 0, tr * (train ? N * F : 0),
+                   tr * (train ? N * F : 0), tr * (train ? N * F : 0),
+                   qk * nl * N * QD, qk * nl * N * KD, tq * N * QD, tq * N * KD,
+                   gru * nl * N * 3 * C, gru * nl * N * C, gru * B * 3 * C, gru * N * C, gt * N * 3 * C, gt * N * 3 * C,
+                   gt * N * C};
     floatX **xv[] = {&a->resid, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid, &a->n2, &a->gate, &a->up,
                      &a->h, &a->nf, &a->logits, &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->datt,
-                     &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw};
-    size_t fs[] = {nl * N, nl * N, N, N, qk * nl * N, qk * nl * N};
-    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk};
+                     &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw,
+                     &a->gates, &a->ghn, &a->gh, &a->top, &a->dgi, &a->dgh, &a->dhx};
+    size_t fs[] = {tr * nl * N, tr * nl * N, N, N, qk * nl * N, qk * nl * N, gt * B * C};
+    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk, &a->dcarry};
     size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), off = 0;
     a->mem = mem;
     for (size_t i = 0; i < nf; i++) {
@@ -731,7 +819,91 @@ typedef struct {
     float *entropy;  // device (T): mean attention entropy per query position is added
     KVCache *kv;     // inputs continue the cached sequence at positions pos0 + t
     int pos0;
+    floatX *state;   // --arch gru, device (L,B,C), when given: the state to continue from, updated
 } FwdOpts;
+
+// The head: final norm of xL (B,T,C), logits, and with with_loss the per-position losses.
+//                                                             mirrors head_forward
+static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
+    const Config *c = &g->cfg;
+    int N = a->B * a->T;
+    LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, c->C, c->rms_eps);
+    matmul_forward(a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp);
+    if (with_loss) {
+        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, 0.0f, 0);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// Its backward (the forward must not have run the classifier): a->dres = d xL.
+//                                                             mirrors head_backward
+static void head_backward(GPT *g, Acts *a, const floatX *xL, float dloss) {
+    const Config *c = &g->cfg;
+    int N = a->B * a->T;
+    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, dloss / N, 1);
+    cudaCheck(cudaGetLastError());
+    matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
+    LAUNCH_ROWS(rmsnorm_backward_kernel, N, c->C * sizeof(float), a->dres, G(g, P_FINAL_NORM), a->dC, xL,
+                P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);
+}
+
+// ----------------------------------------------------------------------------
+// the GRU model (--arch gru)                                  mirrors gru_forward, gru_backward
+
+static void gru_forward(GPT *g, Acts *a, int with_loss, floatX *state) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, N = B * T;
+    size_t BC = (size_t)B * C, G3 = 3 * (size_t)C, lsG = a->train ? (size_t)N * G3 : 0, CC = G3 * C;
+    LAUNCH_ELEMS(encoder_forward_kernel, (size_t)N * C, a->top, a->inputs, P(g, P_WTE), N, C);
+    LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->resid, a->top, B, T, C, 0);
+    for (int l = 0; l < c->L; l++) {
+        floatX *x = a->resid + l * a->ls_C, *h = a->resid + (a->train ? (l + 1) * a->ls_C : 0);  // eval: in place
+        floatX *gates = a->gates + l * lsG, *ghn = a->ghn + l * a->ls_C, *h0 = state ? state + l * BC : NULL;
+        const floatX *w_hh = P(g, P_GRU_W_HH) + l * CC, *b_ih = P(g, P_GRU_B_IH) + l * G3, *b_hh = P(g, P_GRU_B_HH) + l * G3;
+        matmul_forward(gates, x, P(g, P_GRU_W_IH) + l * CC, N, C, 3 * C);  // every step's input projection
+        for (int t = 0; t < T; t++) {
+            const floatX *hp = t ? h + (t - 1) * BC : h0;
+            if (hp) matmul_forward(a->gh, hp, w_hh, B, C, 3 * C);
+            LAUNCH_ELEMS(gru_step_forward_kernel, BC, h + t * BC, gates + t * B * G3, ghn + t * BC, hp ? a->gh : NULL, hp,
+                         b_ih, b_hh, B, C);
+        }
+        if (h0) cudaCheck(cudaMemcpy(h0, h + (T - 1) * BC, BC * sizeof(floatX), cudaMemcpyDeviceToDevice));
+    }
+    LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->top, a->resid + (a->train ? c->L * a->ls_C : 0), B, T, C, 1);
+    head_forward(g, a, a->top, with_loss);
+}
+
+static void gru_backward(GPT *g, Acts *a, float dloss) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, C = c->C, N = B * T;
+    size_t BC = (size_t)B * C, G3 = 3 * (size_t)C, lsG = (size_t)N * G3, CC = G3 * C;
+    head_backward(g, a, a->top, dloss);
+    floatX *dout = a->dhx, *dx = a->dC;  // d(layer output), d(layer input): swapped per layer
+    LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, dout, a->dres, B, T, C, 0);
+    for (int l = c->L - 1; l >= 0; l--) {
+        floatX *x = a->resid + l * a->ls_C, *h = a->resid + (l + 1) * a->ls_C;
+        floatX *gates = a->gates + l * lsG, *ghn = a->ghn + l * a->ls_C;
+        const floatX *w_hh = P(g, P_GRU_W_HH) + l * CC;
+        cudaCheck(cudaMemset(a->dcarry, 0, BC * sizeof(float)));
+        for (int t = T - 1; t >= 0; t--) {
+            LAUNCH_ELEMS(gru_step_backward_kernel, BC, a->dgi + t * B * G3, a->dgh + t * B * G3, a->dcarry, dout + t * BC,
+                         gates + t * B * G3, ghn + t * BC, t ? h + (t - 1) * BC : NULL, B, C);
+            if (t) matmul_dinp_f32(a->dcarry, a->dgh + t * B * G3, w_hh, B, C, 3 * C);
+        }
+        if (T > 1) matmul_dweight(G(g, P_GRU_W_HH) + l * CC, a->dgh + B * G3, h, (T - 1) * B, C, 3 * C);
+        matmul_backward(dx, G(g, P_GRU_W_IH) + l * CC, a->dgi, x, P(g, P_GRU_W_IH) + l * CC, N, C, 3 * C, 0);
+        LAUNCH_ELEMS(column_sum_kernel, G3, G(g, P_GRU_B_IH) + l * G3, a->dgi, (size_t)N, 3 * C);
+        LAUNCH_ELEMS(column_sum_kernel, G3, G(g, P_GRU_B_HH) + l * G3, a->dgh, (size_t)N, 3 * C);
+        floatX *swap = dout;
+        dout = dx;
+        dx = swap;
+    }
+    LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->dres, dout, B, T, C, 1);  // d(embeddings)
+    LAUNCH_ELEMS(encoder_backward_kernel, (size_t)N * C, G(g, P_WTE), a->dres, a->inputs, N, C);
+}
+
+// ----------------------------------------------------------------------------
+// the transformer
 
 // ALiBi's distance factor for layer l (0: no ALiBi)
 static float alibi_alpha(const PosStep *ps, int l) { return ps->pe == PE_ALIBI ? ps->alpha[l] : 0.0f; }
@@ -740,6 +912,10 @@ static float alibi_alpha(const PosStep *ps, int l) { return ps->pe == PE_ALIBI ?
 // with_loss. Mirrors gpt_forward.
 static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const FwdOpts *o) {
     const Config *c = &g->cfg;
+    if (c->arch == ARCH_GRU) {
+        gru_forward(g, a, with_loss, o ? o->state : NULL);
+        return;
+    }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
@@ -810,28 +986,21 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (o->kv->len + T > o->kv->cap) fail("internal: a KV cache of %d entries cannot take %d more", o->kv->cap, T);
         o->kv->len += T;
     }
-    floatX *xL = a->resid + (a->train ? c->L * a->ls_C : 0);
-    LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, C, c->rms_eps);
-    matmul_forward(a->logits, a->nf, P(g, P_WTE), N, C, c->Vp);
-    if (with_loss) {
-        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, 0.0f, 0);
-        cudaCheck(cudaGetLastError());
-    }
+    head_forward(g, a, a->resid + (a->train ? c->L * a->ls_C : 0), with_loss);
 }
 
 // Backward of the last forward (which must not have run the classifier): gradients
 // accumulate into g->grads. Mirrors gpt_backward.
 static void gpt_backward(GPT *g, Acts *a, const PosStep *ps, float dloss) {
     const Config *c = &g->cfg;
+    if (c->arch == ARCH_GRU) {
+        gru_backward(g, a, dloss);
+        return;
+    }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F, smem = C * sizeof(float);
-    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, dloss / N, 1);
-    cudaCheck(cudaGetLastError());
-    matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, C, c->Vp, 0);
-    floatX *xL = a->resid + c->L * a->ls_C;
-    LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_FINAL_NORM), a->dC, xL, P(g, P_FINAL_NORM), a->rstdf,
-                N, C, 0);
+    head_backward(g, a, a->resid + c->L * a->ls_C, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         floatX *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -993,7 +1162,7 @@ static void gpu_losses(void *ctx, const int *tokens, int L, const PosStep *ps, i
     }
     if (entropy) cudaCheck(cudaMemset(e->d_entropy, 0, L * sizeof(float)));
     upload_tokens(a, tokens, L, 1);
-    FwdOpts o = {window, entropy ? e->d_entropy : NULL, NULL, 0};
+    FwdOpts o = {window, entropy ? e->d_entropy : NULL, NULL, 0, NULL};
     gpt_forward(e->g, a, ps, 1, &o);
     cudaCheck(cudaMemcpy(losses, a->losses, L * sizeof(float), cudaMemcpyDeviceToHost));
     if (entropy) {
@@ -1013,7 +1182,7 @@ static void gpu_losses_chunked(void *ctx, const int *tokens, int L, const PosSte
         int n = L - pos < chunk ? L - pos : chunk;
         Acts *a = eval_acts(e, &e->a, n);
         upload_tokens(a, tokens + pos, n, 1);
-        FwdOpts o = {0, NULL, &kv, kv.len};  // this chunk's positions start at the cache size
+        FwdOpts o = {0, NULL, &kv, kv.len, NULL};  // this chunk's positions start at the cache size
         gpt_forward(e->g, a, ps, 1, &o);
         cudaCheck(cudaMemcpy(losses + pos, a->losses, n * sizeof(float), cudaMemcpyDeviceToHost));
         kv_keep_last(&kv, window);
@@ -1032,14 +1201,19 @@ static int argmax_row(const floatX *d_row, int V) {
     return best;
 }
 
+// greedy decoding with a KV cache (GRU: its state)             mirrors cpu_decode
 static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
     EvalCtx *e = (EvalCtx *)ctx;
     const Config *c = &e->g->cfg;
+    int gru = c->arch == ARCH_GRU;
     KVCache kv;
-    kv_alloc(&kv, c, n + n_new);
+    memset(&kv, 0, sizeof(kv));
+    if (!gru) kv_alloc(&kv, c, n + n_new);
+    floatX *state = gru ? (floatX *)dmalloc((size_t)c->L * c->C * sizeof(floatX)) : NULL;
+    if (gru) cudaCheck(cudaMemset(state, 0, (size_t)c->L * c->C * sizeof(floatX)));
     Acts *a = eval_acts(e, &e->a, n);
     upload_tokens(a, prompt, n, 0);
-    FwdOpts o = {0, NULL, &kv, 0};
+    FwdOpts o = {0, NULL, gru ? NULL : &kv, 0, state};
     gpt_forward(e->g, a, ps, 0, &o);
     int next = argmax_row(a->logits + (size_t)(n - 1) * c->Vp, c->V);
     for (int i = 0; i < n_new; i++) {
@@ -1051,7 +1225,8 @@ static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const Pos
         gpt_forward(e->g, a1, ps, 0, &o);
         next = argmax_row(a1->logits, c->V);
     }
-    kv_free(&kv);
+    if (!gru) kv_free(&kv);
+    cudaFree(state);
 }
 
 static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
@@ -1254,7 +1429,6 @@ int main(int argc, char **argv) {
     }
     Config cfg;
     parse_args(&cfg, argc, argv);
-    if (cfg.arch == ARCH_GRU) fail("--arch gru runs on the CPU trainer only so far: ./train_gpt_cpu --arch gru");
     cudaDeviceProp prop = gpu_init();
     Tokenizer tok;
     if (cfg.tokenizer[0]) {

@@ -15,7 +15,7 @@ Tables (doc/schemes.md lists every scheme and the paper's numbers):
     9   depth vs width (Deep L=12, Standard L=6, Wide L=3; one baseline per shape)
     10  per-layer scaling: bottom, top, independent
     11  PosAug vs longer training windows (same tokens: steps scale with 1/w)
-    15  RoPE, ALiBi, NoPE, RoPE+PosAug (+ ALiBi+PosAug), cliff at 2w and 4w
+    15  RoPE, ALiBi, NoPE, RoPE+PosAug (+ ALiBi+PosAug), GRU, cliff at 2w and 4w
 
 Modes:
 - GPU (default): `./train_gpt`, the 10M preset (`--model 10m`: C=384, L=6, w=2048,
@@ -30,8 +30,7 @@ Run it from the repository root (the trainers' default data paths are relative t
 Rows run sequentially, one seed after another. A run whose evaluation JSON exists is
 skipped (rerun the same command to resume an interrupted table; --force reruns);
 a run folder with a checkpoint but no evaluation resumes from it (GPU runs write a
-checkpoint every --ckpt_every steps). Rows this project does not train (Table 15's GRU: not a
-position scheme) print "skipped: ..." and are left out; rows needing a flag (or a
+checkpoint every --ckpt_every steps). Rows needing a flag (or a
 --pos / --pe value) the trainer binary does not list in its --help are skipped with a
 message (rebuild with `make`).
 
@@ -39,7 +38,7 @@ Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu):
     <slug>_seed<S>/      one run folder per row and seed (log, checkpoint, eval_*.json/.csv,
                          train.log = the trainer's output)
     table.md             dev/eval_table.py's table (baseline row as baseline; mean +- std
-                         over seeds), then ours next to the paper's numbers, pending rows
+                         over seeds), then ours next to the paper's numbers
     table.csv            the same numbers as CSV
     loss.png, gain.png   dev/plot_eval.py (first seed of each row)
     timings.json         wall time of every run (train, each evaluation), by row and seed
@@ -59,11 +58,6 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import eval_table  # noqa: E402
 
-# Rows of a paper table that this project does not train (they are not position schemes).
-PENDING = {
-    "gru": "GRU (a recurrent model, not a position scheme)",
-}
-
 
 class W:
     """A flag value in units of the row's training window: W(8) is 8w (16384 on the GPU)."""
@@ -75,14 +69,14 @@ POSAUG = ["--pos", "posaug", "--alpha_range", "0.125,8"]
 ROPE = ["--pos", "rope"]
 
 
-def row(slug, label, flags=None, paper=None, baseline=False, pending=None, group=None,
+def row(slug, label, flags=None, paper=None, baseline=False, group=None,
         model=None, steps_scale=1.0, eval_factor=None, note=None):
     """A table row. flags: trainer flags of the scheme. paper: dict of the paper's numbers
     (cliff, G, in_dist, and for Table 15 cliff2x, cliff4x). model: 'deep' / 'wide' shape
     (Table 9). steps_scale: steps and warmup times this (Table 11). eval_factor: L_eval in
     units of the row's own window (default: the table's L_eval)."""
     return dict(slug=slug, label=label, flags=flags or [], paper=paper or {}, baseline=baseline,
-                pending=pending, group=group, model=model, steps_scale=steps_scale,
+                group=group, model=model, steps_scale=steps_scale,
                 eval_factor=eval_factor, note=note)
 
 
@@ -200,7 +194,9 @@ TABLES = {
                 row("posaug", "RoPE+PosAug", POSAUG, P(in_dist=4.10, cliff2x=-0.08, cliff4x=0.06)),
                 row("alibi_posaug", "ALiBi+PosAug", ["--pe", "alibi"] + POSAUG,
                     P(note="no numbers; Section 5: 'no benefit'")),
-                row("gru", "GRU (no PE)", pending="gru", paper=P(in_dist=4.77, cliff2x=-0.03, cliff4x=-0.10)),
+                row("gru", "GRU (no PE)", [], P(in_dist=4.77, cliff2x=-0.03, cliff4x=-0.10), model="gru42m",
+                    note="a stacked GRU (--arch gru), 42.5M without embedding as in the paper (CPU: gru-tiny, "
+                         "0.79M, as the tiny transformer)"),
             ], note="The paper's In-dist column is read as the RoPE-relative in-distribution loss; "
                     "the comparison gives the in-dist of the 2x evaluation (the two evaluations read different "
                     "validation spans, so their in-dist differ slightly)."),
@@ -209,6 +205,8 @@ TABLES = {
 # --cpu stand-ins for the Deep / Wide shapes (parameter ratios to the tiny preset about those
 # of the paper's Deep (1.4x) and Wide (0.7x) to the 10M model).
 CPU_SHAPES = {"deep": ["--n_layer", "8", "--n_embd", "96"], "wide": ["--n_layer", "2", "--n_embd", "160"]}
+# --cpu stand-ins for other models: Table 15's GRU (non-embedding parameters as the tiny preset's)
+CPU_MODELS = {"gru42m": ["--model", "gru-tiny"]}
 PRESET = {"gpu": dict(model="10m", w=2048, steps=1907, warmup=500, gain_window=512),
           "cpu": dict(model="tiny", w=128, steps=600, warmup=30, gain_window=32)}
 
@@ -245,7 +243,7 @@ class Run:
 def build_runs(args, spec, mode):
     pre = PRESET[mode]
     w0 = pre["w"]
-    runs, pending = [], []
+    runs = []
     data = []
     if args.train_data:
         data += ["--train_data", args.train_data]
@@ -256,13 +254,11 @@ def build_runs(args, spec, mode):
     for r in spec["rows"]:
         if args.rows and r["slug"] not in args.rows:
             continue
-        if r["pending"]:
-            pending.append(r)
-            continue
         # the model: preset (or Table 9's shape), window, vocabulary; repeated by --eval_only
         model = ["--model", pre["model"]]
         if r["model"]:
-            model = ["--model", r["model"]] if mode == "gpu" else model + CPU_SHAPES[r["model"]]
+            model = (["--model", r["model"]] if mode == "gpu" else CPU_MODELS[r["model"]] if r["model"] in CPU_MODELS
+                     else model + CPU_SHAPES[r["model"]])
         w = w0
         if r["steps_scale"] != 1.0:
             w = int(round(w0 / r["steps_scale"]))
@@ -302,7 +298,7 @@ def build_runs(args, spec, mode):
             if b.r["baseline"] and b.r["group"] == run.r["group"] and b.seed == run.seed and b.tags == run.tags:
                 run.baseline_json = b.json(b.tags[0])
                 run.train = run.train + ["--baseline", run.baseline_json]
-    return runs, pending
+    return runs
 
 
 def trained(run):
@@ -382,7 +378,7 @@ def fp(x):
     return "%.2f" % x if abs(round(x, 2) - x) < 1e-9 else "%.3f" % x
 
 
-def write_report(args, spec, runs, pending, mode, skipped_build):
+def write_report(args, spec, runs, mode, skipped_build):
     """table.md / table.csv via dev/eval_table.py, then the comparison with the paper."""
     w = PRESET[mode]["w"]
     done = [run for run in runs if all(os.path.exists(run.json(t)) for t in run.tags)]
@@ -461,12 +457,8 @@ def write_report(args, spec, runs, pending, mode, skipped_build):
             cells[0] += " (%s)" % "; ".join(x for x in (r.get("note"), p.get("note")) if x)
         md.append("| " + " | ".join(cells) + " |")
     md.append("")
-    if pending or skipped_build:
+    if skipped_build:
         md += ["## Not run", ""]
-        for r in pending:
-            md.append("- %s: %s is not in this project (paper: %s)" % (
-                r["label"], PENDING[r["pending"]],
-                ", ".join("%s %s" % (k, v) for k, v in r["paper"].items() if v is not None)))
         for r, miss in skipped_build:
             md.append("- %s: the trainer binary does not list %s in --help (rebuild)" % (r["label"], ", ".join(miss)))
         md.append("")
@@ -552,7 +544,7 @@ def main(argv=None):
     elif args.train_data and not args.val_data:
         die("--train_data without --val_data: give both (the built-in validation set is byte-level)")
 
-    runs, pending = build_runs(args, spec, mode)
+    runs = build_runs(args, spec, mode)
     htxt = help_text(args.trainer) if os.access(args.trainer, os.X_OK) else None
     if htxt is None:
         msg = "%s is not built (make%s; run this script from the repository root)" % (
@@ -562,8 +554,6 @@ def main(argv=None):
         print("# note: " + msg)
     print("# %s | %s mode | %d rows x %d seeds | out %s" % (
         spec["title"], mode.upper(), len({r.r["slug"] for r in runs}), len(args.seeds), args.out))
-    for r in pending:
-        print("skipped: %s is not in this project (row '%s')" % (PENDING[r["pending"]], r["label"]))
     skipped_build, runnable = [], []
     seen_bad = set()
     for run in runs:
@@ -634,7 +624,7 @@ def main(argv=None):
             failed.append(run)
             print(" FAILED after %.1fs (log %s):\n%s" % (dt, log, tail(log)), flush=True)
 
-    rep = write_report(args, spec, runs, pending, mode, skipped_build)
+    rep = write_report(args, spec, runs, mode, skipped_build)
     if rep:
         text, done = rep
         print()

@@ -105,6 +105,8 @@ def token_id(tok, text):
 
 
 def check_exportable(ci):
+    if ci[hl.CKI["arch"]] != 0:
+        raise Refused(f"--arch {hl.ARCH_NAMES[ci[hl.CKI['arch']]]} cannot be exported: LlamaForCausalLM is a transformer")
     pe, pos = hl.PE_NAMES[ci[hl.CKI["pe"]]], hl.POS_NAMES[ci[hl.CKI["pos"]]]
     if pe != "rope":
         raise Refused(f"--pe {pe} cannot be exported: {WHY_NOT[pe]}")

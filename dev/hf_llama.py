@@ -20,10 +20,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorfile  # noqa: E402
 
 KIND_CHECKPOINT = 2
-# meta.config_i: [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows]
+# meta.config_i: [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows, arch]
 # meta.config_f: [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 # meta.state:    [step, seed, data_epoch, data_shard, data_sample]
-CKI = {name: i for i, name in enumerate(["V", "Vp", "C", "L", "NH", "NKV", "F", "T", "pos", "pe", "qk_norm", "wpe_rows"])}
+CKI = {name: i for i, name in enumerate(["V", "Vp", "C", "L", "NH", "NKV", "F", "T", "pos", "pe", "qk_norm", "wpe_rows",
+                                           "arch"])}
+ARCH_NAMES = ["transformer", "gru"]
 POS_NAMES = ["rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
              "random-base", "rpe", "rfs"]
 PE_NAMES = ["rope", "nope", "alibi", "sinusoidal", "learned"]
@@ -136,6 +138,8 @@ def read_checkpoint(path):
     ci = [int(x) for x in t["meta.config_i"]]
     if len(ci) == 10:  # written before QK-norm and learned APE: neither
         ci += [0, 0]
+    if len(ci) == 12:  # written before the GRU: a transformer
+        ci += [0]
     params = {k[len("param."):]: v for k, v in t.items() if k.startswith("param.")}
     return ci, [float(x) for x in t["meta.config_f"]], [int(x) for x in t["meta.state"]], params
 

@@ -119,7 +119,7 @@ def import_hf(hf_dir, ckpt, seq_len=None, seed=42, drop_rope_scaling=False):
     if w:
         raise Refused(f"tensors our model has no place for: {', '.join(sorted(w)[:5])}{' ...' if len(w) > 5 else ''}")
     params["wte"] = np.concatenate([params["wte"], np.zeros((hl.padded_vocab(V) - V, C), np.float32)])
-    ci = [V, hl.padded_vocab(V), C, L, NH, NKV, F, T, 0, 0, 0, 0]  # --pos rope, --pe rope, no QK-norm, no wpe
+    ci = [V, hl.padded_vocab(V), C, L, NH, NKV, F, T, 0, 0, 0, 0, 0]  # --pos rope, --pe rope, no QK-norm, no wpe, a transformer
     cf = [theta, eps, *hl.DEFAULT_ALPHAS]
     hl.write_checkpoint(ckpt, ci, cf, [0, seed, 0, 0, 0], params)
     return ci, cf

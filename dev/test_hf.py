@@ -320,7 +320,7 @@ def import_non_preset_bf16_shards():
     d, tensors = hf_folder("np", dtype="BF16", n_files=3)
     ck = path("np", "ckpt.bin")
     ci, cf = import_hf.import_hf(d, ck)
-    assert ci == [300, 384, 96, 3, 6, 2, 200, 48, 0, 0, 0, 0] and cf[:2] == [50000.0, 1e-6], (ci, cf)
+    assert ci == [300, 384, 96, 3, 6, 2, 200, 48, 0, 0, 0, 0, 0] and cf[:2] == [50000.0, 1e-6], (ci, cf)
     params = hl.read_checkpoint(ck)[3]
     assert np.array_equal(params["wte"][:300], tensors["model.embed_tokens.weight"]) and not params["wte"][300:].any()
     assert np.array_equal(params["wk"][2], tensors["model.layers.2.self_attn.k_proj.weight"])
@@ -366,6 +366,7 @@ EXPORT_REFUSALS = [
     ("learned", ["--pe", "learned"], "--pe learned cannot be exported: LlamaForCausalLM has no learned position table"),
     ("qk_norm", ["--qk_norm"], "--qk_norm cannot be exported: LlamaForCausalLM has no QK-norm"),
     ("rfs", ["--pos", "rfs"], "--pos rfs cannot be exported: RFS evaluates at positions"),
+    ("gru", ["--arch", "gru"], "--arch gru cannot be exported: LlamaForCausalLM is a transformer"),
 ]
 
 
