@@ -147,18 +147,37 @@ __device__ float token_position(const PosStep &ps, const float *positions, int t
     return positions ? positions[t] : __fadd_rn(__fmul_rn(ps.alpha[0], (float)t), ps.offset);
 }
 
-// x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal)
+// x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal); freq (C/2)
+// holds f_k = 10000^(-2k/C) from the host's powf, as the CPU computes it (the device powf
+// may differ in the last bit, which positions of 1e5 turn into 1e-2 in the angle).
 //                                                             mirrors sinusoidal_forward
-__global__ void sinusoidal_kernel(floatX *x, PosStep ps, int B, int T, int C, const float *positions, int pos0) {
+__global__ void sinusoidal_kernel(floatX *x, PosStep ps, int B, int T, int C, const float *positions, int pos0,
+                                  const float *freq) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C/2)
     if (i >= (size_t)B * T * (C / 2)) return;
     int k = (int)(i % (C / 2)), t = (int)((i / (C / 2)) % T);
     float p = token_position(ps, positions, pos0 + t);
     float s, c;
-    sincosf(__fmul_rn(p, powf(10000.0f, -2.0f * k / C)), &s, &c);
+    sincosf(__fmul_rn(p, freq[k]), &s, &c);
     floatX *xt = x + (i / (C / 2)) * C;
     xt[2 * k] = to_x(to_f(xt[2 * k]) + s);
     xt[2 * k + 1] = to_x(to_f(xt[2 * k + 1]) + c);
+}
+
+// The frequencies f_k of sinusoidal_kernel on the device, computed once per width C.
+static const float *sinusoidal_freqs(int C) {
+    static float *d_freq;
+    static int d_freq_C;
+    if (d_freq_C != C) {
+        float *h = (float *)xmalloc((size_t)(C / 2) * sizeof(float));
+        for (int k = 0; k < C / 2; k++) h[k] = powf(10000.0f, -2.0f * k / C);  // the CPU's expression
+        cudaFree(d_freq);
+        d_freq = (float *)dmalloc((size_t)(C / 2) * sizeof(float));
+        cudaCheck(cudaMemcpy(d_freq, h, (size_t)(C / 2) * sizeof(float), cudaMemcpyHostToDevice));
+        free(h);
+        d_freq_C = C;
+    }
+    return d_freq;
 }
 
 // x (B,T,C) += wpe[p_t] (--pe learned; the host checked every p_t is a row)
@@ -919,11 +938,14 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
+    if (o && o->kv && (B != 1 || o->kv->len + T > o->kv->cap))  // checked before anything is written
+        fail("internal: a KV cache of %d entries (batch 1) cannot take %d x %d more", o->kv->cap, B, T);
     int pos0 = o && o->kv ? o->pos0 : 0;
     upload_positions(ps, c->L);  // RPE, RFS (the backward reuses them)
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     if (ps->pe == PE_SINUSOIDAL)
-        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, d_pos_layer(ps, 0), pos0);
+        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, d_pos_layer(ps, 0), pos0,
+                     sinusoidal_freqs(C));
     if (ps->pe == PE_LEARNED) {
         learned_rows_check(ps, pos0, T, g->shapes[P_WPE].shape[0]);
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), *ps, B, T, C, d_pos_layer(ps, 0), pos0);
@@ -982,10 +1004,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(xn, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C);
         LAUNCH_ELEMS(residual_forward_kernel, NC, xn, xn, mid, NC);
     }
-    if (o && o->kv) {
-        if (o->kv->len + T > o->kv->cap) fail("internal: a KV cache of %d entries cannot take %d more", o->kv->cap, T);
-        o->kv->len += T;
-    }
+    if (o && o->kv) o->kv->len += T;
     head_forward(g, a, a->resid + (a->train ? c->L * a->ls_C : 0), with_loss);
 }
 
