@@ -152,6 +152,7 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
     for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
     __syncwarp();
     float acc[ATT_MAX_HD / 32];
+#pragma unroll
     for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] = 0.0f;
     float m = -FLT_MAX, l = 0.0f, xsum = 0.0f;
     size_t kstride = (size_t)NKV * hd;
@@ -170,17 +171,22 @@ __global__ void attention_forward_online_kernel(floatX *y, const floatX *q, cons
         float corr = expf(m - m_new);
         l = l * corr + warp_sum(p);
         xsum = xsum * corr + warp_sum(s <= last ? p * score : 0.0f);
+#pragma unroll
         for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] *= corr;
         int n = last - s0 + 1 < 32 ? last - s0 + 1 : 32;
         for (int j = 0; j < n; j++) {
             float pj = __shfl_sync(0xffffffff, p, j);
             const floatX *vs = vb + (s0 + j) * kstride;
-            for (int r = 0; r * 32 + lane < hd; r++) acc[r] += pj * to_f(vs[r * 32 + lane]);
+#pragma unroll
+            for (int r = 0; r < ATT_MAX_HD / 32; r++)  // fixed bounds: acc stays in registers
+                if (r * 32 + lane < hd) acc[r] += pj * to_f(vs[r * 32 + lane]);
         }
         m = m_new;
     }
     floatX *yr = y + row * hd;
-    for (int r = 0; r * 32 + lane < hd; r++) yr[r * 32 + lane] = to_x(acc[r] / l);
+#pragma unroll
+    for (int r = 0; r < ATT_MAX_HD / 32; r++)
+        if (r * 32 + lane < hd) yr[r * 32 + lane] = to_x(acc[r] / l);
     if (entropy && lane == 0) atomicAdd(&entropy[t], ent_scale * (m + logf(l) - xsum / l));
 }
 
