@@ -611,6 +611,14 @@ __global__ void sumsq_kernel(float *partial, const float *g, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// *acc += scale * sum(losses[0..n)), one block in a fixed order (deterministic)
+__global__ void loss_sum_kernel(float *acc, const float *losses, int n, float scale) {
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += losses[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *acc += scale * s;
+}
+
 __global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                              float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -716,6 +724,9 @@ typedef struct {
     float *params, *grads, *m, *v;  // fp32 master weights, gradients, moments (device)
     floatX *params_x;               // compute copy (aliases params in the FP32 build)
     float *norm_partial;
+    float *loss_sum;                // (1) device: the step's mean loss, summed micro-batch by micro-batch
+    int *stage;                     // pinned host: the step's inputs and targets, uploaded asynchronously
+    size_t stage_cap;
     Acts acts;
 } GPT;
 
@@ -755,6 +766,7 @@ static void gpt_alloc(GPT *g, const Config *c, int train) {
         cudaCheck(cudaMemset(g->m, 0, bytes));
         cudaCheck(cudaMemset(g->v, 0, bytes));
         g->norm_partial = (float *)dmalloc(NORM_BLOCKS * sizeof(float));
+        g->loss_sum = (float *)dmalloc(sizeof(float));
     }
 }
 
@@ -767,6 +779,8 @@ static void gpt_free(GPT *g) {
     cudaFree(g->m);
     cudaFree(g->v);
     cudaFree(g->norm_partial);
+    cudaFree(g->loss_sum);
+    cudaFreeHost(g->stage);
     cudaFree(g->acts.mem);
 }
 
@@ -1072,34 +1086,42 @@ static float grad_global_norm(GPT *g) {
 }
 
 // Forward and backward over rows (accum,B,T+1) on the host into g->grads. Returns the
-// mean loss; *norm the global gradient norm. Mirrors compute_gradients.
+// mean loss; *norm the global gradient norm. Mirrors compute_gradients. The step's tokens
+// go to a pinned buffer first, so each micro-batch's upload is queued behind the previous
+// one's kernels without waiting for them; the losses are summed on the device and read
+// once per step.
 static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
     int B = a->B, T = a->T;
-    int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
-    float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
-    cudaCheck(cudaMemset(g->grads, 0, g->n_params * sizeof(float)));
-    double loss = 0.0;
-    for (int micro = 0; micro < accum; micro++) {
+    size_t n = (size_t)B * T;
+    if (g->stage_cap < 2 * n * accum) {
+        cudaFreeHost(g->stage);
+        cudaCheck(cudaMallocHost((void **)&g->stage, 2 * n * accum * sizeof(int)));
+        g->stage_cap = 2 * n * accum;
+    }
+    for (int micro = 0; micro < accum; micro++) {  // inputs then targets, per micro-batch
+        int *inp = g->stage + 2 * n * micro, *tgt = inp + n;
         for (int b = 0; b < B; b++) {
             const int *row = rows + ((size_t)micro * B + b) * (T + 1);
             memcpy(inp + b * T, row, T * sizeof(int));
             memcpy(tgt + b * T, row + 1, T * sizeof(int));
         }
-        cudaCheck(cudaMemcpy(a->inputs, inp, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(a->targets, tgt, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+    }
+    cudaCheck(cudaMemset(g->grads, 0, g->n_params * sizeof(float)));
+    cudaCheck(cudaMemset(g->loss_sum, 0, sizeof(float)));
+    for (int micro = 0; micro < accum; micro++) {
+        const int *inp = g->stage + 2 * n * micro;
+        cudaCheck(cudaMemcpyAsync(a->inputs, inp, n * sizeof(int), cudaMemcpyHostToDevice, 0));
+        cudaCheck(cudaMemcpyAsync(a->targets, inp + n, n * sizeof(int), cudaMemcpyHostToDevice, 0));
         gpt_forward(g, a, ps, 0, NULL);
         gpt_backward(g, a, ps, 1.0f / accum);
-        cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
-        double s = 0.0;
-        for (int i = 0; i < B * T; i++) s += losses[i];
-        loss += s / (B * T) / accum;
+        loss_sum_kernel<<<1, 1024>>>(g->loss_sum, a->losses, (int)n, 1.0f / ((float)n * accum));
+        cudaCheck(cudaGetLastError());
     }
+    float loss;
+    cudaCheck(cudaMemcpy(&loss, g->loss_sum, sizeof(float), cudaMemcpyDeviceToHost));
     *norm = grad_global_norm(g);
-    free(inp);
-    free(tgt);
-    free(losses);
-    return (float)loss;
+    return loss;
 }
 
 // Clip (folded into AdamW as a scale) with the norm compute_gradients gave, then AdamW.
