@@ -668,6 +668,71 @@ static void test_passkey(void) {
     check(lo >= 10000 && hi <= 99999, "five-digit passkeys", "[%d, %d]", lo, hi);
 }
 
+// A stand-in model for the retrieval loop: its greedy answer is the number after the
+// needle's "is: " in the prompt bytes (an oracle), or junk.
+static int oracle_right;
+static void oracle_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
+    (void)ctx, (void)ps;
+    static char text[1 << 16];
+    int m = n < (int)sizeof(text) - 1 ? n : (int)sizeof(text) - 1;
+    for (int i = 0; i < m; i++) text[i] = prompt[i] < 256 ? (char)prompt[i] : ' ';
+    text[m] = 0;
+    const char *v = strstr(text, " is: ");
+    char answer[32];
+    snprintf(answer, sizeof(answer), " %ld.", v && oracle_right ? strtol(v + 5, NULL, 10) : 42L);
+    for (int j = 0; j < n_new; j++) out[j] = answer[j] ? (unsigned char)answer[j] : 256;
+    for (int j = (int)strlen(answer); j < n_new; j++) out[j] = 256;
+}
+
+// RULER's single needle: the byte prompt's layout and length, the string-match scorer,
+// and the evaluation loop scored through an oracle and a wrong model.
+static void test_ruler(void) {
+    char buf[4096], key[32];
+    double depth;
+    Rng r = rng_make(3, 4);
+    long value = ruler_draw(&r, key);
+    int n = ruler_build_text(buf, 2000, key, value, 0.5, &depth);
+    char needle[128], question[256];
+    snprintf(needle, sizeof(needle), "One of the special magic numbers for %s is: %ld.", key, value);
+    snprintf(question, sizeof(question), "\nWhat is the special magic number for %s mentioned in the provided text? "
+             "The special magic number for %s mentioned in the provided text is", key, key);
+    int needles = 0, fillers = 0;
+    for (char *p = buf; (p = strstr(p, needle)); p++) needles++;
+    for (char *p = buf; (p = strstr(p, PASSKEY_FILLER)); p++) fillers++;
+    check(n > 0 && n <= 2000 && (int)strlen(buf) == n && strstr(buf, RULER_INTRO) == buf && needles == 1 &&
+              strcmp(buf + n - strlen(question), question) == 0 && value >= 1000000 && value <= 9999999 && strchr(key, '-'),
+          "RULER prompt: intro, one needle, the question last, within the length", "%d bytes, %d needles, key %s", n, needles, key);
+    int F = (int)strlen(PASSKEY_FILLER), n_same = ruler_build_text(buf, n + F, key, value, 0.5, &depth);
+    int n_more = ruler_build_text(buf, n + F + 1, key, value, 0.5, &depth);
+    check(fillers >= 2 && 2000 - n < F + 1 && n_same == n && n_more == n + F + 1,
+          "RULER prompt: as many fillers as fit (one more needs its bytes and a space)", "%d fillers, %d bytes left", fillers, 2000 - n);
+    ruler_build_text(buf, 2000, key, value, 0.0, &depth);
+    check(strstr(buf, needle) == buf + strlen(RULER_INTRO) + 1 && depth == 0.0, "RULER depth 0 puts the needle first", "");
+    check(ruler_build_text(buf, 300, key, value, 0.5, &depth) < 0, "RULER prompt that cannot fit is refused", "");
+    check(ruler_found(" 1234567.", 1234567) && ruler_found("x91234567", 1234567) && !ruler_found(" 123456", 1234567),
+          "RULER scorer: the value appears in the output (string match)", "");
+    Config c;
+    config_defaults(&c);
+    snprintf(c.ruler_lengths, sizeof(c.ruler_lengths), "512,1024");
+    c.ruler_n = 7;
+    Tokenizer tok;
+    tokenizer_init_bytes(&tok);
+    PosConfig pc = pos_config_of(&c);
+    EvalScaling es = eval_scaling_of(&c);
+    EvalModel m = {NULL, NULL, NULL, oracle_greedy};
+    Retrieval t = retrieval_of(&c, TASK_RULER);
+    FILE *devnull = xfopen("/dev/null", "w");
+    oracle_right = 1;
+    PasskeyResult good = run_retrieval(&t, &c, &m, &tok, &pc, &es, devnull);
+    oracle_right = 0;
+    PasskeyResult bad = run_retrieval(&t, &c, &m, &tok, &pc, &es, devnull);
+    fclose(devnull);
+    check(good.n == 2 && good.lengths[1] == 1024 && good.total[0] == 7 && good.correct[0] == 7 && good.correct[1] == 7 &&
+              bad.correct[0] + bad.correct[1] == 0 && bad.total[1] == 7,
+          "RULER evaluation: an oracle scores 7/7 per length, a wrong answer 0/7", "%d %d / %d %d", good.correct[0],
+          good.correct[1], bad.correct[0], bad.correct[1]);
+}
+
 // ----------------------------------------------------------------------------
 // 5. files: shards, data order, tensor files
 
@@ -1215,6 +1280,8 @@ static void test_bad_inputs(void) {
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
         {"passkey digits", "--passkey_digits 3", "--passkey_digits must be 0 or 5"},
         {"passkey prompt too short", "--passkey_lengths 50 --steps 1 --eval_len 64 --eval_n 2", "cannot hold the passkey prompt"},
+        {"RULER prompt too short", "--ruler_lengths 256 --steps 1 --eval_len 64 --eval_n 2", "--ruler_lengths: 256 tokens cannot hold the ruler prompt"},
+        {"RULER examples", "--ruler_n 0", "--ruler_n must be positive"},
         {"missing baseline", "--steps 1 --eval_len 64 --baseline nope.json", "--baseline: cannot open 'nope.json'"},
         {"learned APE with scaled positions", "--pe learned --pos posaug", "--pe learned needs integer positions"},
         {"learned APE evaluated past its table", "--pe learned --pos rope --eval_len 64", "wpe has rows for positions 0..31 only"},
@@ -1632,6 +1699,7 @@ int main(int argc, char **argv) {
     test_scaling("dev/scaling_reference.bin");
     test_eval_passes();
     test_passkey();
+    test_ruler();
     test_files();
     test_kernels();
     test_resume();

@@ -1444,7 +1444,7 @@ static void gpu_memory_check(const Config *c, int train) {
         if (c->val_every) host.train += fl * total;
     }
     if (c->eval_len) {  // one full pass, a chunk with its KV cache (keys, values, scratch), passkey prompts
-        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 10;
+        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 16;  // and the decoded tokens
         int small = pk > chunk ? pk : chunk;
         double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +

@@ -1186,7 +1186,7 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
     }
     double kd = (double)c->NKV * (c->C / c->NH), kv_row = 2 * fl * c->L * kd;  // KV cache bytes per position
     if (evaluate && c->eval_len) {  // one full pass, a chunk with its cache, passkey prompts
-        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 10;
+        int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 16;  // and the decoded tokens
         int small = pk > chunk ? pk : chunk;
         shard_token_counts(c->val_data, &largest, &total);
         p.eval = fl * acts_layout(&a, c, 1, c->eval_len, 0, NULL) + fl * acts_layout(&a, c, 1, small, 0, NULL) +

@@ -1,6 +1,7 @@
-"""Write pre-tokenized passkey-retrieval prompts (doc/evaluation.md, passkey).
+"""Write pre-tokenized passkey-retrieval or RULER single-needle prompts (doc/evaluation.md).
 
     python data/passkey_prompts.py --tokenizer neox --lengths 1024,2048,4096 --out data/passkey_neox.bin
+    python data/passkey_prompts.py --task ruler --tokenizer neox --lengths 4096 --n 50 --out data/ruler_neox.bin
     python data/passkey_prompts.py --tokenizer_file tokenizer.json --digits 5 --out passkey.bin
     python data/passkey_prompts.py --tokenizer byte --lengths 256,512,1024 --out passkey_bytes.bin
 
@@ -32,6 +33,18 @@ Prompts are ordered by --lengths, then example index. K is uniform in [1, 50000]
 (data/builtin_corpus.Rng) seeded from --seed and the target length, so the prompts of one
 length do not depend on which other lengths are requested, and reruns are byte-identical.
 The model's answer is correct when the first integer in its greedy output equals K.
+
+--task ruler: RULER's single needle (niah_single with the noise haystack), as the byte
+version of llmc/passkey.h builds it:
+
+    Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz you about the numbers afterwards.
+    <fillers> One of the special magic numbers for KEY is: VALUE. <fillers>
+    What is the special magic number for KEY mentioned in the provided text? The special magic number for KEY mentioned in the provided text is
+
+with N whole filler sentence blocks joined by spaces, the needle after round(depth*N) of
+them, KEY an adjective-noun pair from llmc/passkey.h's lists and VALUE a 7-digit number.
+The file's `keys` hold the values; the answer is correct when VALUE appears in the
+output (RULER's string match).
 """
 import argparse
 import os
@@ -56,6 +69,24 @@ FILLER_WORDS = FILLER.split(" ")
 
 def die(msg):
     sys.exit("passkey_prompts.py: error: " + msg)
+
+
+RULER_INTRO = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+               "I will quiz you about the numbers afterwards.")
+RULER_ADJ = ["ancient", "bright", "calm", "damp", "eager", "faint", "gentle", "hollow",
+             "icy", "jolly", "keen", "lively", "mellow", "noisy", "odd", "proud"]
+RULER_NOUN = ["anchor", "basket", "candle", "desert", "engine", "forest", "garden", "harbor",
+              "island", "jacket", "kettle", "ladder", "meadow", "needle", "orchard", "pillow"]
+
+
+def ruler_text(key, value, n_blocks, depth):
+    """RULER's prompt with n filler blocks, the needle after round(depth*n). (text, depth)."""
+    before = int(depth * n_blocks + 0.5)
+    parts = [FILLER] * before + ["One of the special magic numbers for %s is: %d." % (key, value)] \
+        + [FILLER] * (n_blocks - before)
+    question = ("What is the special magic number for {k} mentioned in the provided text? The special magic number "
+                "for {k} mentioned in the provided text is").format(k=key)
+    return "\n".join([RULER_INTRO, " ".join(parts), question]), (before / n_blocks if n_blocks else 0.0)
 
 
 def prompt_text(key, n_words, depth):
@@ -101,14 +132,16 @@ class Encoder:
         return self.tok.encode(text, add_special_tokens=False).ids
 
 
-def build_prompt(enc, prefix, key, depth, target, guess=0):
-    """Largest filler word count N with len(prefix + tokens) <= target, searched from
-    `guess` (the previous prompt's N) by galloping, then bisection. Returns (ids, depth, N)."""
+def build_prompt(enc, prefix, key, depth, target, guess=0, text_fn=None):
+    """Largest filler count N (words; blocks for RULER's text_fn(n, depth)) with
+    len(prefix + tokens) <= target, searched from `guess` (the previous prompt's N) by
+    galloping, then bisection. Returns (ids, depth, N)."""
     cache = {}
+    text_fn = text_fn or (lambda n, d: prompt_text(key, n, d))
 
     def ids_for(n):
         if n not in cache:
-            text, d = prompt_text(key, n, depth)
+            text, d = text_fn(n, depth)
             cache[n] = (prefix + enc.encode(text), d)
         return cache[n]
 
@@ -151,17 +184,21 @@ def key_range(digits):
     return 10 ** (digits - 1) if digits > 1 else 1, 10 ** digits - 1
 
 
-def make_prompts(enc, lengths, n, seed, digits=None, use_eot=True):
-    kmin, kmax = key_range(digits)
+def make_prompts(enc, lengths, n, seed, digits=None, use_eot=True, task="passkey"):
+    kmin, kmax = key_range(digits) if task == "passkey" else (1000000, 9999999)
     prefix = [enc.eot] if use_eot else []
     toks, offsets, keys, lens, depths = [], [0], [], [], []
     for L in lengths:
         rng = Rng((seed * 0x100000001B3) ^ (L * 0x9E3779B97F4A7C15))
-        guess = L // 2
+        guess = L // 2 if task == "passkey" else 0
         for _ in range(n):
             key = kmin + rng.below(kmax - kmin + 1)
+            text_fn = None
+            if task == "ruler":
+                word = "%s-%s" % (RULER_ADJ[rng.below(16)], RULER_NOUN[rng.below(16)])
+                text_fn = (lambda w, v: lambda nb, dd: ruler_text(w, v, nb, dd))(word, key)
             depth = rng.below(1 << 53) / float(1 << 53)
-            ids, d, guess = build_prompt(enc, prefix, key, depth, L, guess)
+            ids, d, guess = build_prompt(enc, prefix, key, depth, L, guess, text_fn)
             toks.extend(ids)
             offsets.append(len(toks))
             keys.append(key)
@@ -175,7 +212,9 @@ def make_prompts(enc, lengths, n, seed, digits=None, use_eot=True):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Write pre-tokenized passkey prompts (tensor file, kind 3).")
+    ap = argparse.ArgumentParser(description="Write pre-tokenized passkey or RULER prompts (tensor file, kind 3).")
+    ap.add_argument("--task", default="passkey", choices=["passkey", "ruler"],
+                    help="passkey (--passkey_prompts) or RULER's single needle (--ruler_prompts)")
     ap.add_argument("--tokenizer", default="neox", choices=["neox", "gpt2", "byte"],
                     help="hub tokenizer (needs internet) or byte tokens (id = byte, EOT 256)")
     ap.add_argument("--tokenizer_file", default=None, help="local `tokenizers` JSON file (overrides --tokenizer)")
@@ -198,7 +237,9 @@ def main(argv=None):
     enc = Encoder(args)
     if not args.no_eot and enc.eot is None:
         die("the tokenizer has no token %r (set --eot_token, or --no_eot)" % args.eot_token)
-    tensors = make_prompts(enc, lengths, args.n, args.seed, args.digits, not args.no_eot)
+    if args.task == "ruler" and args.digits is not None:
+        die("--digits is the passkey's; RULER's values have 7 digits")
+    tensors = make_prompts(enc, lengths, args.n, args.seed, args.digits, not args.no_eot, args.task)
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     tensorfile.write(args.out, KIND_PASSKEY, tensors)

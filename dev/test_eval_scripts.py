@@ -379,6 +379,49 @@ def passkey_bad_inputs():
     check(rc != 0 and "--lengths" in err, "bad --lengths: %d %s" % (rc, err))
 
 
+def check_ruler_prompts(t, decode, lengths, n, eot, slack):
+    import passkey_prompts as pp
+    off = t["offsets"]
+    check(len(off) == len(lengths) * n + 1 and off[-1] == len(t["tokens"]), "offsets")
+    check(list(t["lengths"]) == [L for L in lengths for _ in range(n)], "lengths tensor")
+    for i in range(len(off) - 1):
+        ids = [int(x) for x in t["tokens"][off[i]:off[i + 1]]]
+        L, V = int(t["lengths"][i]), int(t["keys"][i])
+        check(L - slack <= len(ids) <= L, "prompt %d has %d tokens for length %d" % (i, len(ids), L))
+        check(1000000 <= V <= 9999999 and ids[0] == eot, "prompt %d: value %d, first token %d" % (i, V, ids[0]))
+        text = decode(ids[1:])
+        head, body, question = text.split("\n")
+        check(head == pp.RULER_INTRO, "prompt %d intro" % i)
+        words = [w for w in (a + "-" + b for a in pp.RULER_ADJ for b in pp.RULER_NOUN)
+                 if "One of the special magic numbers for %s is: %d." % (w, V) in body]
+        check(len(words) == 1 and body.count("special magic") == 1, "prompt %d: one needle with value %d" % (i, V))
+        check(question.startswith("What is the special magic number for %s mentioned" % words[0])
+              and question.endswith("for %s mentioned in the provided text is" % words[0]), "prompt %d question" % i)
+        check(body.replace("One of the special magic numbers for %s is: %d." % (words[0], V), pp.FILLER)
+              == " ".join([pp.FILLER] * (body.count(pp.FILLER) + 1)), "prompt %d: fillers not whole blocks" % i)
+
+
+@test
+def ruler_prompts_bpe_and_bytes():
+    path, tok = tiny_bpe()
+    out = os.path.join(TMP, "ruler_bpe.bin")
+    passkey("--task", "ruler", "--tokenizer_file", path, "--lengths", "400,800", "--n", "6", "--out", out)
+    kind, t = tensorfile.read_with_kind(out)
+    check(kind == 3 and list(t) == ["tokens", "offsets", "keys", "lengths", "depths"], "kind %d, %s" % (kind, list(t)))
+    block = len(tok.encode(" " + "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back "
+                           "again.").ids)
+    check_ruler_prompts(t, lambda ids: tok.decode(ids, skip_special_tokens=False), [400, 800], 6,
+                        tok.token_to_id("<|endoftext|>"), block + 2)
+    out = os.path.join(TMP, "ruler_byte.bin")
+    passkey("--task", "ruler", "--tokenizer", "byte", "--lengths", "600,1200", "--n", "5", "--out", out)
+    t = tensorfile.read(out)
+    check_ruler_prompts(t, lambda ids: bytes(ids).decode("utf-8"), [600, 1200], 5, 256, 89)
+    check(float(t["depths"].min()) < 0.5 < float(t["depths"].max()) or len(set(t["depths"])) > 1, "depths constant")
+    rc, _, err = run_py("data/passkey_prompts.py", "--task", "ruler", "--tokenizer", "byte", "--digits", "5",
+                        "--out", os.path.join(TMP, "x.bin"))
+    check(rc != 0 and "RULER's values have 7 digits" in err, "--digits with ruler: %d %s" % (rc, err))
+
+
 # ---- scaling reference file ----------------------------------------------------------
 @test
 def scaling_reference_file():

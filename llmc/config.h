@@ -35,6 +35,8 @@ typedef struct {
     char gain_lengths[256];              // C list, comma separated
     char passkey_lengths[256], passkey_prompts[512];
     int passkey_n, passkey_digits;
+    char ruler_lengths[256], ruler_prompts[512];  // RULER's single needle
+    int ruler_n;
     char baseline[512], eval_tag[64];
     // generation
     int generate;
@@ -99,6 +101,7 @@ static inline void config_defaults(Config *c) {
     c->eval_n = 20; c->indist_start = 64;
     c->yarn_beta_fast = 32.0f; c->yarn_beta_slow = 1.0f;
     c->gain_window = -1; c->passkey_n = 100;  // gain_window -1: min(512, T/4)
+    c->ruler_n = 50;  // the PosAug paper's 50 examples
     c->temperature = 0.0f;
     c->threads = 0;
     apply_preset(c, &PRESETS[0]);
@@ -182,6 +185,9 @@ static const ArgSpec ARGS[] = {
     A("--passkey_n", ARG_INT, passkey_n, "passkey examples per length (100)"),
     A("--passkey_digits", ARG_INT, passkey_digits, "0: keys in [1, 50000]; 5: five-digit keys"),
     A("--passkey_prompts", ARG_STR, passkey_prompts, "pre-tokenized prompts for BPE vocabularies (data/passkey_prompts.py)"),
+    A("--ruler_lengths", ARG_STR, ruler_lengths, "RULER's single needle at these prompt lengths, e.g. 256,512 (default: none)"),
+    A("--ruler_n", ARG_INT, ruler_n, "RULER examples per length (50)"),
+    A("--ruler_prompts", ARG_STR, ruler_prompts, "pre-tokenized RULER prompts for BPE vocabularies (data/passkey_prompts.py --task ruler)"),
     A("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
     A("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
     A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),
@@ -412,6 +418,14 @@ static inline void validate_config(Config *c) {
         REQUIRE(list[i] + 10 <= c->rpe_max, "--rpe_eval random draws %d passkey positions (--passkey_lengths %d + 10) from [0, --rpe_max %d): too few",
                 list[i] + 10, list[i], c->rpe_max);
     REQUIRE(c->passkey_n > 0, "--passkey_n must be positive");
+    nl = parse_int_list(c->ruler_lengths, list, 64, "--ruler_lengths");
+    for (int i = 0; i < nl; i++) {
+        REQUIRE(list[i] <= MAX_POSITION - 16, "--ruler_lengths: %d is past the last exact fp32 position %d", list[i], MAX_POSITION);
+        REQUIRE(!c->rpe_eval || list[i] + 12 <= c->rpe_max,
+                "--rpe_eval random draws %d RULER positions (--ruler_lengths %d + 12) from [0, --rpe_max %d): too few",
+                list[i] + 12, list[i], c->rpe_max);
+    }
+    REQUIRE(c->ruler_n > 0, "--ruler_n must be positive");
     REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
     REQUIRE(c->generate >= 0, "--generate must be >= 0");
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");

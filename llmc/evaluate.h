@@ -8,9 +8,11 @@
 //     chunked: the paper's approximation: chunks of `chunk` tokens, the KV cache cut to the
 //              last W entries after each chunk, the next chunk's positions starting at the
 //              cache size, cached keys keeping their old rotation;
-//   passkey retrieval at a list of prompt lengths (greedy decoding, KV cache).
+//   passkey retrieval and RULER's single needle at lists of prompt lengths (greedy
+//   decoding, KV cache).
 // Evaluation-time RoPE scaling (--scaling) applies to every pass.
-// Writes <tag>.csv (one row per position), <tag>.json (the summary), <tag>_passkey.csv.
+// Writes <tag>.csv (one row per position), <tag>.json (the summary), <tag>_passkey.csv,
+// <tag>_ruler.csv.
 #pragma once
 #include "utils.h"
 #include <unistd.h>
@@ -73,65 +75,103 @@ static inline void progress(const char *what, int i, int n, double t0) {
     if (i + 1 == n) fprintf(stderr, "\n");
 }
 
+// Needle retrieval through greedy decoding: passkey, or RULER's single needle.
+enum { TASK_PASSKEY, TASK_RULER };
+typedef struct {
+    int kind;
+    const char *name, *lengths, *prompts;  // "passkey"/"ruler"; --<name>_lengths, --<name>_prompts
+    char lengths_flag[32], prompts_flag[32];
+    int n, n_new, digits;                  // examples per length, tokens decoded, passkey digits
+} Retrieval;
+
+static inline Retrieval retrieval_of(const Config *c, int kind) {
+    Retrieval t;
+    memset(&t, 0, sizeof(t));
+    t.kind = kind;
+    t.name = kind == TASK_PASSKEY ? "passkey" : "ruler";
+    t.lengths = kind == TASK_PASSKEY ? c->passkey_lengths : c->ruler_lengths;
+    t.prompts = kind == TASK_PASSKEY ? c->passkey_prompts : c->ruler_prompts;
+    t.n = kind == TASK_PASSKEY ? c->passkey_n : c->ruler_n;
+    t.n_new = kind == TASK_PASSKEY ? 10 : 12;  // RULER: " 1234567." and room
+    t.digits = c->passkey_digits;
+    snprintf(t.lengths_flag, sizeof(t.lengths_flag), "--%s_lengths", t.name);
+    snprintf(t.prompts_flag, sizeof(t.prompts_flag), "--%s_prompts", t.name);
+    return t;
+}
+
+static inline int retrieval_on(const Retrieval *t) { return t->lengths[0] || t->prompts[0]; }
+
+// A byte prompt of at most max_bytes: draws the example from r, returns its length (or
+// -1 when even the prompt without filler is longer), the answer, and the depth.
+static inline int retrieval_build(const Retrieval *t, Rng *r, char *buf, int max_bytes, long *answer, double *depth) {
+    if (t->kind == TASK_PASSKEY) {
+        *answer = passkey_draw_key(r, t->digits);
+        return passkey_build_text(buf, max_bytes, (int)*answer, rng_f32(r), depth);
+    }
+    char key[32];
+    *answer = ruler_draw(r, key);
+    return ruler_build_text(buf, max_bytes, key, *answer, rng_f32(r), depth);
+}
+
 typedef struct {
     int n;                   // lengths
     int lengths[64], correct[64], total[64];
 } PasskeyResult;
 
-// Passkey retrieval; per-example rows go to csv.
-static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, const Tokenizer *tok, const PosConfig *pc,
-                                        const EvalScaling *es, FILE *csv) {
+// One retrieval task at its lengths; per-example rows go to csv.
+static inline PasskeyResult run_retrieval(const Retrieval *t, const Config *c, const EvalModel *m, const Tokenizer *tok,
+                                          const PosConfig *pc, const EvalScaling *es, FILE *csv) {
     PasskeyResult r;
     memset(&r, 0, sizeof(r));
-    enum { N_NEW = 10 };
-    int out[N_NEW];
-    char text[N_NEW * 256 + 1];
-    fprintf(csv, "length,depth,key,correct,output\n");
+    enum { MAX_NEW = 16 };
+    int out[MAX_NEW];
+    char text[MAX_NEW * 256 + 1];
+    fprintf(csv, "length,depth,%s,correct,output\n", t->kind == TASK_PASSKEY ? "key" : "value");
     PasskeyPrompts pp;
-    int pretokenized = c->passkey_prompts[0] != 0;
+    int pretokenized = t->prompts[0] != 0;
     if (pretokenized) {
-        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
+        passkey_prompts_load(&pp, t->prompts, c->V, t->prompts_flag);
         for (int i = 0; i < pp.n; i++) {  // the file's distinct lengths, in order
             int k = 0;
             while (k < r.n && r.lengths[k] != pp.lengths[i]) k++;
             if (k == r.n && r.n < 64) r.lengths[r.n++] = pp.lengths[i];
         }
     } else {
-        if (tok->pieces) fail("passkey prompts for a BPE vocabulary come from data/passkey_prompts.py: pass --passkey_prompts");
-        r.n = parse_int_list(c->passkey_lengths, r.lengths, 64, "--passkey_lengths");
+        if (tok->pieces) fail("%s prompts for a BPE vocabulary come from data/passkey_prompts.py: pass %s", t->name, t->prompts_flag);
+        r.n = parse_int_list(t->lengths, r.lengths, 64, t->lengths_flag);
     }
     double t0 = wall_time();
     for (int li = 0; li < r.n; li++) {
         int len = r.lengths[li];
-        PosStep ps = pos_eval_step(pc, es, len + N_NEW);
-        Rng rng = rng_make((uint64_t)c->seed, 0x9A55ULL * 1000003ULL + (uint64_t)len);
-        int count = pretokenized ? 0 : c->passkey_n;
+        PosStep ps = pos_eval_step(pc, es, len + t->n_new);
+        uint64_t stream = (t->kind == TASK_PASSKEY ? 0x9A55ULL : 0x2D1EULL) * 1000003ULL + (uint64_t)len;
+        Rng rng = rng_make((uint64_t)c->seed, stream);
+        int count = pretokenized ? 0 : t->n;
         if (pretokenized)
             for (int i = 0; i < pp.n; i++) count += pp.lengths[i] == len;
         int *prompt = (int *)xmalloc((size_t)(len + 1) * sizeof(int));
         char *buf = (char *)xmalloc((size_t)len + 1);
         for (int e = 0, i = 0; e < count; e++) {
-            int n, key;
+            int n;
+            long answer;
             double depth;
             if (pretokenized) {
                 while (pp.lengths[i] != len) i++;
                 n = pp.offsets[i + 1] - pp.offsets[i];
                 memcpy(prompt, pp.tokens + pp.offsets[i], n * sizeof(int));
-                key = pp.keys[i];
+                answer = pp.keys[i];
                 depth = pp.depths[i];
                 i++;
             } else {
-                key = passkey_draw_key(&rng, c->passkey_digits);
-                double want = rng_f32(&rng);
-                int nb = passkey_build_text(buf, len - 1, key, want, &depth);
-                if (nb < 0) fail("--passkey_lengths: %d tokens cannot hold the passkey prompt", len);
+                int nb = retrieval_build(t, &rng, buf, len - 1, &answer, &depth);
+                if (nb < 0) fail("%s: %d tokens cannot hold the %s prompt", t->lengths_flag, len, t->name);
                 prompt[0] = tok->eot;
                 for (int j = 0; j < nb; j++) prompt[1 + j] = (unsigned char)buf[j];
                 n = nb + 1;
             }
-            m->greedy(m->ctx, prompt, n, N_NEW, &ps, out);
+            m->greedy(m->ctx, prompt, n, t->n_new, &ps, out);
             int tl = 0;
-            for (int j = 0; j < N_NEW; j++) {
+            for (int j = 0; j < t->n_new; j++) {
                 if (out[j] == tok->eot) break;
                 if (!tok->pieces) text[tl++] = (char)out[j];
                 else if (out[j] >= 0 && out[j] < tok->vocab_size) {
@@ -140,13 +180,13 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
                 }
             }
             text[tl] = 0;
-            int ok = passkey_first_integer(text) == key;
+            int ok = t->kind == TASK_PASSKEY ? passkey_first_integer(text) == answer : ruler_found(text, answer);
             r.correct[li] += ok;
             r.total[li]++;
             for (int j = 0; j < tl; j++)  // keep the CSV field on one line
                 if (text[j] == '\n' || text[j] == '\r' || text[j] == ',' || text[j] == '"') text[j] = ' ';
-            fprintf(csv, "%d,%.4f,%d,%d,\"%s\"\n", len, depth, key, ok, text);
-            progress("passkey", e, count, t0);
+            fprintf(csv, "%d,%.4f,%ld,%d,\"%s\"\n", len, depth, answer, ok, text);
+            progress(t->name, e, count, t0);
         }
         free(prompt);
         free(buf);
@@ -155,22 +195,26 @@ static inline PasskeyResult run_passkey(const Config *c, const EvalModel *m, con
     return r;
 }
 
-// The longest passkey prompt of the run (--passkey_lengths or the prompts file), 0 for none.
+// The longest retrieval prompt of the run (passkey and RULER: lengths or prompt files), 0 for none.
 static inline int passkey_longest(const Config *c) {
-    int lens[64], n = parse_int_list(c->passkey_lengths, lens, 64, "--passkey_lengths"), longest = 0;
-    for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
-    if (c->passkey_prompts[0]) {
-        PasskeyPrompts pp;
-        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
-        for (int i = 0; i < pp.n; i++) longest = pp.lengths[i] > longest ? pp.lengths[i] : longest;
-        tf_free(&pp.tf);
+    int longest = 0;
+    for (int kind = TASK_PASSKEY; kind <= TASK_RULER; kind++) {
+        Retrieval t = retrieval_of(c, kind);
+        int lens[64], n = parse_int_list(t.lengths, lens, 64, t.lengths_flag);
+        for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
+        if (t.prompts[0]) {
+            PasskeyPrompts pp;
+            passkey_prompts_load(&pp, t.prompts, c->V, t.prompts_flag);
+            for (int i = 0; i < pp.n; i++) longest = pp.lengths[i] > longest ? pp.lengths[i] : longest;
+            tf_free(&pp.tf);
+        }
     }
     return longest;
 }
 
 // What the evaluation at the end of a run needs, checked before the run starts (so a
 // mistake is not found hours later): enough validation tokens, a readable baseline,
-// passkey prompts that load and fit.
+// retrieval prompts that load and fit.
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
     if (!c->eval_len || c->generate) return;
     double largest, total;
@@ -180,21 +224,43 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
         fail("--val_data has %.0f tokens; the evaluation needs %.0f (--eval_n %d x --eval_len %d + 1)", total,
              (double)c->eval_n * c->eval_len + 1, c->eval_n, c->eval_len);
     if (c->baseline[0]) read_json_number(c->baseline, "in_dist");
-    if (c->passkey_prompts[0]) {
-        PasskeyPrompts pp;
-        passkey_prompts_load(&pp, c->passkey_prompts, c->V);
-        tf_free(&pp.tf);
-    } else if (c->passkey_lengths[0]) {
-        if (tok->pieces) fail("passkey prompts for a BPE vocabulary come from data/passkey_prompts.py: pass --passkey_prompts");
-        int lens[64], n = parse_int_list(c->passkey_lengths, lens, 64, "--passkey_lengths");
-        for (int i = 0; i < n; i++) {
-            char *buf = (char *)xmalloc((size_t)lens[i] + 1);
-            double depth;
-            int nb = passkey_build_text(buf, lens[i] - 1, 50000, 0.5, &depth);
-            free(buf);
-            if (nb < 0) fail("--passkey_lengths: %d tokens cannot hold the passkey prompt", lens[i]);
+    for (int kind = TASK_PASSKEY; kind <= TASK_RULER; kind++) {
+        Retrieval t = retrieval_of(c, kind);
+        if (t.prompts[0]) {
+            PasskeyPrompts pp;
+            passkey_prompts_load(&pp, t.prompts, c->V, t.prompts_flag);
+            tf_free(&pp.tf);
+        } else if (t.lengths[0]) {
+            if (tok->pieces) fail("%s prompts for a BPE vocabulary come from data/passkey_prompts.py: pass %s", t.name, t.prompts_flag);
+            int lens[64], n = parse_int_list(t.lengths, lens, 64, t.lengths_flag);
+            for (int i = 0; i < n; i++) {
+                char *buf = (char *)xmalloc((size_t)lens[i] + 1);
+                double depth;
+                long answer;
+                Rng r = rng_make(0, 0);
+                int nb = retrieval_build(&t, &r, buf, lens[i] - 1, &answer, &depth);
+                free(buf);
+                if (nb < 0) fail("%s: %d tokens cannot hold the %s prompt", t.lengths_flag, lens[i], t.name);
+            }
         }
     }
+}
+
+// The JSON object of a retrieval result (or null).
+static inline void retrieval_json(FILE *f, const Retrieval *t, const PasskeyResult *r) {
+    if (!r->n) {
+        fprintf(f, "null");
+        return;
+    }
+    fprintf(f, "{\"lengths\": [");
+    for (int i = 0; i < r->n; i++) fprintf(f, "%s%d", i ? ", " : "", r->lengths[i]);
+    fprintf(f, "], \"n\": [");
+    for (int i = 0; i < r->n; i++) fprintf(f, "%s%d", i ? ", " : "", r->total[i]);
+    fprintf(f, "], \"accuracy\": [");
+    for (int i = 0; i < r->n; i++) fprintf(f, "%s%.4f", i ? ", " : "", r->total[i] ? (double)r->correct[i] / r->total[i] : 0.0);
+    if (t->prompts[0]) fprintf(f, "], \"prompts\": \"%s\"}", t->prompts);
+    else if (t->kind == TASK_PASSKEY) fprintf(f, "], \"digits\": %d}", t->digits);
+    else fprintf(f, "]}");
 }
 
 static inline void run_evaluation(const Config *c, const EvalModel *m, const Tokenizer *tok) {
@@ -253,14 +319,18 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     }
     out_close(&o);
 
-    PasskeyResult pk;
-    memset(&pk, 0, sizeof(pk));
-    double t1 = wall_time();
-    if (c->passkey_lengths[0] || c->passkey_prompts[0]) {
-        snprintf(path, sizeof(path), "%s/%s_passkey.csv", c->out_dir, c->eval_tag);
+    Retrieval tasks[2] = {retrieval_of(c, TASK_PASSKEY), retrieval_of(c, TASK_RULER)};
+    PasskeyResult res[2];
+    double t_task[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        memset(&res[k], 0, sizeof(res[k]));
+        if (!retrieval_on(&tasks[k])) continue;
+        double t1 = wall_time();
+        snprintf(path, sizeof(path), "%s/%s_%s.csv", c->out_dir, c->eval_tag, tasks[k].name);
         out_open(&o, path);
-        pk = run_passkey(c, m, tok, &pc, &es, o.f);
+        res[k] = run_retrieval(&tasks[k], c, m, tok, &pc, &es, o.f);
         out_close(&o);
+        t_task[k] = wall_time() - t1;
     }
 
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
@@ -306,18 +376,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         fprintf(f, "null, ");
     }
     fprintf(f, "\"passkey\": ");
-    if (pk.n) {
-        fprintf(f, "{\"lengths\": [");
-        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%d", i ? ", " : "", pk.lengths[i]);
-        fprintf(f, "], \"n\": [");
-        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%d", i ? ", " : "", pk.total[i]);
-        fprintf(f, "], \"accuracy\": [");
-        for (int i = 0; i < pk.n; i++) fprintf(f, "%s%.4f", i ? ", " : "", pk.total[i] ? (double)pk.correct[i] / pk.total[i] : 0.0);
-        if (c->passkey_prompts[0]) fprintf(f, "], \"prompts\": \"%s\"}}\n", c->passkey_prompts);
-        else fprintf(f, "], \"digits\": %d}}\n", c->passkey_digits);
-    } else {
-        fprintf(f, "null}\n");
-    }
+    retrieval_json(f, &tasks[0], &res[0]);
+    fprintf(f, ", \"ruler\": ");
+    retrieval_json(f, &tasks[1], &res[1]);
+    fprintf(f, "}\n");
     out_close(&o);
 
     print_loss_bars(loss, L, c->T, c->V);
@@ -328,11 +390,14 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     for (int i = 0; i < nC; i++)
         printf("G(%d) vs a %d-token window: %+.4f (chunked, the paper's approximation) | %+.4f (exact banded)\n", Cs[i], W,
                g_chunked[i], g_banded[i]);
-    for (int i = 0; i < pk.n; i++)
-        printf("passkey at %d tokens: %d/%d correct (%.1f%%)%s\n", pk.lengths[i], pk.correct[i], pk.total[i],
-               100.0 * pk.correct[i] / pk.total[i], i + 1 == pk.n ? "" : "");
-    if (pk.n) printf("passkey took %.1fs\n", wall_time() - t1);
-    printf("wrote %s/%s.{csv,json}%s\n", c->out_dir, c->eval_tag, pk.n ? " and _passkey.csv" : "");
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < res[k].n; i++)
+            printf("%s at %d tokens: %d/%d correct (%.1f%%)\n", tasks[k].name, res[k].lengths[i], res[k].correct[i],
+                   res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
+        if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, t_task[k]);
+    }
+    printf("wrote %s/%s.{csv,json}%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
+           res[1].n ? " and _ruler.csv" : "");
     int bad = 0;
     for (int i = 0; i < L; i++) bad += !isfinite(loss[i]);
     if (bad)

@@ -54,6 +54,53 @@ static inline int passkey_build_text(char *buf, int max_bytes, int key, double d
     return len;
 }
 
+// RULER's single needle (niah_single with the noise haystack: a word key, a 7-digit value),
+// in RULER's layout: intro, one paragraph of fillers with the needle at a random depth,
+// the question ending in the answer's prefix; correct when the value appears in the
+// output (RULER's string match). Byte-tokenizer prompts are built here; BPE prompts come
+// pre-tokenized from data/passkey_prompts.py --task ruler (the same file format, keys = values).
+static const char *RULER_INTRO = "Some special magic numbers are hidden within the following text. Make sure to memorize "
+                                 "it. I will quiz you about the numbers afterwards.";
+static const char *RULER_ADJ[16] = {"ancient", "bright", "calm", "damp", "eager", "faint", "gentle", "hollow",
+                                    "icy", "jolly", "keen", "lively", "mellow", "noisy", "odd", "proud"};
+static const char *RULER_NOUN[16] = {"anchor", "basket", "candle", "desert", "engine", "forest", "garden", "harbor",
+                                     "island", "jacket", "kettle", "ladder", "meadow", "needle", "orchard", "pillow"};
+
+// A key ("adjective-noun", written into key, size >= 32) and a value in [1000000, 9999999].
+static inline long ruler_draw(Rng *r, char *key) {
+    snprintf(key, 32, "%s-%s", RULER_ADJ[rng_below(r, 16)], RULER_NOUN[rng_below(r, 16)]);
+    return 1000000 + (long)rng_below(r, 9000000);
+}
+
+// The prompt with as many fillers as fit in max_bytes, the needle after round(depth * n)
+// of the n fillers; returns its length, or -1 when it does not fit without filler.
+static inline int ruler_build_text(char *buf, int max_bytes, const char *key, long value, double depth, double *depth_out) {
+    char needle[128], question[256];
+    snprintf(needle, sizeof(needle), "One of the special magic numbers for %s is: %ld.", key, value);
+    snprintf(question, sizeof(question), "What is the special magic number for %s mentioned in the provided text? "
+             "The special magic number for %s mentioned in the provided text is", key, key);
+    int filler = (int)strlen(PASSKEY_FILLER);
+    int fixed = (int)(strlen(RULER_INTRO) + 1 + strlen(needle) + 1 + strlen(question));
+    if (max_bytes < fixed) return -1;
+    int n = (max_bytes - fixed) / (filler + 1);  // each filler and its space
+    int before = (int)(depth * n + 0.5), len = 0;
+    *depth_out = n ? (double)before / n : 0.0;
+    size_t cap = (size_t)max_bytes + 1;
+    len += snprintf(buf + len, cap - len, "%s\n", RULER_INTRO);
+    for (int i = 0; i < before; i++) len += snprintf(buf + len, cap - len, "%s ", PASSKEY_FILLER);
+    len += snprintf(buf + len, cap - len, "%s", needle);
+    for (int i = before; i < n; i++) len += snprintf(buf + len, cap - len, " %s", PASSKEY_FILLER);
+    len += snprintf(buf + len, cap - len, "\n%s", question);
+    return len;
+}
+
+// Whether the decimal value appears in text.
+static inline int ruler_found(const char *text, long value) {
+    char v[32];
+    snprintf(v, sizeof(v), "%ld", value);
+    return strstr(text, v) != NULL;
+}
+
 // The first integer in text, or -1.
 static inline long passkey_first_integer(const char *text) {
     for (const char *p = text; *p; p++)
@@ -61,7 +108,8 @@ static inline long passkey_first_integer(const char *text) {
     return -1;
 }
 
-// Pre-tokenized prompts (a tensor file of kind 3: tokens, offsets, keys, lengths, depths).
+// Pre-tokenized prompts (a tensor file of kind 3: tokens, offsets, keys, lengths, depths;
+// for RULER the keys are the needles' values).
 // Lengths stay below the last exact fp32 position (2^24), minus the generated tokens.
 #define MAX_PROMPT ((1 << 24) - 16)
 typedef struct {
@@ -71,11 +119,11 @@ typedef struct {
     const float *depths;
 } PasskeyPrompts;
 
-static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int vocab_size) {
+static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int vocab_size, const char *flag) {
     tf_load(&p->tf, path, TF_KIND_DUMP);
     const TensorEntry *k = tf_find(&p->tf, "keys");
-    if (!k) fail("--passkey_prompts: '%s' has no tensor 'keys'", path);
-    if (k->numel > (1u << 24)) fail("--passkey_prompts: '%s' has %zu prompts, more than %d", path, k->numel, 1 << 24);
+    if (!k) fail("%s: '%s' has no tensor 'keys'", flag, path);
+    if (k->numel > (1u << 24)) fail("%s: '%s' has %zu prompts, more than %d", flag, path, k->numel, 1 << 24);
     p->n = (int)k->numel;
     p->keys = (const int *)tf_get(&p->tf, "keys", TF_I32, p->n);
     p->lengths = (const int *)tf_get(&p->tf, "lengths", TF_I32, p->n);
@@ -83,17 +131,17 @@ static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int
     p->offsets = (const int *)tf_get(&p->tf, "offsets", TF_I32, p->n + 1);
     const TensorEntry *t = tf_find(&p->tf, "tokens");
     if (!t || t->dtype != TF_I32 || p->offsets[0] != 0 || (long)t->numel != p->offsets[p->n])
-        fail("--passkey_prompts: '%s' has inconsistent tokens/offsets", path);
+        fail("%s: '%s' has inconsistent tokens/offsets", flag, path);
     p->tokens = (const int *)t->data;
     for (long i = 0; i < (long)t->numel; i++)
         if (p->tokens[i] < 0 || p->tokens[i] >= vocab_size)
-            fail("--passkey_prompts: '%s' has token %d at index %ld, outside the vocab size %d (another tokenizer?)", path,
+            fail("%s: '%s' has token %d at index %ld, outside the vocab size %d (another tokenizer?)", flag, path,
                  p->tokens[i], i, vocab_size);
     for (int i = 0; i < p->n; i++) {
         if (p->lengths[i] < 1 || p->lengths[i] > MAX_PROMPT)
-            fail("--passkey_prompts: '%s': prompt %d has length %d, outside [1, %d]", path, i, p->lengths[i], MAX_PROMPT);
+            fail("%s: '%s': prompt %d has length %d, outside [1, %d]", flag, path, i, p->lengths[i], MAX_PROMPT);
         if (p->offsets[i + 1] < p->offsets[i] || (long)p->offsets[i + 1] - p->offsets[i] > p->lengths[i])
-            fail("--passkey_prompts: '%s': prompt %d has %ld tokens, more than its length %d", path, i,
+            fail("%s: '%s': prompt %d has %ld tokens, more than its length %d", flag, path, i,
                  (long)p->offsets[i + 1] - p->offsets[i], p->lengths[i]);
     }
 }

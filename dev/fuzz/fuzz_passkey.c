@@ -1,4 +1,4 @@
-// libFuzzer harness: pre-tokenized passkey prompts (a kind-3 tensor file). run_passkey
+// libFuzzer harness: pre-tokenized passkey prompts (a kind-3 tensor file). run_retrieval
 // (llmc/evaluate.h) itself, with --passkey_prompts and a stand-in model: it loads the file
 // with passkey_prompts_load (llmc/passkey.h) and walks the prompts by their lengths and
 // offsets as an evaluation does; the stand-in reads every prompt token it is given.
@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tokenizer_init_bytes(&tok);
         PosConfig pc = pos_config_of(&c);
         EvalScaling es = eval_scaling_of(&c);
-        run_passkey(&c, &m, &tok, &pc, &es, null_out);
+        Retrieval t = retrieval_of(&c, TASK_PASSKEY);
+        run_retrieval(&t, &c, &m, &tok, &pc, &es, null_out);
     }
     fuzz_release();
     return 0;
