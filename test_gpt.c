@@ -733,6 +733,32 @@ static void test_ruler(void) {
           good.correct[1], bad.correct[0], bad.correct[1]);
 }
 
+// A HellaSwag file of two examples (contexts of 3 tokens, endings as given), label
+// `bad_label` for the second one and token `bad_token` at the start of its context.
+static void write_hellaswag(const char *path, int bad_label, int bad_token) {
+    int ctx[6] = {256, 100, 100, bad_token, 100, 100}, ctx_off[3] = {0, 3, 6};
+    // example 0: sums 8, 3, 18, 8 over 16, 1, 2, 8 characters: acc picks 1, acc_norm 0 (label 0)
+    // example 1: sums 4, 4, 6, 5: a tie, the first wins; per character 2 wins (label 2)
+    int end[] = {2, 2, 2, 2, 3, 9, 9, 4, 4, /* */ 4, 1, 3, 6, 5};
+    int end_off[9] = {0, 4, 5, 7, 9, 10, 12, 13, 14}, chars[8] = {16, 1, 2, 8, 4, 4, 12, 5}, labels[2] = {0, bad_label};
+    TensorWriter w;
+    tw_open(&w, path, TF_KIND_DUMP, 6);
+    tw_add1(&w, "ctx_tokens", TF_I32, 6, ctx);
+    tw_add1(&w, "ctx_offsets", TF_I32, 3, ctx_off);
+    tw_add1(&w, "end_tokens", TF_I32, 14, end);
+    tw_add1(&w, "end_offsets", TF_I32, 9, end_off);
+    tw_add1(&w, "end_chars", TF_I32, 8, chars);
+    tw_add1(&w, "labels", TF_I32, 2, labels);
+    tw_close(&w);
+}
+
+// a stand-in model: the loss at position i is the value of the token it predicts
+static void token_value_losses(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses,
+                               float *entropy) {
+    (void)ctx, (void)ps, (void)window, (void)entropy;
+    for (int i = 0; i < L; i++) losses[i] = (float)tokens[i + 1];
+}
+
 // ----------------------------------------------------------------------------
 // 5. files: shards, data order, tensor files
 
@@ -1140,6 +1166,61 @@ static void test_gru_runs(void) {
     check(rg == 0 && strstr(out, "The ") != NULL, "GRU: generation from a checkpoint", "exit %d", rg);
 }
 
+// HellaSwag's scoring (lm-evaluation-harness's acc and acc_norm) on a file with known
+// answers, its loader's checks, and a run of the trainer with --hellaswag.
+static void test_hellaswag(void) {
+    char path[256], csvp[256];
+    snprintf(path, sizeof(path), "%s/hellaswag.bin", TMP);
+    snprintf(csvp, sizeof(csvp), "%s/hellaswag.csv", TMP);
+    write_hellaswag(path, 2, 256);
+    Config c;
+    config_defaults(&c);
+    snprintf(c.hellaswag, sizeof(c.hellaswag), "%s", path);
+    PosConfig pc = pos_config_of(&c);
+    EvalScaling es = eval_scaling_of(&c);
+    EvalModel m = {NULL, token_value_losses, NULL, NULL};
+    FILE *f = xfopen(csvp, "w");
+    HellaSwagResult r = run_hellaswag(&c, &m, &pc, &es, f);
+    fclose(f);
+    f = xfopen(csvp, "r");
+    char line[512];
+    double s[2][4] = {{0}};
+    int lab[2], pred[2], pn[2], rows = 0;
+    if (!fgets(line, sizeof(line), f)) line[0] = 0;  // header
+    while (rows < 2 && fgets(line, sizeof(line), f)) {
+        int i;
+        if (sscanf(line, "%d,%d,%d,%d,%lf,%lf,%lf,%lf", &i, &lab[rows], &pred[rows], &pn[rows], &s[rows][0], &s[rows][1],
+                   &s[rows][2], &s[rows][3]) == 8)
+            rows++;
+    }
+    fclose(f);
+    check(rows == 2 && s[0][0] == 8 && s[0][1] == 3 && s[0][2] == 18 && s[0][3] == 8 && s[1][0] == 4 && s[1][1] == 4 &&
+              s[1][2] == 6 && s[1][3] == 5,
+          "hellaswag: each ending's loss sum covers exactly its tokens", "%d rows", rows);
+    check(rows == 2 && pred[0] == 1 && pn[0] == 0 && pred[1] == 0 && pn[1] == 2 && r.n == 2 && r.correct == 0 &&
+              r.correct_norm == 2,
+          "hellaswag: acc by the sum, acc_norm by the sum per character, ties to the first", "acc %d/2, acc_norm %d/2",
+          r.correct, r.correct_norm);
+    c.hellaswag_n = 1;
+    f = xfopen(csvp, "w");
+    r = run_hellaswag(&c, &m, &pc, &es, f);
+    fclose(f);
+    check(r.n == 1, "hellaswag: --hellaswag_n takes the first examples", "n %d", r.n);
+    // through the trainer: JSON numbers and one CSV row per example
+    char cmd[2048], out[8192], json[512];
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --eval_len 64 --eval_n 2 --hellaswag %s --out_dir %s/hs", SMALL, path, TMP);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    snprintf(json, sizeof(json), "%s/hs/eval_L64.json", TMP);
+    snprintf(csvp, sizeof(csvp), "%s/hs/eval_L64_hellaswag.csv", TMP);
+    f = fopen(csvp, "r");
+    int lines = 0;
+    while (f && fgets(line, sizeof(line), f)) lines++;
+    if (f) fclose(f);
+    double acc = rc == 0 ? read_json_number(json, "acc") : -1;
+    check(rc == 0 && lines == 3 && acc >= 0 && acc <= 1 && strstr(out, "hellaswag: acc"),
+          "hellaswag through the trainer: JSON and one CSV row per example", "exit %d, %d lines", rc, lines);
+}
+
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
     char cmd[2048], out[8192], label[200];
@@ -1205,6 +1286,13 @@ static void test_bad_inputs(void) {
     snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
     snprintf(a_lq, sizeof(a_lq), "--resume %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
     snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
+    char hs_label[600], hs_token[600], a_hs_label[700], a_hs_token[700];
+    snprintf(hs_label, sizeof(hs_label), "%s/hs_bad_label.bin", TMP);
+    snprintf(hs_token, sizeof(hs_token), "%s/hs_bad_token.bin", TMP);
+    write_hellaswag(hs_label, 7, 256);
+    write_hellaswag(hs_token, 2, 300);
+    snprintf(a_hs_label, sizeof(a_hs_label), "--steps 1 --eval_len 64 --hellaswag %s", hs_label);
+    snprintf(a_hs_token, sizeof(a_hs_token), "--steps 1 --eval_len 64 --hellaswag %s", hs_token);
     char a_arch[600];
     snprintf(a_arch, sizeof(a_arch), "--resume %s --arch gru --pos rope", good);
     char a_lqs[600];
@@ -1282,6 +1370,9 @@ static void test_bad_inputs(void) {
         {"passkey prompt too short", "--passkey_lengths 50 --steps 1 --eval_len 64 --eval_n 2", "cannot hold the passkey prompt"},
         {"RULER prompt too short", "--ruler_lengths 256 --steps 1 --eval_len 64 --eval_n 2", "--ruler_lengths: 256 tokens cannot hold the ruler prompt"},
         {"RULER examples", "--ruler_n 0", "--ruler_n must be positive"},
+        {"a HellaSwag label past 3", a_hs_label, "example 1 has label 7, not 0..3"},
+        {"a HellaSwag token past the vocab", a_hs_token, "has token 300 at index 3 of ctx_tokens, outside the vocab size 257"},
+        {"a missing HellaSwag file", "--steps 1 --eval_len 64 --hellaswag nothing.bin", "nothing.bin"},
         {"missing baseline", "--steps 1 --eval_len 64 --baseline nope.json", "--baseline: cannot open 'nope.json'"},
         {"learned APE with scaled positions", "--pe learned --pos posaug", "--pe learned needs integer positions"},
         {"learned APE evaluated past its table", "--pe learned --pos rope --eval_len 64", "wpe has rows for positions 0..31 only"},
@@ -1700,6 +1791,7 @@ int main(int argc, char **argv) {
     test_eval_passes();
     test_passkey();
     test_ruler();
+    test_hellaswag();
     test_files();
     test_kernels();
     test_resume();

@@ -1,4 +1,4 @@
-"""Tests for dev/plot_eval.py, dev/eval_table.py and data/passkey_prompts.py on synthetic fixtures.
+"""Tests for dev/plot_eval.py, dev/eval_table.py, data/passkey_prompts.py and data/hellaswag.py on synthetic fixtures.
 
     python dev/test_eval_scripts.py
 
@@ -420,6 +420,49 @@ def ruler_prompts_bpe_and_bytes():
     rc, _, err = run_py("data/passkey_prompts.py", "--task", "ruler", "--tokenizer", "byte", "--digits", "5",
                         "--out", os.path.join(TMP, "x.bin"))
     check(rc != 0 and "RULER's values have 7 digits" in err, "--digits with ruler: %d %s" % (rc, err))
+
+
+HS_ROWS = [
+    {"activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow covering the window.",
+     "ctx_b": "then", "endings": [", the man adds wax.", ", a person boards a ski lift.", ", the man puts on a coat.",
+                                  ", the man continues removing the snow."], "label": 3},
+    {"activity_label": "Personal Care and Style", "ctx_a": "[header] How to dye your hair [title] Wash your hair.",
+     "ctx_b": "", "endings": ["[step] Use a gentle shampoo.  Rinse well.", "Eat a sandwich.", "Paint the wall.",
+                              "Drive to the store."], "label": 0},
+]
+
+
+def write_hs_jsonl(rows):
+    path = os.path.join(TMP, "hs.jsonl")
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return path
+
+
+@test
+def hellaswag_file_from_jsonl():
+    out = os.path.join(TMP, "hs.bin")
+    rc, _, err = run_py("data/hellaswag.py", "--input", write_hs_jsonl(HS_ROWS), "--tokenizer", "byte", "--out", out)
+    check(rc == 0, "hellaswag.py exit %d: %s" % (rc, err))
+    kind, t = tensorfile.read_with_kind(out)
+    check(kind == 3 and list(t) == ["ctx_tokens", "ctx_offsets", "end_tokens", "end_offsets", "end_chars", "labels"],
+          "kind %d, %s" % (kind, list(t)))
+    ctx = lambda i: bytes(t["ctx_tokens"][t["ctx_offsets"][i] + 1:t["ctx_offsets"][i + 1]].tolist()).decode()  # noqa: E731
+    end = lambda e: bytes(t["end_tokens"][t["end_offsets"][e]:t["end_offsets"][e + 1]].tolist()).decode()  # noqa: E731
+    # lm-evaluation-harness's preprocessing, written out by hand
+    check(ctx(0) == "Removing ice from car: Then, the man writes over the snow covering the window. Then", ctx(0))
+    check(ctx(1) == "Personal Care and Style: How to dye your hair. Wash your hair.", ctx(1))
+    check(end(3) == " , the man continues removing the snow." and end(4) == "  Use a gentle shampoo. Rinse well.",
+          "%r %r" % (end(3), end(4)))
+    check(all(t["ctx_tokens"][t["ctx_offsets"][i]] == 256 for i in range(2)), "contexts start with EOT")
+    check(list(t["labels"]) == [3, 0] and list(t["end_chars"]) == [len(end(e)) - 1 for e in range(8)],
+          "labels %s, chars %s" % (list(t["labels"]), list(t["end_chars"])))
+    rc, _, err = run_py("data/hellaswag.py", "--input", write_hs_jsonl(HS_ROWS[:1] + [dict(HS_ROWS[1], label=5)]),
+                        "--tokenizer", "byte", "--out", out)
+    check(rc != 0 and "line 2" in err and "label" in err, "bad label: %d %s" % (rc, err))
+    rc, _, err = run_py("data/hellaswag.py", "--input", os.path.join(TMP, "none.jsonl"), "--tokenizer", "byte")
+    check(rc != 0 and "does not exist" in err, "missing input: %d %s" % (rc, err))
 
 
 # ---- scaling reference file ----------------------------------------------------------

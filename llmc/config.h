@@ -37,6 +37,8 @@ typedef struct {
     int passkey_n, passkey_digits;
     char ruler_lengths[256], ruler_prompts[512];  // RULER's single needle
     int ruler_n;
+    char hellaswag[512];
+    int hellaswag_n;
     char baseline[512], eval_tag[64];
     // generation
     int generate;
@@ -188,6 +190,8 @@ static const ArgSpec ARGS[] = {
     A("--ruler_lengths", ARG_STR, ruler_lengths, "RULER's single needle at these prompt lengths, e.g. 256,512 (default: none)"),
     A("--ruler_n", ARG_INT, ruler_n, "RULER examples per length (50)"),
     A("--ruler_prompts", ARG_STR, ruler_prompts, "pre-tokenized RULER prompts for BPE vocabularies (data/passkey_prompts.py --task ruler)"),
+    A("--hellaswag", ARG_STR, hellaswag, "HellaSwag from a tokenized file (data/hellaswag.py): acc and acc_norm"),
+    A("--hellaswag_n", ARG_INT, hellaswag_n, "HellaSwag: the first N examples (0: all)"),
     A("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
     A("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
     A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),
@@ -426,6 +430,7 @@ static inline void validate_config(Config *c) {
                 list[i] + 12, list[i], c->rpe_max);
     }
     REQUIRE(c->ruler_n > 0, "--ruler_n must be positive");
+    REQUIRE(c->hellaswag_n >= 0, "--hellaswag_n must be >= 0 (0: all)");
     REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
     REQUIRE(c->generate >= 0, "--generate must be >= 0");
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");

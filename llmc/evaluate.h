@@ -11,13 +11,15 @@
 //   passkey retrieval and RULER's single needle at lists of prompt lengths (greedy
 //   decoding, KV cache).
 // Evaluation-time RoPE scaling (--scaling) applies to every pass.
+//   HellaSwag (llmc/hellaswag.h) from a tokenized file.
 // Writes <tag>.csv (one row per position), <tag>.json (the summary), <tag>_passkey.csv,
-// <tag>_ruler.csv.
+// <tag>_ruler.csv, <tag>_hellaswag.csv.
 #pragma once
 #include "utils.h"
 #include <unistd.h>
 #include "config.h"
 #include "dataloader.h"
+#include "hellaswag.h"
 #include "metrics.h"
 #include "passkey.h"
 #include "schedule.h"
@@ -224,6 +226,11 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
         fail("--val_data has %.0f tokens; the evaluation needs %.0f (--eval_n %d x --eval_len %d + 1)", total,
              (double)c->eval_n * c->eval_len + 1, c->eval_n, c->eval_len);
     if (c->baseline[0]) read_json_number(c->baseline, "in_dist");
+    if (c->hellaswag[0]) {
+        HellaSwag h;
+        hellaswag_load(&h, c->hellaswag, c->V);
+        tf_free(&h.tf);
+    }
     for (int kind = TASK_PASSKEY; kind <= TASK_RULER; kind++) {
         Retrieval t = retrieval_of(c, kind);
         if (t.prompts[0]) {
@@ -244,6 +251,53 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
             }
         }
     }
+}
+
+typedef struct {
+    int n, correct, correct_norm;  // examples; right by the loss sum, by the sum per character
+} HellaSwagResult;
+
+// HellaSwag (llmc/hellaswag.h) through the model's full causal pass over context + ending;
+// one CSV row per example.
+static inline HellaSwagResult run_hellaswag(const Config *c, const EvalModel *m, const PosConfig *pc,
+                                            const EvalScaling *es, FILE *csv) {
+    HellaSwag h;
+    hellaswag_load(&h, c->hellaswag, c->V);
+    HellaSwagResult r = {c->hellaswag_n && c->hellaswag_n < h.n ? c->hellaswag_n : h.n, 0, 0};
+    fprintf(csv, "example,label,pred,pred_norm,loss0,loss1,loss2,loss3\n");
+    int cap = 0, *seq = NULL;
+    float *losses = NULL;
+    double t0 = wall_time();
+    for (int i = 0; i < r.n; i++) {
+        int nc = h.ctx_offsets[i + 1] - h.ctx_offsets[i];
+        double sum[4], norm[4];
+        for (int j = 0; j < 4; j++) {
+            int e = 4 * i + j, ne = h.end_offsets[e + 1] - h.end_offsets[e], L = nc + ne - 1;  // L positions predict the rest
+            if (L + 1 > cap) {
+                cap = L + 1;
+                free(seq);
+                free(losses);
+                seq = (int *)xmalloc((size_t)cap * sizeof(int));
+                losses = (float *)xmalloc((size_t)cap * sizeof(float));
+            }
+            memcpy(seq, h.ctx_tokens + h.ctx_offsets[i], nc * sizeof(int));
+            memcpy(seq + nc, h.end_tokens + h.end_offsets[e], ne * sizeof(int));
+            PosStep ps = pos_eval_step(pc, es, L);
+            m->losses(m->ctx, seq, L, &ps, 0, losses, NULL);
+            sum[j] = 0.0;
+            for (int k = nc - 1; k < L; k++) sum[j] += losses[k];  // the ending's tokens seq[nc..L]
+            norm[j] = sum[j] / h.end_chars[e];
+        }
+        int pred = hellaswag_pick(sum), pred_norm = hellaswag_pick(norm);
+        r.correct += pred == h.labels[i];
+        r.correct_norm += pred_norm == h.labels[i];
+        fprintf(csv, "%d,%d,%d,%d,%.6f,%.6f,%.6f,%.6f\n", i, h.labels[i], pred, pred_norm, sum[0], sum[1], sum[2], sum[3]);
+        progress("hellaswag", i, r.n, t0);
+    }
+    free(seq);
+    free(losses);
+    tf_free(&h.tf);
+    return r;
 }
 
 // The JSON object of a retrieval result (or null).
@@ -332,6 +386,15 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         out_close(&o);
         t_task[k] = wall_time() - t1;
     }
+    HellaSwagResult hs = {0, 0, 0};
+    double t_hs = wall_time();
+    if (c->hellaswag[0]) {
+        snprintf(path, sizeof(path), "%s/%s_hellaswag.csv", c->out_dir, c->eval_tag);
+        out_open(&o, path);
+        hs = run_hellaswag(c, m, &pc, &es, o.f);
+        out_close(&o);
+    }
+    t_hs = wall_time() - t_hs;
 
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
     out_open(&o, path);
@@ -379,7 +442,11 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     retrieval_json(f, &tasks[0], &res[0]);
     fprintf(f, ", \"ruler\": ");
     retrieval_json(f, &tasks[1], &res[1]);
-    fprintf(f, "}\n");
+    if (hs.n)
+        fprintf(f, ", \"hellaswag\": {\"n\": %d, \"acc\": %.6f, \"acc_norm\": %.6f, \"file\": \"%s\"}}\n", hs.n,
+                (double)hs.correct / hs.n, (double)hs.correct_norm / hs.n, c->hellaswag);
+    else
+        fprintf(f, ", \"hellaswag\": null}\n");
     out_close(&o);
 
     print_loss_bars(loss, L, c->T, c->V);
@@ -396,8 +463,11 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
                    res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
         if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, t_task[k]);
     }
-    printf("wrote %s/%s.{csv,json}%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
-           res[1].n ? " and _ruler.csv" : "");
+    if (hs.n)
+        printf("hellaswag: acc %.4f, acc_norm %.4f over %d examples (%.1fs; chance 0.25)\n", (double)hs.correct / hs.n,
+               (double)hs.correct_norm / hs.n, hs.n, t_hs);
+    printf("wrote %s/%s.{csv,json}%s%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
+           res[1].n ? " and _ruler.csv" : "", hs.n ? " and _hellaswag.csv" : "");
     int bad = 0;
     for (int i = 0; i < L; i++) bad += !isfinite(loss[i]);
     if (bad)
