@@ -187,7 +187,7 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     }
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
-    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
+    gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
     for (int i = 0; i < NP; i++) {
         if (!g.shapes[i].numel) continue;
         double worst = 0;
@@ -771,6 +771,18 @@ static void write_shard(const char *path, int magic, int version, long n_header,
     fclose(f);
 }
 
+// A uint16 shard with header[3] = flag and `mask_bytes` of mask after the tokens.
+static void write_masked_shard(const char *path, int flag, const uint16_t *tok, long n, const unsigned char *mask,
+                               long mask_bytes) {
+    int32_t h[256] = {0};
+    h[0] = SHARD_MAGIC_U16; h[1] = 1; h[2] = (int32_t)n; h[3] = flag;
+    FILE *f = xfopen(path, "wb");
+    fwrite(h, 4, 256, f);
+    fwrite(tok, 2, n, f);
+    fwrite(mask, 1, mask_bytes, f);
+    fclose(f);
+}
+
 // The same tensors in the version-1 layout (no padding, no checksum): an old file.
 static void write_v1_copy(const char *src, const char *dst) {
     TensorFile tf;
@@ -822,14 +834,14 @@ static void test_files(void) {
     snprintf(p, sizeof(p), "%s/s16.bin", TMP);
     write_shard(p, SHARD_MAGIC_U16, 1, 1000, t16, sizeof(t16));
     long n;
-    int *tok = shard_load(p, 257, &n);
+    int *tok = shard_load(p, 257, &n, NULL);
     int ok = n == 1000;
     for (int i = 0; i < 1000 && ok; i++) ok = tok[i] == t16[i];
     check(ok, "uint16 shard round trip", "");
     free(tok);
     snprintf(p, sizeof(p), "%s/s32.bin", TMP);
     write_shard(p, SHARD_MAGIC_U32, 7, 1000, t32, sizeof(t32));
-    tok = shard_load(p, 70000, &n);
+    tok = shard_load(p, 70000, &n, NULL);
     ok = n == 1000;
     for (int i = 0; i < 1000 && ok; i++) ok = tok[i] == (int)t32[i];
     check(ok, "uint32 shard round trip", "");
@@ -849,9 +861,9 @@ static void test_files(void) {
     loader_init(&b, p, 257, 16, 1);
     loader_init(&c, p, 257, 16, 2);
     int ra[17 * 100], rb[17 * 100], rc[17 * 100];
-    loader_next_batch(&a, 100, ra);
-    loader_next_batch(&b, 100, rb);
-    loader_next_batch(&c, 100, rc);
+    loader_next_batch(&a, 100, ra, NULL);
+    loader_next_batch(&b, 100, rb, NULL);
+    loader_next_batch(&c, 100, rc, NULL);
     check(memcmp(ra, rb, sizeof(ra)) == 0, "data order is fixed by the seed", "");
     check(memcmp(ra, rc, sizeof(ra)) != 0, "another seed gives another data order", "");
     // an epoch is 2 shards x 50 windows: every window exactly once
@@ -1219,6 +1231,208 @@ static void test_hellaswag(void) {
     double acc = rc == 0 ? read_json_number(json, "acc") : -1;
     check(rc == 0 && lines == 3 && acc >= 0 && acc <= 1 && strstr(out, "hellaswag: acc"),
           "hellaswag through the trainer: JSON and one CSV row per example", "exit %d, %d lines", rc, lines);
+}
+
+// Loss masks: the shard reader's checks, the loader's masks, the step's weights, a masked
+// loss against its definition, a mask of ones against no mask, gradient accumulation
+// against one batch, and finite differences of the masked loss.
+static void test_loss_masks(void) {
+    enum { N = 600 };
+    uint16_t tok[N];
+    unsigned char mask[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint16_t)(i * 7 % 200), mask[i] = (unsigned char)(i % 3 == 0);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/masked.bin", TMP);
+    write_masked_shard(p, 1, tok, N, mask, N);
+    long n;
+    unsigned char *m = NULL;
+    int *t = shard_load(p, 257, &n, &m);
+    check(n == N && m && t[5] == 35 && m[3] == 1 && m[4] == 0 && memcmp(m, mask, N) == 0, "masked shard: tokens and mask read", "");
+    free(t);
+    free(m);
+    DataLoader d;
+    loader_init(&d, p, 257, 32, 5);
+    int rows[4 * 33];
+    unsigned char masks[4 * 33];
+    loader_next_batch(&d, 4, rows, masks);
+    int agree = d.masked;
+    for (int b = 0; b < 4; b++) {  // each row is a window of the shard: its mask is the shard's at the same offset
+        int off = -1;
+        for (int o = 0; o + 33 <= N && off < 0; o += 32)
+            if (rows[b * 33] == tok[o] && rows[b * 33 + 1] == tok[o + 1] && rows[b * 33 + 32] == tok[o + 32]) off = o;
+        agree &= off >= 0 && memcmp(masks + b * 33, mask + off, 33) == 0;
+    }
+    loader_free(&d);
+    check(agree, "loader: each window comes with its own mask", "");
+    float w[4 * 32];
+    long count = loss_weights(w, masks, 4, 32);
+    double sw = 0;
+    long want = 0;
+    for (int i = 0; i < 4 * 33; i++) want += i % 33 != 0 && masks[i];
+    for (int i = 0; i < 4 * 32; i++) sw += w[i];
+    check(count == want && fabs(sw - 1.0) < 1e-6 && w[0] == masks[1] / (float)count, "loss weights: mask / counted targets of the step",
+          "count %ld, sum %.7f", count, sw);
+    const char *bad_names[4] = {"a mask value of 2", "a truncated mask", "header[3] = 5", "a mask that counts nothing"};
+    const char *bad_words[4] = {"loss mask value 2 at index 7", "is truncated: header says 600 tokens and their mask",
+                                "header[3] is 5", "its loss mask counts no token"};
+    for (int k = 0; k < 4; k++) {
+        unsigned char bm[N];
+        memcpy(bm, mask, N);
+        if (k == 0) bm[7] = 2;
+        if (k == 3) memset(bm, 0, N);
+        snprintf(p, sizeof(p), "%s/bad_mask%d.bin", TMP, k);
+        write_masked_shard(p, k == 2 ? 5 : 1, tok, N, bm, k == 1 ? N - 10 : N);
+        char cmd[1024], out[4096], label[128];
+        snprintf(cmd, sizeof(cmd), "%s --train_data %s --steps 1 --out_dir %s/bad", SMALL, p, TMP);
+        int rc = run_cmd(cmd, out, sizeof(out));
+        snprintf(label, sizeof(label), "bad input: %s", bad_names[k]);
+        check(rc == 1 && strstr(out, bad_words[k]), label, "exit %d: %.200s", rc, out);
+    }
+    // the masked loss and its gradient, in process on a small model
+    Config c;
+    config_defaults(&c);
+    c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
+    round_vocab(&c);
+    GPT g;
+    gpt_alloc(&g, &c, 1);
+    gpt_init(&g, 3);
+    acts_alloc(&g.acts, &c, c.B, c.T, 1);
+    Rng r = rng_make(9, 9);
+    int rr[4 * 9];  // 2 micro-batches of B = 2 rows of T+1
+    unsigned char mm[4 * 9];
+    for (int i = 0; i < 4 * 9; i++) rr[i] = (int)rng_below(&r, c.V), mm[i] = (unsigned char)(rng_below(&r, 2));
+    PosConfig pc = pos_config_of(&c);
+    PosStep ps = pos_standard(&pc);
+    float ww[4 * 8], ones[4 * 8], norm;
+    loss_weights(ww, mm, 4, 8);
+    double direct = 0;  // the definition: mean over the counted targets of the per-token losses
+    long cnt = 0;
+    for (int micro = 0; micro < 2; micro++) {
+        int inp[16], tgt[16];
+        for (int b = 0; b < 2; b++)
+            for (int tt = 0; tt < 8; tt++) inp[b * 8 + tt] = rr[(micro * 2 + b) * 9 + tt], tgt[b * 8 + tt] = rr[(micro * 2 + b) * 9 + tt + 1];
+        gpt_forward(&g, &g.acts, inp, tgt, &ps);
+        for (int b = 0; b < 2; b++)
+            for (int tt = 0; tt < 8; tt++)
+                if (mm[(micro * 2 + b) * 9 + tt + 1]) direct += g.acts.losses[b * 8 + tt], cnt++;
+    }
+    direct /= cnt;
+    float lw = compute_gradients(&g, rr, ww, 2, &ps, &norm);
+    float *gw = (float *)xmalloc(g.n_params * sizeof(float));
+    memcpy(gw, g.grads_mem, g.n_params * sizeof(float));
+    check(fabs(lw - direct) < 1e-5 * fabs(direct), "masked loss = mean over the counted targets", "%.7f vs %.7f", lw, direct);
+    for (int i = 0; i < 4 * 8; i++) ones[i] = 1.0f / 32;
+    float l1 = compute_gradients(&g, rr, ones, 2, &ps, &norm);
+    float *g1 = (float *)xmalloc(g.n_params * sizeof(float));
+    memcpy(g1, g.grads_mem, g.n_params * sizeof(float));
+    float l0 = compute_gradients(&g, rr, NULL, 2, &ps, &norm);
+    double e1 = rel_err(g1, g.grads_mem, g.n_params);
+    check(fabs(l1 - l0) < 1e-6 * l0 && e1 < 1e-6, "a mask of ones trains as no mask", "loss %.7f vs %.7f, grads rel err %.1e", l1, l0, e1);
+    // one micro-batch of 4 rows against two of 2
+    GPT g4;
+    Config c4 = c;
+    c4.B = 4;
+    gpt_alloc(&g4, &c4, 1);
+    memcpy(g4.params_mem, g.params_mem, g.n_params * sizeof(float));
+    acts_alloc(&g4.acts, &c4, 4, 8, 1);
+    float l4 = compute_gradients(&g4, rr, ww, 1, &ps, &norm);
+    double e4 = rel_err(gw, g4.grads_mem, g.n_params);
+    check(fabs(l4 - lw) < 1e-6 * lw && e4 < 1e-5, "masked gradient accumulation equals one batch", "loss %.7f vs %.7f, grads rel err %.1e", l4, lw, e4);
+    // finite differences of the masked loss on its 3 largest gradients
+    double worst = 0;
+    for (int pick = 0; pick < 3; pick++) {
+        size_t best = 0;
+        for (size_t j = 0; j < g.n_params; j++)
+            if (fabsf(gw[j]) > fabsf(gw[best])) best = j;
+        float orig = g.params_mem[best], h = 1e-2f * (fabsf(orig) > 0.1f ? fabsf(orig) : 0.1f);
+        g.params_mem[best] = orig + h;
+        double lp = compute_gradients(&g, rr, ww, 2, &ps, &norm);
+        g.params_mem[best] = orig - h;
+        double lm = compute_gradients(&g, rr, ww, 2, &ps, &norm);
+        g.params_mem[best] = orig;
+        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - gw[best]) / (fabs(gw[best]) + 1e-12);
+        worst = e > worst ? e : worst;
+        gw[best] = 0.0f;
+    }
+    check(worst < 2e-2, "finite differences of the masked loss", "worst rel err %.2e over the 3 largest gradients", worst);
+    free(gw);
+    free(g1);
+    gpt_free(&g4);
+    gpt_free(&g);
+}
+
+// A stand-in model for the task evaluation: copies the letters after "Copy: " (right), or
+// answers 'x' (wrong).
+static int copier_right;
+static void copier_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
+    (void)ctx, (void)ps;
+    int start = 0;
+    for (int i = 0; i + 5 < n; i++)
+        if (prompt[i] == 'C' && prompt[i + 4] == ':') start = i + 6;
+    for (int j = 0; j < n_new; j++) out[j] = copier_right && start + j < n ? prompt[start + j] : 'x';
+}
+
+// --task_eval: exact match per length (lengths sorted, every answer token compared)
+// through a copier and a wrong model, and a trainer run writing its CSV and JSON.
+static void test_task_eval(void) {
+    int pt[512], at[512], po[9] = {0}, ao[9] = {0}, lens[8], np = 0, na = 0;
+    int order[8] = {3, 1, 2, 1, 3, 2, 1, 3};  // lengths out of order
+    for (int e = 0; e < 8; e++) {
+        char prompt[64], answer[64];
+        const char *letters = "qwertyuiop";
+        int k = order[e], pl = snprintf(prompt, sizeof(prompt), "Copy:"), al = 0;
+        for (int i = 0; i < k; i++) {
+            pl += snprintf(prompt + pl, sizeof(prompt) - pl, " %c", letters[(e + i) % 10]);
+            al += snprintf(answer + al, sizeof(answer) - al, "%s%c", i ? " " : "", letters[(e + i) % 10]);
+        }
+        pl += snprintf(prompt + pl, sizeof(prompt) - pl, "\n");
+        pt[np++] = 256;
+        for (int i = 0; i < pl; i++) pt[np++] = (unsigned char)prompt[i];
+        for (int i = 0; i < al; i++) at[na++] = (unsigned char)answer[i];
+        po[e + 1] = np;
+        ao[e + 1] = na;
+        lens[e] = k;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/task_test.bin", TMP);
+    TensorWriter w;
+    tw_open(&w, path, TF_KIND_DUMP, 5);
+    tw_add1(&w, "prompt_tokens", TF_I32, np, pt);
+    tw_add1(&w, "prompt_offsets", TF_I32, 9, po);
+    tw_add1(&w, "answer_tokens", TF_I32, na, at);
+    tw_add1(&w, "answer_offsets", TF_I32, 9, ao);
+    tw_add1(&w, "lengths", TF_I32, 8, lens);
+    tw_close(&w);
+    Config c;
+    config_defaults(&c);
+    TaskFile t;
+    task_file_load(&t, path, c.V);
+    EvalModel m = {NULL, NULL, NULL, copier_greedy};
+    TaskResult *r = (TaskResult *)xmalloc(sizeof(TaskResult));
+    copier_right = 1;
+    run_task_examples(&c, &m, &t, r);
+    int ok = r->n == 3 && r->lengths[0] == 1 && r->lengths[2] == 3 && r->total[0] == 3 && r->total[1] == 2 && r->total[2] == 3 &&
+             r->correct[0] == 3 && r->correct[1] == 2 && r->correct[2] == 3;
+    copier_right = 0;
+    run_task_examples(&c, &m, &t, r);
+    ok &= r->correct[0] + r->correct[1] + r->correct[2] == 0;
+    check(ok, "task evaluation: exact match per length, lengths sorted (a copier 8/8, a wrong model 0/8)", "");
+    free(r);
+    tf_free(&t.tf);
+    char cmd[2048], out[8192], csv[300];
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --eval_len 0 --task_eval %s --out_dir %s/task", SMALL, path, TMP);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    snprintf(csv, sizeof(csv), "%s/task/eval_L0_task.csv", TMP);
+    FILE *f = fopen(csv, "r");
+    int lines = 0;
+    char line[256];
+    while (f && fgets(line, sizeof(line), f)) lines++;
+    if (f) fclose(f);
+    snprintf(csv, sizeof(csv), "%s/task/eval_L0_task.json", TMP);
+    f = fopen(csv, "r");
+    check(rc == 0 && lines == 4 && f && strstr(out, "exact match by length: 1:"), "--task_eval through the trainer (CSV and JSON)",
+          "exit %d, %d lines", rc, lines);
+    if (f) fclose(f);
 }
 
 // every scheme and encoding trains two steps and evaluates through the trainer binary
@@ -1797,6 +2011,8 @@ int main(int argc, char **argv) {
     test_resume();
     test_every_scheme_runs();
     test_gru_runs();
+    test_loss_masks();
+    test_task_eval();
     test_checkpoint_models();
     test_bad_inputs();
     test_hostile_runs();

@@ -510,10 +510,11 @@ __global__ void residual_forward_kernel(floatX *out, const floatX *a, const floa
 
 // ----------------------------------------------------------------------------
 // fused classifier, one block per row: softmax over the V real columns, the loss, and
-// dlogits written in place (no second logits buffer); padded columns get 0.
+// dlogits written in place (no second logits buffer); padded columns get 0. With weights
+// (N), row i's dloss is weights[i] (loss masks).
 //                                                             mirrors classifier_forward_backward
-__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, int N, int V, int Vp, float dloss,
-                                  int backward) {
+__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, const float *weights, int N, int V,
+                                  int Vp, float dloss, int backward) {
     int row = blockIdx.x;
     if (row >= N) return;
     floatX *l = logits + (size_t)row * Vp;
@@ -528,6 +529,7 @@ __global__ void classifier_kernel(floatX *logits, float *losses, const int *targ
     __syncthreads();  // every thread has read l[target] before it is overwritten
     if (threadIdx.x == 0) losses[row] = lse - lt;
     if (!backward) return;
+    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
     for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
         float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
         l[c] = to_x(d);
@@ -611,10 +613,11 @@ __global__ void sumsq_kernel(float *partial, const float *g, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-// *acc += scale * sum(losses[0..n)), one block in a fixed order (deterministic)
-__global__ void loss_sum_kernel(float *acc, const float *losses, int n, float scale) {
+// *acc += scale * sum(losses[0..n) (times w[i] when given)), one block in a fixed order
+// (deterministic)
+__global__ void loss_sum_kernel(float *acc, const float *losses, const float *w, int n, float scale) {
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += losses[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += w ? w[i] * losses[i] : losses[i];
     s = block_sum(s);
     if (threadIdx.x == 0) *acc += scale * s;
 }
@@ -726,7 +729,8 @@ typedef struct {
     float *norm_partial;
     float *loss_sum;                // (1) device: the step's mean loss, summed micro-batch by micro-batch
     int *stage;                     // pinned host: the step's inputs and targets, uploaded asynchronously
-    size_t stage_cap;
+    float *stage_w, *d_weights;     // loss masks: the step's target weights (pinned), a micro-batch's (device)
+    size_t stage_cap, stage_w_cap;
     Acts acts;
 } GPT;
 
@@ -781,6 +785,8 @@ static void gpt_free(GPT *g) {
     cudaFree(g->norm_partial);
     cudaFree(g->loss_sum);
     cudaFreeHost(g->stage);
+    cudaFreeHost(g->stage_w);
+    cudaFree(g->d_weights);
     cudaFree(g->acts.mem);
 }
 
@@ -869,17 +875,17 @@ static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
     LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, c->C, c->rms_eps);
     matmul_forward(a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp);
     if (with_loss) {
-        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, 0.0f, 0);
+        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, NULL, N, c->V, c->Vp, 0.0f, 0);
         cudaCheck(cudaGetLastError());
     }
 }
 
-// Its backward (the forward must not have run the classifier): a->dres = d xL.
-//                                                             mirrors head_backward
-static void head_backward(GPT *g, Acts *a, const floatX *xL, float dloss) {
+// Its backward (the forward must not have run the classifier): a->dres = d xL. Each
+// target's loss weighs dloss / N, or weights[i] (device) when given.  mirrors head_backward
+static void head_backward(GPT *g, Acts *a, const floatX *xL, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
-    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, N, c->V, c->Vp, dloss / N, 1);
+    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
     cudaCheck(cudaGetLastError());
     matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
     LAUNCH_ROWS(rmsnorm_backward_kernel, N, c->C * sizeof(float), a->dres, G(g, P_FINAL_NORM), a->dC, xL,
@@ -912,11 +918,11 @@ static void gru_forward(GPT *g, Acts *a, int with_loss, floatX *state) {
     head_forward(g, a, a->top, with_loss);
 }
 
-static void gru_backward(GPT *g, Acts *a, float dloss) {
+static void gru_backward(GPT *g, Acts *a, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int B = a->B, T = a->T, C = c->C, N = B * T;
     size_t BC = (size_t)B * C, G3 = 3 * (size_t)C, lsG = (size_t)N * G3, CC = G3 * C;
-    head_backward(g, a, a->top, dloss);
+    head_backward(g, a, a->top, weights, dloss);
     floatX *dout = a->dhx, *dx = a->dC;  // d(layer output), d(layer input): swapped per layer
     LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, dout, a->dres, B, T, C, 0);
     for (int l = c->L - 1; l >= 0; l--) {
@@ -1030,16 +1036,16 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
 
 // Backward of the last forward (which must not have run the classifier): gradients
 // accumulate into g->grads. Mirrors gpt_backward.
-static void gpt_backward(GPT *g, Acts *a, const PosStep *ps, float dloss) {
+static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *ps, float dloss) {
     const Config *c = &g->cfg;
     if (c->arch == ARCH_GRU) {
-        gru_backward(g, a, dloss);
+        gru_backward(g, a, weights, dloss);
         return;
     }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NC = (size_t)N * C, NF = (size_t)N * F, smem = C * sizeof(float);
-    head_backward(g, a, a->resid + c->L * a->ls_C, dloss);
+    head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         floatX *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1090,7 +1096,7 @@ static float grad_global_norm(GPT *g) {
 // go to a pinned buffer first, so each micro-batch's upload is queued behind the previous
 // one's kernels without waiting for them; the losses are summed on the device and read
 // once per step.
-static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep *ps, float *norm) {
+static float compute_gradients(GPT *g, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
     int B = a->B, T = a->T;
     size_t n = (size_t)B * T;
@@ -1099,6 +1105,14 @@ static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep
         cudaCheck(cudaMallocHost((void **)&g->stage, 2 * n * accum * sizeof(int)));
         g->stage_cap = 2 * n * accum;
     }
+    if (weights && g->stage_w_cap < n * accum) {
+        cudaFreeHost(g->stage_w);
+        cudaFree(g->d_weights);
+        cudaCheck(cudaMallocHost((void **)&g->stage_w, n * accum * sizeof(float)));
+        g->d_weights = (float *)dmalloc(n * sizeof(float));
+        g->stage_w_cap = n * accum;
+    }
+    if (weights) memcpy(g->stage_w, weights, n * accum * sizeof(float));
     for (int micro = 0; micro < accum; micro++) {  // inputs then targets, per micro-batch
         int *inp = g->stage + 2 * n * micro, *tgt = inp + n;
         for (int b = 0; b < B; b++) {
@@ -1113,9 +1127,14 @@ static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep
         const int *inp = g->stage + 2 * n * micro;
         cudaCheck(cudaMemcpyAsync(a->inputs, inp, n * sizeof(int), cudaMemcpyHostToDevice, 0));
         cudaCheck(cudaMemcpyAsync(a->targets, inp + n, n * sizeof(int), cudaMemcpyHostToDevice, 0));
+        const float *w = NULL;
+        if (weights) {
+            cudaCheck(cudaMemcpyAsync(g->d_weights, g->stage_w + n * micro, n * sizeof(float), cudaMemcpyHostToDevice, 0));
+            w = g->d_weights;
+        }
         gpt_forward(g, a, ps, 0, NULL);
-        gpt_backward(g, a, ps, 1.0f / accum);
-        loss_sum_kernel<<<1, 1024>>>(g->loss_sum, a->losses, (int)n, 1.0f / ((float)n * accum));
+        gpt_backward(g, a, w, ps, 1.0f / accum);
+        loss_sum_kernel<<<1, 1024>>>(g->loss_sum, a->losses, w, (int)n, w ? 1.0f : 1.0f / ((float)n * accum));
         cudaCheck(cudaGetLastError());
     }
     float loss;
@@ -1140,7 +1159,7 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
 
 // One optimizer step (the test cases). Mirrors train_step.
 static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
-    float loss = compute_gradients(g, rows, accum, ps, norm);
+    float loss = compute_gradients(g, rows, NULL, accum, ps, norm);
     apply_update(g, lr, t, *norm);
     return loss;
 }
@@ -1282,6 +1301,7 @@ static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
     e.g = g;
     EvalModel m = {&e, gpu_losses, gpu_losses_chunked, gpu_greedy};
     run_evaluation(c, &m, tok);
+    run_task_evaluation(c, &m);
     cudaFree(e.a.mem);
     cudaFree(e.a1.mem);
     cudaFree(e.d_entropy);
@@ -1360,7 +1380,7 @@ static void dump_case(const char *in_path, const char *out_path) {
             logits[(size_t)i * c.V + v] = __bfloat162float(lx[(size_t)i * c.Vp + v]);
 #endif
         }
-    gpt_backward(&g, &g.acts, &ps, 1.0f);
+    gpt_backward(&g, &g.acts, NULL, &ps, 1.0f);
     float *losses_bt = (float *)xmalloc(N * sizeof(float));
     cudaCheck(cudaMemcpy(losses_bt, g.acts.losses, N * sizeof(float), cudaMemcpyDeviceToHost));
     double s = 0.0;
@@ -1411,8 +1431,8 @@ static void dump_case(const char *in_path, const char *out_path) {
 // training loop (the same as train_gpt_cpu.c's main, plus MFU)
 
 // the model for llmc/trainloop.h (MFU against 989 TFLOP/s, the dense bf16 peak of H100/H200)
-static float gpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
-    return compute_gradients((GPT *)g, rows, accum, ps, norm);
+static float gpu_gradients(void *g, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm) {
+    return compute_gradients((GPT *)g, rows, weights, accum, ps, norm);
 }
 static void gpu_update(void *g, float lr, int t, float norm) {
     apply_update((GPT *)g, lr, t, norm);
@@ -1445,6 +1465,7 @@ static void gpu_memory_check(const Config *c, int train) {
     }
     if (c->eval_len) {  // one full pass, a chunk with its KV cache (keys, values, scratch), passkey prompts
         int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 16;  // and the decoded tokens
+        if (task_longest(c) > pk) pk = task_longest(c);
         int small = pk > chunk ? pk : chunk;
         double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +

@@ -367,10 +367,11 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 // ----------------------------------------------------------------------------
 // classifier: softmax over the V real columns of logits (N,Vp) (padded columns never
 // win), per-position loss (N), and dlogits = (probs - onehot) * dloss written in place
-// (no second logits buffer). targets NULL: losses not computed.
+// (no second logits buffer); with weights (N), row i's dloss is weights[i] (loss masks).
+// targets NULL: losses not computed.
 
-static void classifier_forward_backward(float *logits, float *losses, const int *targets, int N, int V, int Vp,
-                                        float dloss, int backward) {
+static void classifier_forward_backward(float *logits, float *losses, const int *targets, const float *weights, int N,
+                                        int V, int Vp, float dloss, int backward) {
     if (!targets) return;  // generation reads the logits themselves
 #pragma omp parallel
     {
@@ -383,9 +384,9 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
             double sum = sum_array(ex, V);
             losses[i] = maxv + (float)log(sum) - target_logit;
             if (backward) {
-                float scale = (float)(dloss / sum);
+                float d = weights ? weights[i] : dloss, scale = (float)(d / sum);
                 for (int c = 0; c < V; c++) l[c] *= scale;
-                l[targets[i]] -= dloss;
+                l[targets[i]] -= d;
                 for (int c = V; c < Vp; c++) l[c] = 0.0f;
             }
         }
@@ -679,17 +680,18 @@ static float head_forward(GPT *g, Acts *a, const float *xL, const int *targets) 
     rmsnorm_forward(a->nf, a->rstdf, xL, g->params[P_FINAL_NORM], N, c->C, c->rms_eps);
     matmul_forward(a->logits, a->nf, g->params[P_WTE], N, c->C, c->Vp);
     if (!targets) return 0.0f;
-    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, 0.0f, 0);
+    classifier_forward_backward(a->logits, a->losses, targets, NULL, N, c->V, c->Vp, 0.0f, 0);
     double s = 0.0;
     for (int i = 0; i < N; i++) s += a->losses[i];
     return (float)(s / N);
 }
 
 // Its backward: dlogits in place, wte's and final_norm's gradients, and a->dres = d xL.
-static void head_backward(GPT *g, Acts *a, const float *xL, const int *targets, float dloss) {
+// Each target's loss weighs dloss / N, or weights[i] when given (loss masks).
+static void head_backward(GPT *g, Acts *a, const float *xL, const int *targets, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
-    classifier_forward_backward(a->logits, a->losses, targets, N, c->V, c->Vp, dloss / N, 1);
+    classifier_forward_backward(a->logits, a->losses, targets, weights, N, c->V, c->Vp, dloss / N, 1);
     matmul_backward(a->dC, g->grads[P_WTE], a->logits, a->nf, g->params[P_WTE], N, c->C, c->Vp, 0);
     rmsnorm_backward(a->dres, g->grads[P_FINAL_NORM], a->dC, xL, g->params[P_FINAL_NORM], a->rstdf, N, c->C, 0);
 }
@@ -717,12 +719,12 @@ static float gru_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
     return head_forward(g, a, a->top, targets);
 }
 
-static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets, float dloss) {
+static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int B = a->B, T = a->T, C = c->C, N = B * T;
     size_t lsG = (size_t)N * 3 * C, CC = 3 * (size_t)C * C;
     float **P = g->params, **G = g->grads;
-    head_backward(g, a, a->top, targets, dloss);
+    head_backward(g, a, a->top, targets, weights, dloss);
     float *dout = a->dhx, *dx = a->dC;  // d(layer output), d(layer input): swapped per layer
     to_time_major(dout, a->dres, B, T, C);
     for (int l = c->L - 1; l >= 0; l--) {
@@ -818,17 +820,19 @@ static float gpt_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
 }
 
 // Backward of the last forward; gradients accumulate into g->grads (zero them per step).
-// dloss scales the mean loss: 1/(grad_accum) for gradient accumulation.
-static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps, float dloss) {
+// dloss scales the mean loss: 1/(grad_accum) for gradient accumulation; weights (B,T), when
+// given, replace it by each target's own share of the loss (loss masks).
+static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets, const float *weights, const PosStep *ps,
+                         float dloss) {
     const Config *c = &g->cfg;
     if (c->arch == ARCH_GRU) {
-        gru_backward(g, a, inputs, targets, dloss);
+        gru_backward(g, a, inputs, targets, weights, dloss);
         return;
     }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params, **G = g->grads;
-    head_backward(g, a, a->resid + c->L * a->ls_C, targets, dloss);
+    head_backward(g, a, a->resid + c->L * a->ls_C, targets, weights, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -903,8 +907,9 @@ static void adamw_update(GPT *g, float lr, int t) {
 
 // Forward and backward over `accum` micro-batches of rows (accum,B,T+1) (inputs
 // row[0..T-1], targets row[1..T]) into g->grads. Returns the mean loss over the
-// micro-batches; *norm gets the global gradient norm.
-static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep *ps, float *norm) {
+// micro-batches (with weights (accum,B,T): the weighted sum, the mean over the counted
+// targets); *norm gets the global gradient norm.
+static float compute_gradients(GPT *g, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
     int B = a->B, T = a->T;
     int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
@@ -916,8 +921,13 @@ static float compute_gradients(GPT *g, const int *rows, int accum, const PosStep
             memcpy(inp + b * T, row, T * sizeof(int));
             memcpy(tgt + b * T, row + 1, T * sizeof(int));
         }
-        loss += gpt_forward(g, a, inp, tgt, ps) / accum;
-        gpt_backward(g, a, inp, tgt, ps, 1.0f / accum);
+        float mean = gpt_forward(g, a, inp, tgt, ps);
+        const float *w = weights ? weights + (size_t)micro * B * T : NULL;
+        if (w)
+            for (int i = 0; i < B * T; i++) loss += (double)w[i] * a->losses[i];
+        else
+            loss += mean / accum;
+        gpt_backward(g, a, inp, tgt, w, ps, 1.0f / accum);
     }
     *norm = grad_global_norm(g);
     free(inp);
@@ -933,7 +943,7 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
 
 // One optimizer step (the test cases): gradients, clip, AdamW. Returns the mean loss.
 static float train_step(GPT *g, const int *rows, int accum, const PosStep *ps, float lr, int t, float *norm) {
-    float loss = compute_gradients(g, rows, accum, ps, norm);
+    float loss = compute_gradients(g, rows, NULL, accum, ps, norm);
     apply_update(g, lr, t, *norm);
     return loss;
 }
@@ -1125,7 +1135,7 @@ static void dump_case(const char *in_path, const char *out_path) {
     float loss = gpt_forward(&g, &g.acts, inp, tgt, &ps);
     float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
     for (int i = 0; i < N; i++) memcpy(logits + (size_t)i * c.V, g.acts.logits + (size_t)i * c.Vp, c.V * sizeof(float));
-    gpt_backward(&g, &g.acts, inp, tgt, &ps, 1.0f);
+    gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
     float *grads = (float *)xmalloc(g.n_params * sizeof(float));
     memcpy(grads, g.grads_mem, g.n_params * sizeof(float));
     float *losses = (float *)xmalloc(steps * sizeof(float)), *norms = (float *)xmalloc(steps * sizeof(float));
@@ -1164,6 +1174,7 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
     e.g = g;
     EvalModel m = {&e, cpu_losses, cpu_losses_chunked, cpu_greedy};
     run_evaluation(c, &m, tok);
+    run_task_evaluation(c, &m);
     eval_ctx_free(&e);
 }
 
@@ -1187,6 +1198,7 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
     double kd = (double)c->NKV * (c->C / c->NH), kv_row = 2 * fl * c->L * kd;  // KV cache bytes per position
     if (evaluate && c->eval_len) {  // one full pass, a chunk with its cache, passkey prompts
         int chunk = c->gain_chunk ? c->gain_chunk : c->gain_window, pk = passkey_longest(c) + 16;  // and the decoded tokens
+        if (task_longest(c) > pk) pk = task_longest(c);
         int small = pk > chunk ? pk : chunk;
         shard_token_counts(c->val_data, &largest, &total);
         p.eval = fl * acts_layout(&a, c, 1, c->eval_len, 0, NULL) + fl * acts_layout(&a, c, 1, small, 0, NULL) +
@@ -1202,8 +1214,8 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
 
 #ifndef TESTING
 // the model for llmc/trainloop.h
-static float cpu_gradients(void *g, const int *rows, int accum, const PosStep *ps, float *norm) {
-    return compute_gradients((GPT *)g, rows, accum, ps, norm);
+static float cpu_gradients(void *g, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm) {
+    return compute_gradients((GPT *)g, rows, weights, accum, ps, norm);
 }
 static void cpu_update(void *g, float lr, int t, float norm) { apply_update((GPT *)g, lr, t, norm); }
 static float cpu_val_loss(void *g, const int *val, long n_val, int batches) {

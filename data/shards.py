@@ -4,6 +4,8 @@ Token shard: a header of 256 little-endian int32, then the tokens.
     header[0] = 20240520, header[1] = 1   -> uint16 tokens (vocab size <= 65536)
     header[0] = 20240801, header[1] = 7   -> uint32 tokens (vocab size  > 65536)
     header[2] = number of tokens
+    header[3] = 1: a loss mask follows the tokens (this project's extension), one byte
+                per token, 1 when the token counts in the loss as a target; 0: no mask
 Documents are separated by the end-of-text (EOT) token, which PRECEDES every
 document, so a shard written by this project starts with EOT.
 
@@ -65,10 +67,11 @@ def token_dtype(vocab_size):
     return "uint16" if vocab_size <= 65536 else "uint32"
 
 
-def write_shard(path, tokens, vocab_size):
-    """Write `tokens` (any sequence of ints) to `path` atomically.
+def write_shard(path, tokens, vocab_size, mask=None):
+    """Write `tokens` (any sequence of ints) to `path` atomically, with a loss mask (a
+    sequence of 0/1, one per token) when given.
 
-    Raises ValueError if a token is negative or >= vocab_size."""
+    Raises ValueError if a token is negative or >= vocab_size, or the mask is wrong."""
     if not 0 < vocab_size <= 2**32:
         raise ValueError("vocab_size must be in [1, 2^32], got %r" % (vocab_size,))
     u16 = vocab_size <= 65536
@@ -87,14 +90,27 @@ def write_shard(path, tokens, vocab_size):
                          % (path, bad, toks.index(bad), vocab_size))
     if len(toks) >= 2**31:
         raise ValueError("%s: %d tokens do not fit in the int32 count" % (path, len(toks)))
+    chunks = []
+    if mask is not None:
+        mask = bytes(bytearray(mask))
+        if len(mask) != len(toks) or max(mask, default=0) > 1 or not any(mask):
+            raise ValueError("%s: the mask needs one 0/1 per token (%d), and a 1 somewhere" % (path, len(toks)))
+        chunks = [mask]
     header = array("i", [0] * HEADER_INTS)
     header[0], header[1] = (MAGIC_U16, VERSION_U16) if u16 else (MAGIC_U32, VERSION_U32)
     header[2] = len(toks)
-    _write_atomic(path, [_le(header).tobytes(), _le(toks).tobytes()])
+    header[3] = 1 if mask is not None else 0
+    _write_atomic(path, [_le(header).tobytes(), _le(toks).tobytes()] + chunks)
 
 
 def read_shard_header(path):
     """Return (num_tokens, bytes_per_token) after checking magic and version."""
+    n, width, _ = _header(path)
+    return n, width
+
+
+def _header(path):
+    """(num_tokens, bytes_per_token, has_mask) after checking magic, version and header[3]."""
     with open(path, "rb") as f:
         raw = f.read(HEADER_BYTES)
     if len(raw) < HEADER_BYTES:
@@ -117,17 +133,20 @@ def read_shard_header(path):
                          % (path, magic, want, version))
     if n < 0:
         raise ShardError("%s: negative token count %d in header" % (path, n))
-    return n, width
+    if header[3] not in (0, 1):
+        raise ShardError("%s: header[3] is %d, neither 0 (no loss mask) nor 1 (a mask follows)" % (path, header[3]))
+    return n, width, header[3] == 1
 
 
-def read_shard(path, vocab_size=None):
-    """Read a shard; returns an array of ints ('H' or 'I').
+def read_shard(path, vocab_size=None, with_mask=False):
+    """Read a shard; returns an array of ints ('H' or 'I'), or with with_mask
+    (tokens, mask bytes or None).
 
     Checks magic, version, file size against the header's token count, and,
     when vocab_size is given, every token against it."""
-    n, width = read_shard_header(path)
+    n, width, masked = _header(path)
     size = os.path.getsize(path)
-    expected = HEADER_BYTES + n * width
+    expected = HEADER_BYTES + n * width + (n if masked else 0)
     if size != expected:
         raise ShardError("%s: header says %d tokens of %d bytes (file should be %d "
                          "bytes) but the file is %d bytes (%s)"
@@ -137,12 +156,15 @@ def read_shard(path, vocab_size=None):
     with open(path, "rb") as f:
         f.seek(HEADER_BYTES)
         toks.frombytes(f.read(n * width))
+        mask = f.read(n) if masked else None
     toks = _le(toks)
     if vocab_size is not None and n and max(toks) >= vocab_size:
         bad = max(toks)
         raise ShardError("%s: token id %d at index %d is >= vocab size %d"
                          % (path, bad, toks.index(bad), vocab_size))
-    return toks
+    if mask is not None and max(mask, default=0) > 1:
+        raise ShardError("%s: loss mask value %d at index %d (must be 0 or 1)" % (path, max(mask), mask.index(max(mask))))
+    return (toks, mask) if with_mask else toks
 
 
 def write_tokenizer(path, token_bytes_list, eot_id):

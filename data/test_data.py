@@ -174,6 +174,33 @@ def writer_rejects_token_ge_vocab():
 
 
 @test
+def shard_with_loss_mask():
+    d = tmpdir()
+    p = os.path.join(d, "m.bin")
+    toks, mask = [256, 1, 2, 3, 4, 256, 5], [0, 0, 1, 1, 0, 0, 1]
+    shards.write_shard(p, toks, 257, mask)
+    t, m = shards.read_shard(p, 257, with_mask=True)
+    assert list(t) == toks and list(m) == mask, (list(t), list(m))
+    with open(p, "rb") as f:
+        raw = f.read()
+    assert len(raw) == 1024 + 2 * 7 + 7 and raw[12:16] == bytes([1, 0, 0, 0]), "header[3] and size"
+    assert shards.read_shard(p, 257) == t and shards.read_shard_header(p) == (7, 2)
+    shards.write_shard(p, toks, 257)
+    assert shards.read_shard(p, 257, with_mask=True)[1] is None, "an unmasked shard has no mask"
+    expect_error(lambda: shards.write_shard(p, toks, 257, [1, 0]), "one 0/1 per token")
+    expect_error(lambda: shards.write_shard(p, toks, 257, [0] * 7), "a 1 somewhere")
+    expect_error(lambda: shards.write_shard(p, toks, 257, [2] * 7), "0/1")
+    shards.write_shard(p, toks, 257, mask)
+    with open(p, "r+b") as f:
+        f.seek(1024 + 14 + 3)
+        f.write(bytes([7]))
+    expect_error(lambda: shards.read_shard(p, 257), "loss mask value 7 at index 3")
+    with open(p, "r+b") as f:
+        f.truncate(1024 + 14 + 5)
+    expect_error(lambda: shards.read_shard(p, 257), "truncated")
+
+
+@test
 def tokenizer_roundtrip():
     p = os.path.join(tmpdir(), "tok.bin")
     tb = [bytes([i]) for i in range(256)] + [b"", b"<|endoftext|>", "\u00e9t\u00e9".encode(), b"x" * 255]

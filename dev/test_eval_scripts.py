@@ -465,6 +465,56 @@ def hellaswag_file_from_jsonl():
     check(rc != 0 and "does not exist" in err, "missing input: %d %s" % (rc, err))
 
 
+def rfs_tasks(*args):
+    rc, so, err = run_py("data/rfs_tasks.py", *args)
+    check(rc == 0, "rfs_tasks exit %d: %s" % (rc, err))
+
+
+def expected_answer(task, prompt):
+    """The answer by Python's own reading of the prompt."""
+    body = prompt.split(":", 1)[1] if task in ("copy", "reverse") else prompt
+    if task == "copy":
+        return body.strip()
+    if task == "reverse":
+        return " ".join(body.split()[::-1])
+    if task == "addition":
+        a, b = prompt[len("Compute "):-2].split(" + ")
+        return "The answer is %s." % " ".join(str(int(a.replace(" ", "")) + int(b.replace(" ", ""))))
+    if task == "sort":
+        items = [x.strip() for x in prompt[prompt.index("[") + 1:prompt.index("]")].split(",")]
+        items = sorted(items, key=lambda x: int(x.replace(" ", "")))
+        return "The sorted list is [ %s ]." % ", ".join(items)
+    terms = [int(x) for x in prompt[len("Compute: "):-2].split(" + ")]
+    return "The answer is %d ." % (sum(terms) % 10)
+
+
+@test
+def rfs_tasks_answers_masks_lengths():
+    sys.path.insert(0, os.path.join(ROOT, "data"))
+    import shards
+    for task, L, T in (("copy", 6, 32), ("reverse", 6, 40), ("addition", 4, 64), ("sort", 4, 96), ("summation", 5, 48)):
+        d = os.path.join(TMP, "task_" + task)
+        rfs_tasks("--task", task, "--train_len", str(L), "--seq_len", str(T), "--n_train", "60", "--n_val", "5",
+                  "--n_test", "3", "--out_dir", d)
+        toks, mask = shards.read_shard(os.path.join(d, "train.bin"), 257, with_mask=True)
+        check(len(toks) == 60 * T + 1, "%s: %d tokens, not 60 windows of %d + 1" % (task, len(toks), T))
+        for e in range(60):  # window e starts with EOT; the mask covers exactly the answer after the prompt's newline
+            w, m = list(toks[e * T:(e + 1) * T]), list(mask[e * T:(e + 1) * T])
+            text = bytes(x for x in w if x < 256).decode()
+            prompt, answer = text.split("\n", 1)
+            check(w[0] == 256 and bytes(x for x, k in zip(w, m) if k).decode() == answer, "%s window %d mask" % (task, e))
+            check(answer == expected_answer(task, prompt + "\n"), "%s: %r -> %r" % (task, prompt, answer))
+        t = tensorfile.read(os.path.join(d, "test.bin"))
+        check(sorted(set(t["lengths"].tolist())) == list(range(1, 3 * L + 1)), "%s test lengths" % task)
+        for i in range(len(t["lengths"])):
+            p = bytes(t["prompt_tokens"][t["prompt_offsets"][i] + 1:t["prompt_offsets"][i + 1]].tolist()).decode()
+            a = bytes(t["answer_tokens"][t["answer_offsets"][i]:t["answer_offsets"][i + 1]].tolist()).decode()
+            check(a == expected_answer(task, p), "%s test %d: %r -> %r" % (task, i, p, a))
+    rc, _, err = run_py("data/rfs_tasks.py", "--task", "copy", "--train_len", "40", "--seq_len", "32",
+                        "--out_dir", os.path.join(TMP, "x"))
+    check(rc != 0 and "more than --seq_len 32" in err, "an example longer than the window: %d %s" % (rc, err))
+
+
 # ---- scaling reference file ----------------------------------------------------------
 @test
 def scaling_reference_file():

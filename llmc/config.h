@@ -39,6 +39,7 @@ typedef struct {
     int ruler_n;
     char hellaswag[512];
     int hellaswag_n;
+    char task_eval[512];  // a length-generalization test file (data/rfs_tasks.py)
     char baseline[512], eval_tag[64];
     // generation
     int generate;
@@ -192,6 +193,7 @@ static const ArgSpec ARGS[] = {
     A("--ruler_prompts", ARG_STR, ruler_prompts, "pre-tokenized RULER prompts for BPE vocabularies (data/passkey_prompts.py --task ruler)"),
     A("--hellaswag", ARG_STR, hellaswag, "HellaSwag from a tokenized file (data/hellaswag.py): acc and acc_norm"),
     A("--hellaswag_n", ARG_INT, hellaswag_n, "HellaSwag: the first N examples (0: all)"),
+    A("--task_eval", ARG_STR, task_eval, "exact-match accuracy by length on a task's test file (data/rfs_tasks.py; runs with --eval_len 0 too)"),
     A("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
     A("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
     A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),

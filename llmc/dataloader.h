@@ -2,6 +2,9 @@
 //   256 int32 header: [0] magic 20240520 + [1] version 1 (uint16 tokens)
 //                  or [0] magic 20240801 + [1] version 7 (uint32 tokens); [2] token count
 //   then the tokens. Documents are separated by the end-of-text token.
+//   Our extension: header[3] = 1 says a loss mask follows the tokens, one byte (0 or 1) per
+//   token: 1 when the token counts in the loss as a target (answers of a task). llm.c's own
+//   reader refuses such a shard (its size check); header[3] = 0 is the plain format.
 // Every token is checked against the vocab size when a shard is loaded.
 #pragma once
 #include "utils.h"
@@ -11,8 +14,9 @@
 #define SHARD_MAGIC_U16 20240520
 #define SHARD_MAGIC_U32 20240801
 
-// Load one shard as int32 tokens; fails with a message naming the defect.
-static inline int *shard_load(const char *path, int vocab_size, long *n_out) {
+// Load one shard as int32 tokens, and its loss mask into *mask_out (NULL without one; pass
+// mask_out NULL to drop it); fails with a message naming the defect.
+static inline int *shard_load(const char *path, int vocab_size, long *n_out, unsigned char **mask_out) {
     FILE *f = fopen(path, "rb");
     if (!f) fail("cannot open data shard '%s'", path);
     int32_t h[256];
@@ -29,10 +33,14 @@ static inline int *shard_load(const char *path, int vocab_size, long *n_out) {
              SHARD_MAGIC_U16, SHARD_MAGIC_U32);
     }
     long n = h[2];
-    long expect = 1024 + n * width, size = file_size(f);
+    if (h[3] != 0 && h[3] != 1)
+        fail("data shard '%s': header[3] is %d, neither 0 (no loss mask) nor 1 (a loss mask follows the tokens)", path, h[3]);
+    int masked = h[3] == 1;
+    long expect = 1024 + n * width + (masked ? n : 0), size = file_size(f);
     if (n <= 0) fail("data shard '%s' holds %ld tokens", path, n);
-    if (size < expect) fail("data shard '%s' is truncated: header says %ld tokens (%ld bytes), file has %ld bytes", path, n, expect, size);
-    if (size > expect) fail("data shard '%s' is corrupt: header says %ld tokens (%ld bytes), file has %ld bytes", path, n, expect, size);
+    const char *with = masked ? " and their mask" : "";
+    if (size < expect) fail("data shard '%s' is truncated: header says %ld tokens%s (%ld bytes), file has %ld bytes", path, n, with, expect, size);
+    if (size > expect) fail("data shard '%s' is corrupt: header says %ld tokens%s (%ld bytes), file has %ld bytes", path, n, with, expect, size);
     int *tok = (int *)xmalloc(n * sizeof(int));
     if (width == 2) {
         uint16_t *raw = (uint16_t *)xmalloc(n * 2);
@@ -48,6 +56,19 @@ static inline int *shard_load(const char *path, int vocab_size, long *n_out) {
         }
         free(raw);
     }
+    unsigned char *mask = NULL;
+    if (masked) {
+        mask = (unsigned char *)xmalloc(n);
+        xfread(mask, n, f, path, "loss mask");
+        long counted = 0;
+        for (long i = 0; i < n; i++) {
+            if (mask[i] > 1) fail("data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, mask[i], i);
+            counted += mask[i];
+        }
+        if (!counted) fail("data shard '%s': its loss mask counts no token", path);
+    }
+    if (mask_out) *mask_out = mask;
+    else free(mask);
     fclose(f);
     for (long i = 0; i < n; i++)
         if (tok[i] < 0 || tok[i] >= vocab_size)
@@ -86,6 +107,8 @@ typedef struct {
     int *shard_order;             // (n_files) this epoch's shard order
     int cur_shard;                // loaded shard index or -1
     int *tokens; long n_tokens;   // the loaded shard
+    unsigned char *mask;          // its loss mask, or NULL (every token counts)
+    int masked;                   // some shard has a mask: batches come with masks
     int *sample_order; int n_samples;
 } DataLoader;
 
@@ -95,7 +118,8 @@ static inline void loader_load_current(DataLoader *d) {
     int s = d->shard_order[d->shard_pos];
     if (s != d->cur_shard) {
         free(d->tokens);
-        d->tokens = shard_load(d->shards.files[s], d->vocab_size, &d->n_tokens);
+        free(d->mask);
+        d->tokens = shard_load(d->shards.files[s], d->vocab_size, &d->n_tokens, &d->mask);
         d->cur_shard = s;
     }
     d->n_samples = (int)((d->n_tokens - 1) / d->T);
@@ -114,6 +138,12 @@ static inline void loader_init(DataLoader *d, const char *pattern, int vocab_siz
     d->seed = seed;
     d->cur_shard = -1;
     d->shard_order = (int *)xmalloc(d->shards.n_files * sizeof(int));
+    for (int i = 0; i < d->shards.n_files; i++) {  // header[3] of each shard (shard_load checks the rest)
+        FILE *f = fopen(d->shards.files[i], "rb");
+        int32_t h[4];
+        if (f && fread(h, 4, 4, f) == 4 && h[3] == 1) d->masked = 1;
+        if (f) fclose(f);
+    }
     loader_load_current(d);
 }
 
@@ -127,8 +157,9 @@ static inline void loader_seek(DataLoader *d, long epoch, int shard_pos, int sam
     d->sample_pos = sample_pos;
 }
 
-// Fill B rows of T+1 tokens: inputs are row[0..T-1], targets row[1..T].
-static inline void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) */) {
+// Fill B rows of T+1 tokens: inputs are row[0..T-1], targets row[1..T]; masks (B,T+1),
+// when given, get the loss mask of the same tokens (1 where a shard has none).
+static inline void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) */, unsigned char *masks) {
     for (int b = 0; b < B; b++) {
         if (d->sample_pos >= d->n_samples) {
             d->sample_pos = 0;
@@ -140,7 +171,20 @@ static inline void loader_next_batch(DataLoader *d, int B, int *rows /* (B,T+1) 
         }
         long off = (long)d->sample_order[d->sample_pos++] * d->T;
         memcpy(rows + (size_t)b * (d->T + 1), d->tokens + off, (d->T + 1) * sizeof(int));
+        if (masks && d->mask) memcpy(masks + (size_t)b * (d->T + 1), d->mask + off, d->T + 1);
+        else if (masks) memset(masks + (size_t)b * (d->T + 1), 1, d->T + 1);
     }
+}
+
+// Per-target weights of one step from its masks (rows, T+1): w (rows, T) = mask / (the
+// step's counted targets), so the step's loss is the mean over its counted targets however
+// it is split into micro-batches. Returns that count (0: every weight 0).
+static inline long loss_weights(float *w, const unsigned char *masks, int rows, int T) {
+    long count = 0;
+    for (long i = 0; i < (long)rows * (T + 1); i++) count += i % (T + 1) != 0 && masks[i];
+    for (int r = 0; r < rows; r++)
+        for (int t = 0; t < T; t++) w[(size_t)r * T + t] = count ? masks[(size_t)r * (T + 1) + t + 1] / (float)count : 0.0f;
+    return count;
 }
 
 static inline void loader_free(DataLoader *d) {
@@ -148,6 +192,7 @@ static inline void loader_free(DataLoader *d) {
     free(d->shards.files);
     free(d->shard_order);
     free(d->tokens);
+    free(d->mask);
     free(d->sample_order);
 }
 
@@ -176,7 +221,7 @@ static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_
     int *all = NULL;
     for (int i = 0; i < s.n_files; i++) {
         long n;
-        int *t = shard_load(s.files[i], vocab_size, &n);
+        int *t = shard_load(s.files[i], vocab_size, &n, NULL);  // every token counts in validation
         all = (int *)realloc(all, (total + n) * sizeof(int));
         if (!all) fail("out of memory loading validation data");
         memcpy(all + total, t, n * sizeof(int));

@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "passkey.h"
 #include "schedule.h"
+#include "tasks.h"
 #include "tokenizer.h"
 
 typedef struct {
@@ -218,7 +219,13 @@ static inline int passkey_longest(const Config *c) {
 // mistake is not found hours later): enough validation tokens, a readable baseline,
 // retrieval prompts that load and fit.
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
-    if (!c->eval_len || c->generate) return;
+    if (c->generate) return;
+    if (c->task_eval[0]) {
+        TaskFile t;
+        task_file_load(&t, c->task_eval, c->V);
+        tf_free(&t.tf);
+    }
+    if (!c->eval_len) return;
     double largest, total;
     shard_token_counts(c->val_data, &largest, &total);
     if (total == 0) shards_glob(c->val_data, "--val_data");  // names a missing file
@@ -474,4 +481,83 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         fail("the evaluation gave NaN or Inf losses at %d of %d positions (null in the JSON): the model is broken (did training diverge?)",
              bad, L);
     free(loss); free(ent); free(banded); free(chunked); free(buf); free(ebuf); free(val);
+}
+
+// ----------------------------------------------------------------------------
+// Length-generalization tasks (llmc/tasks.h): exact match by length.
+
+typedef struct {
+    int n;  // distinct lengths, ascending
+    int lengths[4096], correct[4096], total[4096];
+} TaskResult;
+
+static inline void run_task_examples(const Config *c, const EvalModel *m, const TaskFile *t, TaskResult *rp) {
+    TaskResult r;  // filled here, copied out (a few tens of KB)
+    memset(&r, 0, sizeof(r));
+    PosConfig pc = pos_config_of(c);
+    EvalScaling es = eval_scaling_of(c);
+    int *out = NULL, cap = 0;
+    double t0 = wall_time();
+    for (int i = 0; i < t->n; i++) {
+        int np = t->prompt_offsets[i + 1] - t->prompt_offsets[i], na = t->answer_offsets[i + 1] - t->answer_offsets[i];
+        if (na > cap) {
+            cap = na;
+            free(out);
+            out = (int *)xmalloc((size_t)cap * sizeof(int));
+        }
+        PosStep ps = pos_eval_step(&pc, &es, np + na);
+        m->greedy(m->ctx, t->prompt_tokens + t->prompt_offsets[i], np, na, &ps, out);
+        int ok = memcmp(out, t->answer_tokens + t->answer_offsets[i], (size_t)na * sizeof(int)) == 0;
+        int k = 0;  // the length's slot, kept in ascending order
+        while (k < r.n && r.lengths[k] < t->lengths[i]) k++;
+        if (k == r.n || r.lengths[k] != t->lengths[i]) {
+            memmove(r.lengths + k + 1, r.lengths + k, (r.n - k) * sizeof(int));
+            memmove(r.correct + k + 1, r.correct + k, (r.n - k) * sizeof(int));
+            memmove(r.total + k + 1, r.total + k, (r.n - k) * sizeof(int));
+            r.lengths[k] = t->lengths[i];
+            r.correct[k] = r.total[k] = 0;
+            r.n++;
+        }
+        r.correct[k] += ok;
+        r.total[k]++;
+        progress("task", i, t->n, t0);
+    }
+    free(out);
+    *rp = r;
+}
+
+// --task_eval FILE: accuracy by length, written to <tag>_task.csv and <tag>_task.json.
+static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
+    if (!c->task_eval[0]) return;
+    TaskFile t;
+    task_file_load(&t, c->task_eval, c->V);
+    double t0 = wall_time();
+    TaskResult *r = (TaskResult *)xmalloc(sizeof(TaskResult));
+    run_task_examples(c, m, &t, r);
+    char path[1200];
+    OutFile o;
+    snprintf(path, sizeof(path), "%s/%s_task.csv", c->out_dir, c->eval_tag);
+    out_open(&o, path);
+    fprintf(o.f, "length,n,correct,accuracy\n");
+    for (int k = 0; k < r->n; k++)
+        fprintf(o.f, "%d,%d,%d,%.4f\n", r->lengths[k], r->total[k], r->correct[k], (double)r->correct[k] / r->total[k]);
+    out_close(&o);
+    snprintf(path, sizeof(path), "%s/%s_task.json", c->out_dir, c->eval_tag);
+    out_open(&o, path);
+    const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
+    fprintf(o.f, "{\"run\": \"%s\", \"file\": \"%s\", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"train_window\": %d, "
+                 "\"lengths\": [", run, c->task_eval, ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme],
+            c->arch == ARCH_GRU ? "none" : PE_NAMES[pe_after_drop(c->pe, c->drope_step, c->steps)], c->T);
+    for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%d", k ? ", " : "", r->lengths[k]);
+    fprintf(o.f, "], \"n\": [");
+    for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%d", k ? ", " : "", r->total[k]);
+    fprintf(o.f, "], \"accuracy\": [");
+    for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%.4f", k ? ", " : "", (double)r->correct[k] / r->total[k]);
+    fprintf(o.f, "]}\n");
+    out_close(&o);
+    printf("task %s (%d examples, %.1fs): exact match by length:", c->task_eval, t.n, wall_time() - t0);
+    for (int k = 0; k < r->n; k++) printf(" %d:%.2f", r->lengths[k], (double)r->correct[k] / r->total[k]);
+    printf("\nwrote %s/%s_task.{csv,json}\n", c->out_dir, c->eval_tag);
+    free(r);
+    tf_free(&t.tf);
 }

@@ -23,8 +23,10 @@ static inline double model_flops_per_token(const Config *c) {
 
 typedef struct {
     void *model;
-    // forward and backward over rows (accum, B, T+1); returns the mean loss, *norm the gradient norm
-    float (*gradients)(void *model, const int *rows, int accum, const PosStep *ps, float *norm);
+    // forward and backward over rows (accum, B, T+1); returns the mean loss, *norm the gradient
+    // norm. weights (accum, B, T), with loss-masked data: each target's share of the step's
+    // loss (llmc/dataloader.h's loss_weights); NULL: every target's share is 1/(accum B T).
+    float (*gradients)(void *model, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm);
     // clip with that norm, then one AdamW step; t is the 1-based step count
     void (*update)(void *model, float lr, int t, float norm);
     float (*val_loss)(void *model, const int *val, long n_val, int batches);
@@ -60,6 +62,9 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
         fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
              n_val, cfg->B, cfg->T);
     int *rows = (int *)xmalloc((size_t)cfg->total_batch * (cfg->T + 1) * sizeof(int));  // (accum,B,T+1)
+    unsigned char *masks = dl.masked ? (unsigned char *)xmalloc((size_t)cfg->total_batch * (cfg->T + 1)) : NULL;
+    float *weights = dl.masked ? (float *)xmalloc((size_t)cfg->total_batch * cfg->T * sizeof(float)) : NULL;
+    if (dl.masked) printf("loss mask: only the targets the shards' masks mark count in the loss\n");
     char log_path[1100], ckpt_path[1100];
     snprintf(log_path, sizeof(log_path), "%s/log.jsonl", cfg->out_dir);
     snprintf(ckpt_path, sizeof(ckpt_path), "%s/checkpoint.bin", cfg->out_dir);
@@ -74,9 +79,10 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     for (long step = st->step; step < last; step++) {
         double t0 = wall_time();
         PosStep ps = pos_schedule_step(&pc, step);  // the PosAug hook: this step's positions
-        loader_next_batch(&dl, cfg->total_batch, rows);
+        loader_next_batch(&dl, cfg->total_batch, rows, masks);
+        if (masks) loss_weights(weights, masks, cfg->total_batch, cfg->T);  // a step with no counted target: all 0
         float lr = lr_at_step(step, cfg->warmup, cfg->steps, cfg->lr, cfg->min_lr), norm;
-        float loss = m->gradients(m->model, rows, accum, &ps, &norm);
+        float loss = m->gradients(m->model, rows, weights, accum, &ps, &norm);
         if (!isfinite(loss) || !isfinite(norm)) {  // stop before the update: the weights stay finite
             char last[1300];
             if (saved >= 0) snprintf(last, sizeof(last), "the last checkpoint ('%s', step %ld) is intact", ckpt_path, saved);
@@ -119,6 +125,8 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     }
     if (fclose(log) != 0) fail("writing '%s' failed: %s (disk full?)", log_path, strerror(errno));
     free(rows);
+    free(masks);
+    free(weights);
     free(val);
     loader_free(&dl);
     if (st->step < cfg->steps) {

@@ -42,8 +42,8 @@ static void classifier_cpu(float *logits, float *losses, const int *targets, int
 
 // ----------------------------------------------------------------------------
 // v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, int N, int V, int Vp, float dloss,
-                                  int backward) {
+__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, const float *weights, int N, int V,
+                                  int Vp, float dloss, int backward) {
     int row = blockIdx.x;
     if (row >= N) return;
     floatX *l = logits + (size_t)row * Vp;
@@ -58,6 +58,7 @@ __global__ void classifier_kernel(floatX *logits, float *losses, const int *targ
     __syncthreads();  // every thread has read l[target] before it is overwritten
     if (threadIdx.x == 0) losses[row] = lse - lt;
     if (!backward) return;
+    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
     for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
         float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
         l[c] = to_x(d);
@@ -208,7 +209,7 @@ static bool supported(int v, int Vp) {
 static void classifier_run(int v, floatX *logits, float *losses, const int *targets, int N, int V, int Vp, float dloss,
                            int backward) {
     if (v == 1) {
-        classifier_kernel<<<N, 512>>>(logits, losses, targets, N, V, Vp, dloss, backward);
+        classifier_kernel<<<N, 512>>>(logits, losses, targets, NULL, N, V, Vp, dloss, backward);
     } else if (v == 2) {
         classifier_kernel_v2<<<N, 1024>>>(logits, losses, targets, N, V, Vp, dloss, backward);
     } else {

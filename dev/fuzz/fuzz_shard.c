@@ -1,4 +1,5 @@
-// libFuzzer harness: token shards in llm.c's format, shard_load (llmc/dataloader.h).
+// libFuzzer harness: token shards in llm.c's format and with a loss mask, shard_load
+// (llmc/dataloader.h).
 #include "fuzz.h"
 #include "llmc/dataloader.h"
 
@@ -9,9 +10,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fail_quiet = 1;
     if (setjmp(fail_jump) == 0) {
         long n;
-        int *tok = shard_load(path, VOCAB, &n);
-        for (long i = 0; i < n; i++) fuzz_sink += tok[i];  // every token the loader vouched for
+        unsigned char *mask;
+        int *tok = shard_load(path, VOCAB, &n, &mask);
+        for (long i = 0; i < n; i++) fuzz_sink += tok[i] + (mask ? mask[i] : 0);  // everything the loader vouched for
         free(tok);
+        free(mask);
     }
     fuzz_release();
     return 0;
