@@ -1065,27 +1065,40 @@ static const char *SMALL_FLAGS = "--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head
                                  "--pos posaug --indist_start 8";
 static char SMALL[512];  // TRAINER SMALL_FLAGS
 
-static void test_resume(void) {
-    char cmd[2048], out[8192], la[2048], lb[2048];
-    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/full", SMALL, TMP);
+// `flags` run in one go (<TMP>/<prefix>full) and in two (<prefix>part: --stop_after 3,
+// then --resume with `resume_flags`) give the same losses and final checkpoint, to the
+// bit. Returns 0 when a run failed (reported).
+static int check_resume(const char *flags, const char *resume_flags, const char *prefix, const char *what) {
+    char cmd[2048], out[8192], la[2048], lb[2048], a[512], b[512], label[160];
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/%sfull", flags, TMP, prefix);
     int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/part --stop_after 3", SMALL, TMP);
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/%spart --stop_after 3", flags, TMP, prefix);
     int r2 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/part --resume %s/part/checkpoint.bin", SMALL, TMP, TMP);
+    snprintf(cmd, sizeof(cmd), "%s %s --out_dir %s/%spart --resume %s/%spart/checkpoint.bin", flags, resume_flags, TMP, prefix,
+             TMP, prefix);
     int r3 = run_cmd(cmd, out, sizeof(out));
     if (r1 || r2 || r3) {
-        check(0, "resume runs", "exit codes %d %d %d: %s", r1, r2, r3, out);
-        return;
+        snprintf(label, sizeof(label), "%sresume runs", what);
+        check(0, label, "exit codes %d %d %d: %s", r1, r2, r3, out);
+        return 0;
     }
-    char a[512], b[512];
-    snprintf(a, sizeof(a), "%s/full/log.jsonl", TMP);
-    snprintf(b, sizeof(b), "%s/part/log.jsonl", TMP);
+    snprintf(a, sizeof(a), "%s/%sfull/log.jsonl", TMP, prefix);
+    snprintf(b, sizeof(b), "%s/%spart/log.jsonl", TMP, prefix);
     read_losses(a, la, sizeof(la));
     read_losses(b, lb, sizeof(lb));
-    check(strcmp(la, lb) == 0 && strlen(la) > 20, "resume gives bit-identical losses", "[%s] vs [%s]", la, lb);
+    snprintf(label, sizeof(label), "%sresume%s gives bit-identical losses", what, resume_flags[0] ? " (other threads)" : "");
+    check(strcmp(la, lb) == 0 && strlen(la) > 20, label, "[%s] vs [%s]", la, lb);
+    snprintf(a, sizeof(a), "%s/%sfull/checkpoint.bin", TMP, prefix);
+    snprintf(b, sizeof(b), "%s/%spart/checkpoint.bin", TMP, prefix);
+    snprintf(label, sizeof(label), "%sresume gives a byte-identical final checkpoint", what);
+    check(files_equal(a, b), label, "");
+    return 1;
+}
+
+static void test_resume(void) {
+    char cmd[2048], out[8192], a[512];
+    if (!check_resume(SMALL, "", "", "")) return;
     snprintf(a, sizeof(a), "%s/full/checkpoint.bin", TMP);
-    snprintf(b, sizeof(b), "%s/part/checkpoint.bin", TMP);
-    check(files_equal(a, b), "resume gives a byte-identical final checkpoint", "");
     // generation from the checkpoint
     snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, a);
     int rg = run_cmd(cmd, out, sizeof(out));
@@ -1139,27 +1152,11 @@ static void test_checkpoint_models(void) {
 // --arch gru through the trainer: bit-exact resume, the same losses on 1 and 2 threads, an
 // evaluation that adopts the checkpoint's architecture, generation from its state.
 static void test_gru_runs(void) {
-    char flags[512], cmd[2048], out[8192], la[2048], lb[2048], a[512], b[512];
+    char flags[512], cmd[2048], out[8192], a[512], b[512];
     snprintf(flags, sizeof(flags), "%s --arch gru --n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 "
-             "--steps 6 --warmup 2 --val_every 3 --eval_len 0 --indist_start 8", TRAINER);
-    snprintf(cmd, sizeof(cmd), "%s --threads 2 --out_dir %s/gru_full", flags, TMP);
-    int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s --threads 2 --out_dir %s/gru_part --stop_after 3", flags, TMP);
-    int r2 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s --threads 1 --out_dir %s/gru_part --resume %s/gru_part/checkpoint.bin", flags, TMP, TMP);
-    int r3 = run_cmd(cmd, out, sizeof(out));
-    if (r1 || r2 || r3) {
-        check(0, "GRU runs", "exit codes %d %d %d: %s", r1, r2, r3, out);
-        return;
-    }
-    snprintf(a, sizeof(a), "%s/gru_full/log.jsonl", TMP);
-    snprintf(b, sizeof(b), "%s/gru_part/log.jsonl", TMP);
-    read_losses(a, la, sizeof(la));
-    read_losses(b, lb, sizeof(lb));
-    check(strcmp(la, lb) == 0 && strlen(la) > 20, "GRU: resume (on 1 thread after 2) gives bit-identical losses", "[%s] vs [%s]", la, lb);
+             "--steps 6 --warmup 2 --val_every 3 --eval_len 0 --indist_start 8 --threads 2", TRAINER);
+    if (!check_resume(flags, "--threads 1", "gru_", "GRU: ")) return;
     snprintf(a, sizeof(a), "%s/gru_full/checkpoint.bin", TMP);
-    snprintf(b, sizeof(b), "%s/gru_part/checkpoint.bin", TMP);
-    check(files_equal(a, b), "GRU: resume gives a byte-identical final checkpoint", "");
     // evaluation with no model flags: the checkpoint's architecture and shape
     snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s --eval_len 96 --eval_n 2 --indist_start 8", TRAINER, a);
     int r4 = run_cmd(cmd, out, sizeof(out));
