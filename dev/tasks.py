@@ -68,7 +68,7 @@ def write_report(args, results):
           "CPU scale: the tiny preset (w = %d), %d steps on %s examples of lengths 1..%d, loss on the answers; "
           "%d test examples per length; written by `python dev/tasks.py --task %s%s`." % (
               args.seq_len, args.steps, args.task, args.train_len, args.n_test, args.task,
-              "" if args.steps == 1500 else " --steps %d" % args.steps), "",
+              "" if args.steps == 4000 else " --steps %d" % args.steps), "",
           "| row | " + " | ".join(r[0] for r in rg) + " |", "| --- |" + " --- |" * len(rg)]
     for slug, label, j in results:
         acc = dict(zip(j["lengths"], j["accuracy"]))
@@ -114,9 +114,9 @@ def write_report(args, results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", required=True, choices=["copy", "reverse", "addition", "sort", "summation"])
-    ap.add_argument("--train_len", type=int, default=10)
-    ap.add_argument("--seq_len", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--train_len", type=int, default=8)
+    ap.add_argument("--seq_len", type=int, default=48)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--n_test", type=int, default=20)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--rows", default="", help="comma-separated slugs (default: all)")
