@@ -420,6 +420,281 @@ static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt,
     }
 }
 
+// ----------------------------------------------------------------------------
+// Flash attention for training (--attention flash): the same causal GQA attention with no
+// (T,T) matrix. The forward keeps y and the log-sum-exp of each row's scores, lse
+// (B,NH,T) fp32; the backward recomputes the probabilities from it (doc/model.md):
+//   x_ts = (q_t . k_s) * scale - bias_h * (t - s),   p_ts = exp(x_ts - lse_t),   s <= t
+//   D_t = dy_t . y_t  (= sum_s p_ts dP_ts),   dS_ts = p_ts (dy_t . v_s - D_t) * scale
+//   dv_s = sum_t p_ts dy_t,   dk_s = sum_t dS_ts q_t,   dq_t = sum_s dS_ts k_s
+// bias_h = ALiBi slope * alpha (0 without ALiBi). CUDA cores, fp32 math: a block of
+// FLASH_ROWS threads owns FLASH_ROWS query rows (forward, dQ) or key rows (dK/dV), one per
+// thread, and walks tiles of FLASH_TILE rows of the other side staged in shared memory,
+// which every thread reads at the same address (a broadcast). HDMAX (32, 64 or 128) sizes
+// the per-thread register arrays; hd <= HDMAX at run time. The dK/dV pass sums the
+// group's query heads in registers: GQA in fp32, with no atomics and no K/V copies.
+//                                  mirrors attention_forward_train and attention_backward
+#define FLASH_ROWS 64
+#define FLASH_TILE 32
+#define FLASH_CHUNK 16  // the forward's keys per online-softmax update (registers: x[FLASH_CHUNK])
+
+// y (B,T,NH,hd), lse (B,NH,T); q (B,T,NH,hd), k, v (B,T,NKV,hd). Grid (T/FLASH_ROWS, NH, B).
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, float *lse, const floatX *q, const floatX *k,
+                                                                   const floatX *v, int T, int NH, int NKV, int hd,
+                                                                   float alibi_alpha) {
+    __shared__ float ks[FLASH_TILE][HDMAX], vs[FLASH_TILE][HDMAX];
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int t = tile * FLASH_ROWS + threadIdx.x, last = min(tile * FLASH_ROWS + FLASH_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    size_t kstride = (size_t)NKV * hd;
+    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+    const floatX *qt = q + (((size_t)b * T + min(t, T - 1)) * NH + h) * hd;
+    float qr[HDMAX], acc[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) {
+        qr[c] = c < hd ? to_f(qt[c]) : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -FLT_MAX, l = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE) {
+        __syncthreads();  // the previous tile is consumed
+        for (int i = threadIdx.x; i < FLASH_TILE * hd; i += FLASH_ROWS) {
+            int r = i / hd, c = i % hd, s = s0 + r;
+            ks[r][c] = s < T ? to_f(kb[s * kstride + c]) : 0.0f;
+            vs[r][c] = s < T ? to_f(vb[s * kstride + c]) : 0.0f;
+        }
+        __syncthreads();
+        for (int j0 = 0; j0 < FLASH_TILE && s0 + j0 <= t; j0 += FLASH_CHUNK) {  // online softmax per chunk
+            float x[FLASH_CHUNK], mt = m;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) dot += qr[c] * ks[j0 + j][c];
+                int s = s0 + j0 + j;
+                x[j] = s <= t ? dot * scale - bias * (float)(t - s) : -FLT_MAX;
+                mt = fmaxf(mt, x[j]);
+            }
+            float corr = expf(m - mt);
+            l *= corr;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++) acc[c] *= corr;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float p = s0 + j0 + j <= t ? expf(x[j] - mt) : 0.0f;
+                l += p;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) acc[c] += p * vs[j0 + j][c];
+            }
+            m = mt;
+        }
+    }
+    if (t >= T) return;
+    floatX *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) yt[c] = to_x(acc[c] * inv);
+    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+// D (B,NH,T) = dy . y per row; one warp per (b,t,h)
+__global__ void flash_backward_dot_kernel(float *D, const floatX *dy, const floatX *y, int B, int T, int NH, int hd) {
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= (size_t)B * T * NH) return;
+    float s = 0.0f;
+    for (int i = lane; i < hd; i += 32) s += to_f(dy[row * hd + i]) * to_f(y[row * hd + i]);
+    s = warp_sum(s);
+    int h = (int)(row % NH), t = (int)((row / NH) % T), b = (int)(row / ((size_t)NH * T));
+    if (lane == 0) D[((size_t)b * NH + h) * T + t] = s;
+}
+
+// Loads rows r0.. of a (.,T,H,hd) tensor's head h into dst (n rows, stride ld), 0 past T.
+__device__ void flash_load_rows(float *dst, int ld, int n, const floatX *src, int b, int r0, int T, int H, int h, int hd) {
+    for (int i = threadIdx.x; i < n * hd; i += blockDim.x) {
+        int r = i / hd, c = i % hd, t = r0 + r;
+        dst[r * ld + c] = t < T ? to_f(src[(((size_t)b * T + t) * H + h) * hd + c]) : 0.0f;
+    }
+}
+
+// dk, dv (B,T,NKV,hd), overwritten. Grid (T/FLASH_ROWS, NKV, B): a block owns FLASH_ROWS
+// keys (their k, v rows in shared memory, padded to hd + 1 so that lanes hit different
+// banks) and walks the queries t >= its first key of every head of its group.
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
+                                                                       const float *lse, const float *D, const floatX *q,
+                                                                       const floatX *k, const floatX *v, int T, int NH,
+                                                                       int NKV, int hd, float alibi_alpha) {
+    extern __shared__ float sm[];
+    int ld = hd + 1;
+    float *kown = sm, *vown = kown + FLASH_ROWS * ld;          // (FLASH_ROWS, hd+1)
+    float *qs = vown + FLASH_ROWS * ld, *dys = qs + FLASH_TILE * HDMAX;  // (FLASH_TILE, HDMAX)
+    float *lses = dys + FLASH_TILE * HDMAX, *Ds = lses + FLASH_TILE;     // (FLASH_TILE)
+    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    int s0 = blockIdx.x * FLASH_ROWS, s = s0 + threadIdx.x, r = threadIdx.x;  // the first keys see the most queries
+    float scale = 1.0f / sqrtf((float)hd);
+    flash_load_rows(kown, ld, FLASH_ROWS, k, b, s0, T, NKV, kvh, hd);
+    flash_load_rows(vown, ld, FLASH_ROWS, v, b, s0, T, NKV, kvh, hd);
+    float dka[HDMAX], dva[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) dka[c] = dva[c] = 0.0f;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        for (int t0 = s0 / FLASH_TILE * FLASH_TILE; t0 < T; t0 += FLASH_TILE) {
+            __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+            flash_load_rows(qs, HDMAX, FLASH_TILE, q, b, t0, T, NH, h, hd);
+            flash_load_rows(dys, HDMAX, FLASH_TILE, dy, b, t0, T, NH, h, hd);
+            if (threadIdx.x < FLASH_TILE) {
+                int t = t0 + threadIdx.x;
+                lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+                Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            if (s >= T) continue;
+            for (int j = 0; j < FLASH_TILE; j++) {
+                int t = t0 + j;
+                if (t < s || t >= T) continue;  // key s is seen by queries t >= s
+                const float *qj = qs + j * HDMAX, *dyj = dys + j * HDMAX;
+                float dot = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) {
+                        dot += qj[c] * kown[r * ld + c];
+                        dp += dyj[c] * vown[r * ld + c];
+                    }
+                float p = expf(dot * scale - bias * (float)(t - s) - lses[j]);
+                float ds = p * (dp - Ds[j]) * scale;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) {
+                        dva[c] += p * dyj[c];
+                        dka[c] += ds * qj[c];
+                    }
+            }
+        }
+    }
+    if (s >= T) return;
+    floatX *dkr = dk + (((size_t)b * T + s) * NKV + kvh) * hd, *dvr = dv + (((size_t)b * T + s) * NKV + kvh) * hd;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) {
+            dkr[c] = to_x(dka[c]);
+            dvr[c] = to_x(dva[c]);
+        }
+}
+
+// dq (B,T,NH,hd), overwritten. Grid (T/FLASH_ROWS, NH, B): a block owns FLASH_ROWS queries
+// (their q, dy rows in shared memory, padded) and walks the key tiles s <= its last query.
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
+                                                                      const float *D, const floatX *q, const floatX *k,
+                                                                      const floatX *v, int T, int NH, int NKV, int hd,
+                                                                      float alibi_alpha) {
+    extern __shared__ float sm[];
+    int ld = hd + 1;
+    float *qown = sm, *dyown = qown + FLASH_ROWS * ld;                  // (FLASH_ROWS, hd+1)
+    float *ks = dyown + FLASH_ROWS * ld, *vs = ks + FLASH_TILE * HDMAX;  // (FLASH_TILE, HDMAX)
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), r = threadIdx.x;
+    int t0 = tile * FLASH_ROWS, t = t0 + r, last = min(t0 + FLASH_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    flash_load_rows(qown, ld, FLASH_ROWS, q, b, t0, T, NH, h, hd);
+    flash_load_rows(dyown, ld, FLASH_ROWS, dy, b, t0, T, NH, h, hd);
+    float lt = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f, Dt = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+    float dqa[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) dqa[c] = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE) {
+        __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+        flash_load_rows(ks, HDMAX, FLASH_TILE, k, b, s0, T, NKV, kvh, hd);
+        flash_load_rows(vs, HDMAX, FLASH_TILE, v, b, s0, T, NKV, kvh, hd);
+        __syncthreads();
+        if (t >= T) continue;
+        for (int j = 0; j < FLASH_TILE; j++) {
+            int s = s0 + j;
+            if (s > t) break;  // causal
+            const float *kj = ks + j * HDMAX, *vj = vs + j * HDMAX;
+            float dot = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++)
+                if (c < hd) {
+                    dot += qown[r * ld + c] * kj[c];
+                    dp += dyown[r * ld + c] * vj[c];
+                }
+            float p = expf(dot * scale - bias * (float)(t - s) - lt);
+            float ds = p * (dp - Dt) * scale;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++)
+                if (c < hd) dqa[c] += ds * kj[c];
+        }
+    }
+    if (t >= T) return;
+    floatX *dqr = dq + (((size_t)b * T + t) * NH + h) * hd;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) dqr[c] = to_x(dqa[c]);
+}
+
+// shared memory of the backward kernels (both use the same amount)
+static size_t flash_backward_smem(int hd, int hdmax) {
+    return (2 * (size_t)FLASH_ROWS * (hd + 1) + 2 * (size_t)FLASH_TILE * hdmax + 2 * FLASH_TILE) * sizeof(float);
+}
+
+template <int HDMAX>
+static void flash_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                             int NH, int NKV, int hd, float alibi_alpha) {
+    dim3 grid(ceil_div(T, FLASH_ROWS), NH, B);
+    flash_forward_kernel<HDMAX><<<grid, FLASH_ROWS>>>(y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+template <int HDMAX>
+static void flash_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
+                              const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV, int hd,
+                              float alibi_alpha) {
+    size_t smem = flash_backward_smem(hd, HDMAX);
+    static size_t opted = 0;  // above 48 KiB a kernel must opt in to dynamic shared memory
+    if (smem > opted) {
+        size_t most = flash_backward_smem(HDMAX, HDMAX);
+        cudaCheck(cudaFuncSetAttribute(flash_backward_kv_kernel<HDMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most));
+        cudaCheck(cudaFuncSetAttribute(flash_backward_q_kernel<HDMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most));
+        opted = most;
+    }
+    flash_backward_kv_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NKV, B), FLASH_ROWS, smem>>>(
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+    flash_backward_q_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NH, B), FLASH_ROWS, smem>>>(
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+// y (B,T,NH,hd) and lse (B,NH,T) of causal GQA attention; hd <= FLASH_MAX_HD (checked by
+// the flags). alibi_alpha > 0: ALiBi with distances times alibi_alpha.
+static void flash_attention_forward(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
+                                    int T, int NH, int NKV, int hd, float alibi_alpha) {
+    if (hd <= 32) flash_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+// dq, dk, dv overwritten; D (B,NH,T) is scratch. y and lse: the forward's.
+static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                     const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                     int NH, int NKV, int hd, float alibi_alpha) {
+    size_t rows = (size_t)B * T * NH;
+    flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
+    cudaCheck(cudaGetLastError());
+    if (hd <= 32) flash_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+// ----------------------------------------------------------------------------
 // Forward-only attention for evaluation and generation: one warp per query row, online
 // softmax over key blocks of 32 (one key per lane), no (T,T) matrix, so memory grows
 // linearly with T (16K positions fit). Queries are Tq rows, keys and values Tk rows;
@@ -643,7 +918,8 @@ __global__ void copy_to_x_kernel(floatX *dst, const float *src, size_t n) {
 
 // ----------------------------------------------------------------------------
 // activations: the same named views as the CPU's Acts. train = 0: layers share one set of
-// buffers and attention keeps no (T,T) matrix.
+// buffers and attention keeps no (T,T) matrix; nor does --attention flash, which keeps
+// the rows' log-sum-exp instead.
 
 typedef struct {
     int B, T, train;
@@ -651,6 +927,7 @@ typedef struct {
     void *mem;
     floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
     float *rstd1, *rstd2, *rstdf, *losses;
+    float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -670,7 +947,8 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
-    size_t att = tr * B * c->NH * T * T;
+    size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
+    size_t att = tr * !flash * B * c->NH * T * T;
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -692,8 +970,9 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
                      &a->h, &a->nf, &a->logits, &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->datt,
                      &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw,
                      &a->gates, &a->ghn, &a->gh, &a->top, &a->dgi, &a->dgh, &a->dhx};
-    size_t fs[] = {tr * nl * N, tr * nl * N, N, N, qk * nl * N, qk * nl * N, gt * B * C};
-    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk, &a->dcarry};
+    size_t fs[] = {tr * nl * N, tr * nl * N, N, N, qk * nl * N, qk * nl * N, gt * B * C, flash * nl * N * c->NH,
+                   flash * N * c->NH};
+    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk, &a->dcarry, &a->lse, &a->dsum};
     size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), off = 0;
     a->mem = mem;
     for (size_t i = 0; i < nf; i++) {
@@ -996,7 +1275,10 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (a->train) {
             rope(q, B, T, NH, hd, ps, l, 1.0f, 0);
             rope(k, B, T, NKV, hd, ps, l, 1.0f, 0);
-            attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
+            if (c->attention == ATTN_FLASH)
+                flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
+            else
+                attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
         } else {
             KVCache *kv = o ? o->kv : NULL;
             PosStep pl = *ps;  // positions pos0 + t with a KV cache
@@ -1059,7 +1341,11 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dC, mid,
                     P(g, P_MLP_NORM) + (size_t)l * C, a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
-        attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        if (c->attention == ATTN_FLASH)
+            flash_attention_backward(a->dq, a->dk, a->dv, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k, v, B,
+                                     T, NH, NKV, hd, alibi_alpha(ps, l));
+        else
+            attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         rope(a->dq, B, T, NH, hd, ps, l, -1.0f, 0);
         rope(a->dk, B, T, NKV, hd, ps, l, -1.0f, 0);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
@@ -1334,14 +1620,17 @@ static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
 // dump mode, for test_gpt's GPU-vs-CPU check: reads a case file (the input part of the
 // PyTorch reference format: config_i, config_f, alphas, tokens, initial weights), runs
 // the check pass at config_f[9]'s alpha and the training steps, writes the same names
-// the reference uses (logits, loss, grad.*, losses, grad_norms, final.*).
+// the reference uses (logits, loss, grad.*, losses, grad_norms, final.*), with the
+// training attention given (ATTN_NAIVE or ATTN_FLASH).
 
-static void dump_case(const char *in_path, const char *out_path) {
+static void dump_case(const char *in_path, const char *out_path, int attention) {
     TensorFile tf;
     tf_load(&tf, in_path, TF_KIND_REFERENCE);
     Config c;
     int micro;
     int scheduled = config_from_case(&c, &tf, &micro);
+    c.attention = attention;
+    if (attention == ATTN_FLASH && c.C / c.NH > FLASH_MAX_HD) fail("--attention flash takes head sizes up to %d", FLASH_MAX_HD);
     int B = c.B, T = c.T, steps = c.steps, N = B * T;
     float check_alpha = ((const float *)tf_get(&tf, "config_f", TF_F32, 10))[9];
     const float *alphas = (const float *)tf_get(&tf, "alphas", TF_F32, steps);
@@ -1490,9 +1779,12 @@ static cudaDeviceProp gpu_init(void) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt's GPU-vs-CPU check
-        if (argc != 4) fail("usage: %s --dump_case CASE_FILE OUT_FILE", argv[0]);
+        int attention = ATTN_NAIVE;
+        if (argc == 6 && strcmp(argv[4], "--attention") == 0 && strcmp(argv[5], "flash") == 0) attention = ATTN_FLASH;
+        else if (argc != 4 && !(argc == 6 && strcmp(argv[4], "--attention") == 0 && strcmp(argv[5], "naive") == 0))
+            fail("usage: %s --dump_case CASE_FILE OUT_FILE [--attention naive|flash]", argv[0]);
         gpu_init();
-        dump_case(argv[2], argv[3]);
+        dump_case(argv[2], argv[3], attention);
         return 0;
     }
     Config cfg;

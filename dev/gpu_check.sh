@@ -9,7 +9,8 @@
 #   b  ./test_gpt: GPU vs CPU on 11 cases, both builds
 #   c  compute-sanitizer memcheck on short runs of both builds, three configurations
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
-#   e  10M preset (w 2048) throughput: ./train_gpt against PyTorch eager, same GPU
+#   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
+#      PyTorch eager, same GPU
 #   f  PosAug's wall-clock overhead on the GPU (dev/overhead.sh)
 #   g  make kernels-run: every dev/cuda kernel variant's validation and bandwidth
 #   h  10M throughput of PyTorch with torch.compile (the slowest to start, so last)
@@ -195,29 +196,37 @@ PY
     step_end $bad "$(echo "$cmp" | head -n1)"
 }
 
-step_e() {
-    step_start "e 10m C vs PyTorch"
-    make_shard
-    run 150 ./train_gpt $C10M --train_data "$SHARD" --steps 12 --warmup 2 --val_every 0 --eval_len 0 --out_dir "$tmp/e_c"
-    local rc=$? c
-    grep -E '^device|^--pe|GPU memory' "$tmp/out" | detail
-    # median tokens/s and MFU of steps 3..12
-    c=$(python3 - "$tmp/e_c/log.jsonl" <<'PY' 2>/dev/null
+# median tokens/s and MFU (%) of steps 3.. of a run's log.jsonl: "TOK MFU"
+c_rate() {
+    python3 - "$1" <<'PY' 2>/dev/null
 import json, sys, statistics
 rows = [json.loads(l) for l in open(sys.argv[1])][2:]
 mfu = [100 * r["mfu"] for r in rows if "mfu" in r]
 print(round(statistics.median(r["tok_s"] for r in rows)), f"{statistics.median(mfu):.2f}" if mfu else "n/a")
 PY
-)
+}
+
+step_e() {
+    step_start "e 10m C vs PyTorch"
+    make_shard
+    local train="$C10M --train_data $SHARD --steps 12 --warmup 2 --val_every 0 --eval_len 0"
+    run 150 ./train_gpt $train --out_dir "$tmp/e_c"
+    local rc=$? c f
+    grep -E '^device|^--pe|GPU memory' "$tmp/out" | detail
+    c=$(c_rate "$tmp/e_c/log.jsonl")
     C_TOK_S=${c%% *}
     local mfu=${c##* }
+    run 150 ./train_gpt $train --attention flash --out_dir "$tmp/e_flash" || rc=1
+    grep -E 'GPU memory' "$tmp/out" | sed 's/^/--attention flash: /' | detail
+    f=$(c_rate "$tmp/e_flash/log.jsonl")
+    echo "--attention flash: ${f%% *} tok/s, MFU ${f##* }% (naive: $C_TOK_S tok/s)" | detail
     run 150 python3 dev/bench_torch.py $TORCH10M || rc=1
     local t
     t=$(torch_result)
     local t_tok=${t%% *}
     t_tok=${t_tok:-0}
     echo "PyTorch: $t" | detail
-    step_end $rc "C ${C_TOK_S:-?} tok/s (MFU ${mfu:-?}%) | PyTorch eager bf16 $t_tok tok/s | C / PyTorch $(python3 -c "print(f'{${C_TOK_S:-0} / max(1, $t_tok):.2f}')")"
+    step_end $rc "C ${C_TOK_S:-?} tok/s (MFU ${mfu:-?}%), flash ${f%% *} tok/s (MFU ${f##* }%) | PyTorch eager bf16 $t_tok tok/s | C / PyTorch $(python3 -c "print(f'{${C_TOK_S:-0} / max(1, $t_tok):.2f}')")"
 }
 
 step_f() {

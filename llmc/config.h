@@ -47,10 +47,14 @@ typedef struct {
     float temperature;
     int threads;
     float max_memory;  // GiB of host memory this run may use; 0: what the machine has available
+    int attention;     // train_gpt's training attention: ATTN_NAIVE or ATTN_FLASH (the CPU has one path)
 } Config;
 
 enum { ARCH_TRANSFORMER, ARCH_GRU, ARCH_N };
 static const char *ARCH_NAMES[ARCH_N] = {"transformer", "gru"};
+enum { ATTN_NAIVE, ATTN_FLASH, ATTN_N };
+static const char *ATTN_NAMES[ATTN_N] = {"naive", "flash"};
+#define FLASH_MAX_HD 128  // the flash kernels' largest head size
 
 typedef struct {
     const char *name;
@@ -201,6 +205,7 @@ static const ArgSpec ARGS[] = {
     A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
     A("--threads", ARG_INT, threads, "OpenMP threads (default: all cores)"),
     A("--max_memory", ARG_FLOAT, max_memory, "GiB of host memory this run may use (default: what the machine has available)"),
+    CHOICE("--attention", attention, ATTN_NAMES, ATTN_N, "train_gpt's training attention: naive (cuBLAS scores, default) or flash (no T x T matrix; unverified on a GPU); the CPU trainer has one path"),
 };
 #undef A
 #define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))
@@ -394,6 +399,8 @@ static inline void validate_config(Config *c) {
         REQUIRE(c->eval_len <= wpe_rows(c), "--pe learned: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
                 "evaluated (pass --eval_len 0, or train with --pos rpe, whose table reaches --rpe_max)", wpe_rows(c) - 1, c->eval_len);
     }
+    REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
+            "this model's is %d (use --attention naive)", FLASH_MAX_HD, c->C / c->NH);
     REQUIRE(c->grad_clip >= 0, "--grad_clip must be >= 0");
     REQUIRE(c->ckpt_every >= 0 && c->val_every >= 0 && c->val_batches > 0, "--ckpt_every/--val_every must be >= 0, --val_batches > 0");
     REQUIRE(c->stop_after >= 0, "--stop_after must be >= 0");

@@ -17,6 +17,10 @@
 //       only): 4 warps x 16 query rows, K/V tiles of 64 keys in shared memory, S = Q K^T
 //       and O += P V as WMMA fragments, online softmax by lane pairs per row, the output
 //       accumulator in shared memory (rescaled per tile). hd 64 or 128.
+//   v5  train_gpt.cu's --attention flash forward (flash_attention_forward): a thread per
+//       query row, q and the accumulator in registers, K/V tiles of 32 in shared memory
+//       (fp32), online softmax per 16 keys; also writes lse (B,NH,T) for the backward
+//       (checked at 1e-5). Any hd up to 128. The backward: attention_backward.cu.
 //
 // Validation on random q, k, v against the CPU reference (attention_forward of
 // train_gpt_cpu.c), outputs poisoned with NaN first: GQA (NH 6, NKV 2), a T that is not
@@ -65,6 +69,26 @@ static void attention_cpu(float *y, float *att, const float *q, const float *k, 
                 }
                 if (att)
                     for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+            }
+}
+
+// lse (B,NH,T): log sum_s exp(score_ts) of each row's scaled causal scores, in double
+static void lse_cpu(float *lse, const float *q, const float *k, int B, int T, int NH, int NKV, int hd) {
+    std::vector<double> x(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
+                double mx = -INFINITY, sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const float *ks = k + (((size_t)b * T + s) * NKV + h / (NH / NKV)) * hd;
+                    double dot = 0.0;
+                    for (int i = 0; i < hd; i++) dot += (double)qt[i] * ks[i];
+                    x[s] = dot / sqrt((double)hd);
+                    mx = std::max(mx, x[s]);
+                }
+                for (int s = 0; s <= t; s++) sum += exp(x[s] - mx);
+                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
             }
 }
 
@@ -450,19 +474,106 @@ __global__ void __launch_bounds__(FA4_WARPS * 32) attention_forward_kernel_v4(bf
 #endif
 
 // ----------------------------------------------------------------------------
+// v5: train_gpt.cu's --attention flash forward (copied; make check-v1 verifies the copy)
+#define FLASH_ROWS 64
+#define FLASH_TILE 32
+#define FLASH_CHUNK 16
+#define FLASH_MAX_HD 128  // as llmc/config.h
+
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, float *lse, const floatX *q, const floatX *k,
+                                                                   const floatX *v, int T, int NH, int NKV, int hd,
+                                                                   float alibi_alpha) {
+    __shared__ float ks[FLASH_TILE][HDMAX], vs[FLASH_TILE][HDMAX];
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int t = tile * FLASH_ROWS + threadIdx.x, last = min(tile * FLASH_ROWS + FLASH_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    size_t kstride = (size_t)NKV * hd;
+    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+    const floatX *qt = q + (((size_t)b * T + min(t, T - 1)) * NH + h) * hd;
+    float qr[HDMAX], acc[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) {
+        qr[c] = c < hd ? to_f(qt[c]) : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -FLT_MAX, l = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE) {
+        __syncthreads();  // the previous tile is consumed
+        for (int i = threadIdx.x; i < FLASH_TILE * hd; i += FLASH_ROWS) {
+            int r = i / hd, c = i % hd, s = s0 + r;
+            ks[r][c] = s < T ? to_f(kb[s * kstride + c]) : 0.0f;
+            vs[r][c] = s < T ? to_f(vb[s * kstride + c]) : 0.0f;
+        }
+        __syncthreads();
+        for (int j0 = 0; j0 < FLASH_TILE && s0 + j0 <= t; j0 += FLASH_CHUNK) {  // online softmax per chunk
+            float x[FLASH_CHUNK], mt = m;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) dot += qr[c] * ks[j0 + j][c];
+                int s = s0 + j0 + j;
+                x[j] = s <= t ? dot * scale - bias * (float)(t - s) : -FLT_MAX;
+                mt = fmaxf(mt, x[j]);
+            }
+            float corr = expf(m - mt);
+            l *= corr;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++) acc[c] *= corr;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float p = s0 + j0 + j <= t ? expf(x[j] - mt) : 0.0f;
+                l += p;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) acc[c] += p * vs[j0 + j][c];
+            }
+            m = mt;
+        }
+    }
+    if (t >= T) return;
+    floatX *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) yt[c] = to_x(acc[c] * inv);
+    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+template <int HDMAX>
+static void flash_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                             int NH, int NKV, int hd, float alibi_alpha) {
+    dim3 grid(ceil_div(T, FLASH_ROWS), NH, B);
+    flash_forward_kernel<HDMAX><<<grid, FLASH_ROWS>>>(y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+static void flash_attention_forward(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
+                                    int T, int NH, int NKV, int hd, float alibi_alpha) {
+    if (hd <= 32) flash_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+// ----------------------------------------------------------------------------
 // launchers
 
-#define NV 4
+#define NV 5
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's training path: cuBLAS scores + softmax_forward_kernel on (B,NH,T,T) + cuBLAS P V",
     "train_gpt.cu's evaluation kernel: warp per query row, online softmax over key blocks of 32",
     "flash-style on CUDA cores: thread per query row, K/V tiles of 32 in shared memory, online softmax",
-    "flash-style on tensor cores: bf16 WMMA, 4 warps x 16 rows, K/V tiles of 64, online softmax (bf16 only)"};
+    "flash-style on tensor cores: bf16 WMMA, 4 warps x 16 rows, K/V tiles of 64, online softmax (bf16 only)",
+    "train_gpt.cu's --attention flash forward: thread per query row, K/V tiles of 32, softmax per 16 keys, lse kept"};
 
 static bool supported(int v, int hd, const char **why) {
     *why = "";
     if (v == 2 && hd > ATT_MAX_HD) { *why = "hd > 256"; return false; }
     if (v == 3 && hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
+    if (v == 5 && hd > FLASH_MAX_HD) { *why = "hd > 128"; return false; }
     if (v == 4) {
 #ifdef ENABLE_FP32
         *why = "bf16 tensor cores (bf16 build only)";
@@ -491,10 +602,12 @@ static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX 
 }
 #endif
 
-// att (B,NH,T,T) only for v1
-static void attention_run(int ver, floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B,
-                          int T, int NH, int NKV, int hd) {
-    if (ver == 1) {
+// att (B,NH,T,T) only for v1, lse (B,NH,T) only for v5
+static void attention_run(int ver, floatX *y, floatX *att, float *lse, const floatX *q, const floatX *k, const floatX *v,
+                          int B, int T, int NH, int NKV, int hd) {
+    if (ver == 5) {
+        flash_attention_forward(y, lse, q, k, v, B, T, NH, NKV, hd, 0.0f);
+    } else if (ver == 1) {
         attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, 0.0f);
     } else if (ver == 2) {
         size_t rows = (size_t)B * T * NH;
@@ -544,10 +657,13 @@ int main(int argc, char **argv) {
         round_to_x(q);
         round_to_x(k);
         round_to_x(v);
-        std::vector<float> y_ref(nq), att_ref(natt);
+        size_t nl = (size_t)c.B * c.NH * c.T;
+        std::vector<float> y_ref(nq), att_ref(natt), lse_ref(nl);
         attention_cpu(y_ref.data(), att_ref.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.NKV, c.hd);
+        lse_cpu(lse_ref.data(), q.data(), k.data(), c.B, c.T, c.NH, c.NKV, c.hd);
         floatX *d_q = dalloc<floatX>(nq), *d_k = dalloc<floatX>(nkv), *d_v = dalloc<floatX>(nkv),
                *d_y = dalloc<floatX>(nq), *d_att = dalloc<floatX>(natt);
+        float *d_lse = dalloc<float>(nl);
         upload_x(d_q, q);
         upload_x(d_k, k);
         upload_x(d_v, v);
@@ -563,10 +679,12 @@ int main(int argc, char **argv) {
             vd.ran[ver] = 1;
             poison(d_y, nq * sizeof(floatX));
             poison(d_att, natt * sizeof(floatX));
-            attention_run(ver, d_y, d_att, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd);
+            poison(d_lse, nl * sizeof(float));
+            attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd);
             cudaCheck(cudaDeviceSynchronize());
             bool ok = check_close("y", download_x(d_y, nq), y_ref, FX_TOL);
             if (ver == 1) ok &= check_close("att (probs)", download_x(d_att, natt), att_ref, FX_TOL);
+            if (ver == 5) ok &= check_close("lse", download_f(d_lse, nl), lse_ref, F32_TOL);
             if (!ok) vd.failed[ver] = 1;
         }
         cudaCheck(cudaFree(d_q));
@@ -574,6 +692,7 @@ int main(int argc, char **argv) {
         cudaCheck(cudaFree(d_v));
         cudaCheck(cudaFree(d_y));
         cudaCheck(cudaFree(d_att));
+        cudaCheck(cudaFree(d_lse));
     }
     for (int ver = first; ver <= last; ver++) verdict_print("attention", ver, &vd);
 
@@ -589,6 +708,7 @@ int main(int argc, char **argv) {
         fill_normal(h, 0.0f, 1.0f, &rng);
         floatX *d_q = dalloc<floatX>(nq), *d_k = dalloc<floatX>(nkv), *d_v = dalloc<floatX>(nkv),
                *d_y = dalloc<floatX>(nq), *d_att = dalloc<floatX>(natt);
+        float *d_lse = dalloc<float>((size_t)c.B * c.NH * c.T);
         upload_x(d_q, h);
         h.resize(nkv);
         upload_x(d_k, h);
@@ -597,7 +717,7 @@ int main(int argc, char **argv) {
             const char *why;
             if (vd.failed[ver] || !supported(ver, c.hd, &why)) continue;
             int reps = ver == 2 ? 10 : 50;  // v2 takes tens of ms per run
-            float us = bench_us([&] { attention_run(ver, d_y, d_att, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd); },
+            float us = bench_us([&] { attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd); },
                                 [] {}, ver == 2 ? 2 : 5, reps);
             report_tflops("attention", ver, "", us, flops);
         }
@@ -606,6 +726,7 @@ int main(int argc, char **argv) {
         cudaCheck(cudaFree(d_v));
         cudaCheck(cudaFree(d_y));
         cudaCheck(cudaFree(d_att));
+        cudaCheck(cudaFree(d_lse));
     }
     return verdict_exit("attention", first, last, &vd);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# check_v1.sh: every v1 in dev/cuda must stay a verbatim copy of the code train_gpt.cu runs,
-# so that the benchmarks measure the trainer. Compares each function (from its signature
-# line to the first line that is exactly "}") between train_gpt.cu and the dev/cuda file.
+# check_v1.sh: every copy of trainer code in dev/cuda (each v1, and the flash versions) must
+# stay a verbatim copy of the code train_gpt.cu runs, so that the benchmarks measure the
+# trainer. Compares each function (from its signature line to the first line that is
+# exactly "}") between train_gpt.cu and the dev/cuda file.
 # Needs no GPU. Exit 0 when all are identical, 1 otherwise (the diff is printed).
 set -u
 cd "$(dirname "$0")"
@@ -11,13 +12,18 @@ rope.cu:rope_kernel
 rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel
 attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
 attention.cu:attention_forward_online_kernel attention.cu:alibi_slope attention.cu:alibi_bias_kernel
+attention.cu:flash_forward_kernel attention.cu:flash_forward_hd attention.cu:flash_attention_forward
+attention_backward.cu:softmax_backward_kernel attention_backward.cu:gemm_batched attention_backward.cu:attention_backward
+attention_backward.cu:alibi_slope attention_backward.cu:flash_backward_dot_kernel attention_backward.cu:flash_load_rows
+attention_backward.cu:flash_backward_kv_kernel attention_backward.cu:flash_backward_q_kernel
+attention_backward.cu:flash_backward_smem attention_backward.cu:flash_backward_hd attention_backward.cu:flash_attention_backward
 swiglu.cu:swiglu_forward_kernel swiglu.cu:swiglu_backward_kernel
 classifier.cu:classifier_kernel
 adamw.cu:adamw_kernel"
 
 extract() {  # extract FILE NAME
     awk -v name="$2" '
-        !found && $0 ~ ("^(__global__|__device__|static)[^(]*[ *]" name "\\(") { found = 1 }
+        !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") { found = 1 }
         found { print; if ($0 == "}") exit }' "$1"
 }
 
