@@ -227,17 +227,18 @@ __global__ void rmsnorm_forward_kernel(floatX *out, float *rstd, const floatX *x
     if (lane == 0) rstd[row] = r;
 }
 
-// dx (+)= rstd * (g*w - xhat * mean(g*w*xhat)); dw (fp32) += sum_rows g*xhat
-//                                                             mirrors rmsnorm_backward
-__global__ void rmsnorm_backward_kernel(floatX *dx, float *dw, const floatX *dout, const floatX *x, const floatX *w,
+// dx (+)= rstd * (g*w - xhat * mean(g*w*xhat)), one warp per row. The block's share of
+// dw, sum over its rows of g*xhat, goes to dw_part (gridDim.x, C) with the rows added in
+// a fixed order (no atomics), so dw does not depend on scheduling.  mirrors rmsnorm_backward
+__global__ void rmsnorm_backward_kernel(floatX *dx, float *dw_part, const floatX *dout, const floatX *x, const floatX *w,
                                         const float *rstd, int N, int C, int accumulate) {
     extern __shared__ float dw_shared[];  // (C)
     for (int c = threadIdx.x; c < C; c += blockDim.x) dw_shared[c] = 0.0f;
-    __syncthreads();
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + warp;
+    const floatX *xr = x + (size_t)row * C, *g = dout + (size_t)row * C;
+    float r = row < N ? rstd[row] : 0.0f;
     if (row < N) {
-        const floatX *xr = x + (size_t)row * C, *g = dout + (size_t)row * C;
-        float r = rstd[row], dot = 0.0f;
+        float dot = 0.0f;
         for (int c = lane; c < C; c += 32) dot += to_f(g[c]) * to_f(w[c]) * to_f(xr[c]) * r;
         dot = warp_sum(dot) / C;
         floatX *d = dx + (size_t)row * C;
@@ -245,11 +246,43 @@ __global__ void rmsnorm_backward_kernel(floatX *dx, float *dw, const floatX *dou
             float xhat = to_f(xr[c]) * r, gc = to_f(g[c]);
             float v = r * (gc * to_f(w[c]) - xhat * dot);
             d[c] = to_x(accumulate ? to_f(d[c]) + v : v);
-            atomicAdd(&dw_shared[c], gc * xhat);
         }
     }
+    for (int k = 0; k < (int)blockDim.x / 32; k++) {  // the block's rows in order
+        __syncthreads();
+        if (warp == k && row < N)
+            for (int c = lane; c < C; c += 32) dw_shared[c] += to_f(g[c]) * (to_f(xr[c]) * r);
+    }
     __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dw[c], dw_shared[c]);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dw_part[(size_t)blockIdx.x * C + c] = dw_shared[c];
+}
+
+// dw (C) += the sum of dw_part (nb, C) over its nb rows, in a fixed order: thread (x, y) of
+// a 32 x 8 block sums rows y, y + 8, ... of column 32 * blockIdx.x + x, then row 0 adds the 8.
+__global__ void rmsnorm_dw_kernel(float *dw, const float *dw_part, int nb, int C) {
+    __shared__ float s[8][32];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int b = threadIdx.y; b < nb; b += 8) acc += dw_part[(size_t)b * C + c];
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = 0.0f;
+        for (int y = 0; y < 8; y++) t += s[y][threadIdx.x];
+        dw[c] += t;
+    }
+}
+
+// dx (N,C) (+)= the RMSNorm backward; dw (C) fp32 += sum_rows g*xhat. dw_part: scratch of
+// ceil(N/8) x C floats.
+static void rmsnorm_backward(floatX *dx, float *dw, float *dw_part, const floatX *dout, const floatX *x, const floatX *w,
+                             const float *rstd, int N, int C, int accumulate) {
+    int nb = ceil_div(N, 8);
+    rmsnorm_backward_kernel<<<nb, 256, C * sizeof(float)>>>(dx, dw_part, dout, x, w, rstd, N, C, accumulate);
+    cudaCheck(cudaGetLastError());
+    rmsnorm_dw_kernel<<<ceil_div(C, 32), dim3(32, 8)>>>(dw, dw_part, nb, C);
+    cudaCheck(cudaGetLastError());
 }
 
 // ----------------------------------------------------------------------------
@@ -928,6 +961,7 @@ typedef struct {
     floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
     float *rstd1, *rstd2, *rstdf, *losses;
     float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
+    float *dw_part;     // (ceil(N/8), max(C, NH*hd, NKV*hd)): the RMSNorm backward's per-block dw
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -970,9 +1004,11 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
                      &a->h, &a->nf, &a->logits, &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->datt,
                      &a->dgate, &a->dup, &a->dh, &a->qraw, &a->kraw, &a->dqraw, &a->dkraw,
                      &a->gates, &a->ghn, &a->gh, &a->top, &a->dgi, &a->dgh, &a->dhx};
+    size_t widest = C > QD ? (C > KD ? C : KD) : (QD > KD ? QD : KD);
     size_t fs[] = {tr * nl * N, tr * nl * N, N, N, qk * nl * N, qk * nl * N, gt * B * C, flash * nl * N * c->NH,
-                   flash * N * c->NH};
-    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk, &a->dcarry, &a->lse, &a->dsum};
+                   flash * N * c->NH, train * (N + 7) / 8 * widest};
+    float **fv[] = {&a->rstd1, &a->rstd2, &a->rstdf, &a->losses, &a->rstdq, &a->rstdk, &a->dcarry, &a->lse, &a->dsum,
+                    &a->dw_part};
     size_t nx = sizeof(xs) / sizeof(xs[0]), nf = sizeof(fs) / sizeof(fs[0]), off = 0;
     a->mem = mem;
     for (size_t i = 0; i < nf; i++) {
@@ -1167,8 +1203,7 @@ static void head_backward(GPT *g, Acts *a, const floatX *xL, const float *weight
     classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
     cudaCheck(cudaGetLastError());
     matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
-    LAUNCH_ROWS(rmsnorm_backward_kernel, N, c->C * sizeof(float), a->dres, G(g, P_FINAL_NORM), a->dC, xL,
-                P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);
+    rmsnorm_backward(a->dres, G(g, P_FINAL_NORM), a->dw_part, a->dC, xL, P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -1326,7 +1361,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
-    size_t NC = (size_t)N * C, NF = (size_t)N * F, smem = C * sizeof(float);
+    size_t NC = (size_t)N * C, NF = (size_t)N * F;
     head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
@@ -1338,8 +1373,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         LAUNCH_ELEMS(swiglu_backward_kernel, NF, a->dgate, a->dup, a->dh, gate, up, NF);
         matmul_backward(a->dC, G(g, P_W_GATE) + (size_t)l * F * C, a->dgate, n2, P(g, P_W_GATE) + (size_t)l * F * C, N, C, F, 0);
         matmul_backward(a->dC, G(g, P_W_UP) + (size_t)l * F * C, a->dup, n2, P(g, P_W_UP) + (size_t)l * F * C, N, C, F, 1);
-        LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dC, mid,
-                    P(g, P_MLP_NORM) + (size_t)l * C, a->rstd2 + l * a->ls_N, N, C, 1);
+        rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,
+                         a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
         if (c->attention == ATTN_FLASH)
             flash_attention_backward(a->dq, a->dk, a->dv, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k, v, B,
@@ -1350,18 +1385,18 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rope(a->dk, B, T, NKV, hd, ps, l, -1.0f, 0);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
-            LAUNCH_ROWS(rmsnorm_backward_kernel, N, QD * sizeof(float), a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dq,
-                        a->qraw + l * a->ls_q, P(g, P_Q_NORM) + (size_t)l * QD, a->rstdq + l * a->ls_N, N, QD, 0);
-            LAUNCH_ROWS(rmsnorm_backward_kernel, N, KD * sizeof(float), a->dkraw, G(g, P_K_NORM) + (size_t)l * KD, a->dk,
-                        a->kraw + l * a->ls_kv, P(g, P_K_NORM) + (size_t)l * KD, a->rstdk + l * a->ls_N, N, KD, 0);
+            rmsnorm_backward(a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dw_part, a->dq, a->qraw + l * a->ls_q,
+                             P(g, P_Q_NORM) + (size_t)l * QD, a->rstdq + l * a->ls_N, N, QD, 0);
+            rmsnorm_backward(a->dkraw, G(g, P_K_NORM) + (size_t)l * KD, a->dw_part, a->dk, a->kraw + l * a->ls_kv,
+                             P(g, P_K_NORM) + (size_t)l * KD, a->rstdk + l * a->ls_N, N, KD, 0);
             dq = a->dqraw;
             dk = a->dkraw;
         }
         matmul_backward(a->dC, G(g, P_WQ) + (size_t)l * QD * C, dq, n1, P(g, P_WQ) + (size_t)l * QD * C, N, C, QD, 0);
         matmul_backward(a->dC, G(g, P_WK) + (size_t)l * KD * C, dk, n1, P(g, P_WK) + (size_t)l * KD * C, N, C, KD, 1);
         matmul_backward(a->dC, G(g, P_WV) + (size_t)l * KD * C, a->dv, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD, 1);
-        LAUNCH_ROWS(rmsnorm_backward_kernel, N, smem, a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dC, x,
-                    P(g, P_ATTN_NORM) + (size_t)l * C, a->rstd1 + l * a->ls_N, N, C, 1);
+        rmsnorm_backward(a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dw_part, a->dC, x, P(g, P_ATTN_NORM) + (size_t)l * C,
+                         a->rstd1 + l * a->ls_N, N, C, 1);
     }
     LAUNCH_ELEMS(encoder_backward_kernel, NC, G(g, P_WTE), a->dres, a->inputs, N, C);
     if (ps->pe == PE_LEARNED) LAUNCH_ELEMS(learned_backward_kernel, NC, G(g, P_WPE), a->dres, *ps, B, T, C, d_pos_layer(ps, 0));

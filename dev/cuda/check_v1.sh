@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 SRC=../../train_gpt.cu
 PAIRS="common.h:warp_sum common.h:warp_max common.h:block_sum common.h:block_max
 rope.cu:rope_kernel
-rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel
+rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel rmsnorm.cu:rmsnorm_dw_kernel rmsnorm.cu:rmsnorm_backward
 attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
 attention.cu:attention_forward_online_kernel attention.cu:alibi_slope attention.cu:alibi_bias_kernel
 attention.cu:flash_forward_kernel attention.cu:flash_forward_hd attention.cu:flash_attention_forward
