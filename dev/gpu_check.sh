@@ -10,10 +10,12 @@
 #   c  compute-sanitizer memcheck on short runs of both builds, three configurations
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
-#      PyTorch eager, same GPU
+#      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed
 #   f  PosAug's wall-clock overhead on the GPU (dev/overhead.sh)
 #   g  make kernels-run: every dev/cuda kernel variant's validation and bandwidth
 #   h  10M throughput of PyTorch with torch.compile (the slowest to start, so last)
+#   i  (only when named in STEPS) GPU memory of the 10M preset at micro-batch 16, naive
+#      and flash attention
 #
 # Writes DIR/summary.txt (per step one line: name, exit code, seconds, key numbers; details
 # indented under it) and DIR/full.log (every command with its output, in order); run
@@ -220,13 +222,22 @@ step_e() {
     grep -E 'GPU memory' "$tmp/out" | sed 's/^/--attention flash: /' | detail
     f=$(c_rate "$tmp/e_flash/log.jsonl")
     echo "--attention flash: ${f%% *} tok/s, MFU ${f##* }% (naive: $C_TOK_S tok/s)" | detail
+    local t0=$SECONDS ev=""  # the issue's evaluation target: 20 sequences of 16K in under 10 s
+    if run 150 ./train_gpt --eval_only --resume "$tmp/e_c/checkpoint.bin" --val_data "$SHARD" --eval_len 16384 \
+        --eval_n 20 --gain_window 0 --out_dir "$tmp/e_c"; then
+        ev="16K evaluation of 20 sequences $((SECONDS - t0)) s (process included)"
+    else
+        ev="16K evaluation failed"
+        rc=1
+    fi
+    echo "$ev" | detail
     run 150 python3 dev/bench_torch.py $TORCH10M || rc=1
     local t
     t=$(torch_result)
     local t_tok=${t%% *}
     t_tok=${t_tok:-0}
     echo "PyTorch: $t" | detail
-    step_end $rc "C ${C_TOK_S:-?} tok/s (MFU ${mfu:-?}%), flash ${f%% *} tok/s (MFU ${f##* }%) | PyTorch eager bf16 $t_tok tok/s | C / PyTorch $(python3 -c "print(f'{${C_TOK_S:-0} / max(1, $t_tok):.2f}')")"
+    step_end $rc "$ev | C ${C_TOK_S:-?} tok/s (MFU ${mfu:-?}%), flash ${f%% *} tok/s (MFU ${f##* }%) | PyTorch eager bf16 $t_tok tok/s | C / PyTorch $(python3 -c "print(f'{${C_TOK_S:-0} / max(1, $t_tok):.2f}')")"
 }
 
 step_f() {
@@ -258,8 +269,20 @@ step_h() {
     step_end $rc "PyTorch bf16 $t_tok tok/s${C_TOK_S:+ | C / PyTorch $(python3 -c "print(f'{$C_TOK_S / max(1, $t_tok):.2f}')")}"
 }
 
+step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both attention paths
+    step_start "i memory at B 16"
+    make_shard
+    local a rc=0 mem=""
+    for a in naive flash; do
+        run 150 ./train_gpt --model 10m --vocab_size 50277 --batch_size 16 --total_batch 32 --train_data "$SHARD" \
+            --steps 3 --warmup 1 --val_every 0 --eval_len 0 --attention $a --out_dir "$tmp/i_$a" || rc=1
+        mem+=" | $a: $(grep -m1 'GPU memory in use' "$tmp/out" || echo 'no memory line')"
+    done
+    step_end $rc "micro-batch 16${mem}"
+}
+
 echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
-for s in a b c d e f g h; do
+for s in a b c d e f g h i; do
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
