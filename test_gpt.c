@@ -1353,6 +1353,24 @@ static void test_loss_masks(void) {
         gw[best] = 0.0f;
     }
     check(worst < 2e-2, "finite differences of the masked loss", "worst rel err %.2e over the 3 largest gradients", worst);
+    // the validation loss of a masked stream: the mean over the targets its mask marks
+    enum { NV = 2 * 16 + 1 };  // two (B,T) windows and the last target
+    int vs[NV];
+    unsigned char vm[NV], vones[NV];
+    for (int i = 0; i < NV; i++) vs[i] = (int)rng_below(&r, c.V), vm[i] = (unsigned char)(i % 3 != 1), vones[i] = 1;
+    double vdirect = 0, vunmasked = 0;
+    long vcnt = 0;
+    for (int k = 0; k < 2; k++) {
+        vunmasked += gpt_forward(&g, &g.acts, vs + k * 16, vs + k * 16 + 1, &ps) / 2.0;  // B rows of T: one window of 16
+        for (int i = 0; i < 16; i++)
+            if (vm[k * 16 + i + 1]) vdirect += g.acts.losses[i], vcnt++;
+    }
+    vdirect /= vcnt;
+    float vl = validation_loss(&g, &g.acts, vs, vm, NV, 2), v1 = validation_loss(&g, &g.acts, vs, vones, NV, 2),
+          v0 = validation_loss(&g, &g.acts, vs, NULL, NV, 2);
+    check(fabs(vl - vdirect) < 1e-6 * vdirect && fabs(v1 - v0) < 1e-6 * v0 && fabs(v0 - vunmasked) < 1e-6 * v0,
+          "validation loss with a mask = mean over the counted targets; a mask of ones = no mask",
+          "%.7f vs %.7f; ones %.7f vs none %.7f (direct %.7f)", vl, vdirect, v1, v0, vunmasked);
     free(gw);
     free(g1);
     gpt_free(&g4);

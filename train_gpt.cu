@@ -1629,13 +1629,14 @@ static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
 }
 
 // Mean loss over the first `batches` (B,T) windows of the validation stream.
-static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
+// mirrors validation_loss (with a loss mask: the mean over the targets it marks)
+static float validation_loss(GPT *g, const int *val, const unsigned char *mask, long n_val, int batches) {
     Acts *a = &g->acts;
     PosConfig pc = pos_config_of(&g->cfg);
     PosStep ps = pos_inference(&pc, a->T);
     int B = a->B, T = a->T;
     float *losses = (float *)xmalloc((size_t)B * T * sizeof(float));
-    double s = 0.0;
+    double s = 0.0, counted = 0.0;
     int used = 0;
     for (int k = 0; k < batches && (long)(k + 1) * B * T + 1 <= n_val; k++, used++) {
         for (int b = 0; b < B; b++) {
@@ -1645,9 +1646,14 @@ static float validation_loss(GPT *g, const int *val, long n_val, int batches) {
         }
         gpt_forward(g, a, &ps, 1, NULL);
         cudaCheck(cudaMemcpy(losses, a->losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost));
-        for (int i = 0; i < B * T; i++) s += losses[i] / (B * T);
+        for (int i = 0; i < B * T; i++) {
+            int w = mask ? mask[(long)k * B * T + i + 1] : 1;  // target i is stream token k*B*T + i + 1
+            s += mask ? w * (double)losses[i] : losses[i] / (B * T);
+            counted += w;
+        }
     }
     free(losses);
+    if (mask) return counted > 0 ? (float)(s / counted) : NAN;
     return used ? (float)(s / used) : NAN;
 }
 
@@ -1762,8 +1768,8 @@ static void gpu_update(void *g, float lr, int t, float norm) {
     apply_update((GPT *)g, lr, t, norm);
     cudaCheck(cudaDeviceSynchronize());  // the step's time includes its last kernels
 }
-static float gpu_val_loss(void *g, const int *val, long n_val, int batches) {
-    return validation_loss((GPT *)g, val, n_val, batches);
+static float gpu_val_loss(void *g, const int *val, const unsigned char *mask, long n_val, int batches) {
+    return validation_loss((GPT *)g, val, mask, n_val, batches);
 }
 static void gpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
 static void gpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }

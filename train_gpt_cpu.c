@@ -1051,13 +1051,14 @@ static void eval_ctx_free(EvalCtx *e) {
     free(e->a1.mem);
 }
 
-// Mean loss over the first `batches` (B,T) windows of the validation stream.
-static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int batches) {
+// Mean loss over the first `batches` (B,T) windows of the validation stream; with a loss
+// mask (n_val), the mean over the targets it marks.
+static float validation_loss(GPT *g, Acts *a, const int *val, const unsigned char *mask, long n_val, int batches) {
     PosConfig pc = pos_config_of(&g->cfg);
     PosStep ps = pos_inference(&pc, a->T);
     int B = a->B, T = a->T;
     int *inp = (int *)xmalloc((size_t)B * T * sizeof(int)), *tgt = (int *)xmalloc((size_t)B * T * sizeof(int));
-    double s = 0.0;
+    double s = 0.0, counted = 0.0;
     int used = 0;
     for (int k = 0; k < batches; k++) {
         if ((long)(k + 1) * B * T + 1 > n_val) break;
@@ -1066,10 +1067,17 @@ static float validation_loss(GPT *g, Acts *a, const int *val, long n_val, int ba
             memcpy(inp + b * T, src, T * sizeof(int));
             memcpy(tgt + b * T, src + 1, T * sizeof(int));
         }
-        s += gpt_forward(g, a, inp, tgt, &ps);
+        float mean = gpt_forward(g, a, inp, tgt, &ps);
+        if (!mask) s += mean;
+        for (int i = 0; mask && i < B * T; i++) {  // target i is stream token k*B*T + i + 1
+            int w = mask[(long)k * B * T + i + 1];
+            s += w * (double)a->losses[i];
+            counted += w;
+        }
         used++;
     }
     free(inp); free(tgt);
+    if (mask) return counted > 0 ? (float)(s / counted) : NAN;
     return used ? (float)(s / used) : NAN;
 }
 
@@ -1218,8 +1226,8 @@ static float cpu_gradients(void *g, const int *rows, const float *weights, int a
     return compute_gradients((GPT *)g, rows, weights, accum, ps, norm);
 }
 static void cpu_update(void *g, float lr, int t, float norm) { apply_update((GPT *)g, lr, t, norm); }
-static float cpu_val_loss(void *g, const int *val, long n_val, int batches) {
-    return validation_loss((GPT *)g, &((GPT *)g)->acts, val, n_val, batches);
+static float cpu_val_loss(void *g, const int *val, const unsigned char *mask, long n_val, int batches) {
+    return validation_loss((GPT *)g, &((GPT *)g)->acts, val, mask, n_val, batches);
 }
 static void cpu_save(void *g, const TrainState *st, const char *path) { gpt_checkpoint_save((GPT *)g, st, path); }
 static void cpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }

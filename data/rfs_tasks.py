@@ -20,7 +20,7 @@ Output in --out_dir:
                end-of-text padding; the mask marks the answer tokens only, so the trainers'
                windows (T+1 tokens at stride T, --seq_len T) each hold one example and train
                on its answer;
-    val.bin    the same layout without a mask (the validation loss counts every token);
+    val.bin    the same layout and mask (the validation loss is the answers' loss);
     test.bin   a named-tensor file (kind 3; doc/formats.md §11) for --task_eval: prompts
                (end-of-text, then the prompt), answers, and each example's length.
 """
@@ -132,8 +132,8 @@ def main(argv=None):
     rng = Rng(args.seed * 0x9E3779B97F4A7C15 + TASKS.index(args.task))
     toks, mask = training_stream(args.task, args.n_train, args.train_len, args.seq_len, rng, True)
     shards.write_shard(os.path.join(args.out_dir, "train.bin"), toks, VOCAB, mask)
-    vtoks, _ = training_stream(args.task, args.n_val, args.train_len, args.seq_len, rng, False)
-    shards.write_shard(os.path.join(args.out_dir, "val.bin"), vtoks, VOCAB)
+    vtoks, vmask = training_stream(args.task, args.n_val, args.train_len, args.seq_len, rng, True)
+    shards.write_shard(os.path.join(args.out_dir, "val.bin"), vtoks, VOCAB, vmask)
     tensors = test_file(args.task, test_len, args.n_test, rng)
     tensorfile.write(os.path.join(args.out_dir, "test.bin"), KIND, tensors)
     print("wrote %s: %s, %d training examples (lengths 1..%d, %.1f%% of tokens counted), %d validation, "

@@ -504,6 +504,8 @@ def rfs_tasks_answers_masks_lengths():
             prompt, answer = text.split("\n", 1)
             check(w[0] == 256 and bytes(x for x, k in zip(w, m) if k).decode() == answer, "%s window %d mask" % (task, e))
             check(answer == expected_answer(task, prompt + "\n"), "%s: %r -> %r" % (task, prompt, answer))
+        vt, vm = shards.read_shard(os.path.join(d, "val.bin"), 257, with_mask=True)
+        check(len(vt) == 5 * T + 1 and vm is not None and 0 < sum(vm) < len(vm), "%s: val.bin holds 5 masked windows" % task)
         t = tensorfile.read(os.path.join(d, "test.bin"))
         check(sorted(set(t["lengths"].tolist())) == list(range(1, 3 * L + 1)), "%s test lengths" % task)
         for i in range(len(t["lengths"])):

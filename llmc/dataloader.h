@@ -214,22 +214,39 @@ static inline void shard_token_counts(const char *pattern, double *largest, doub
     globfree(&g);
 }
 
-// The validation stream: every matching shard, concatenated in file-name order.
-static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_out) {
+// The validation stream: every matching shard, concatenated in file-name order. *mask_out:
+// the shards' loss masks in the same order (a shard without one counts every token), or
+// NULL when no shard has one.
+static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_out, unsigned char **mask_out) {
     ShardList s = shards_glob(pattern, "--val_data");
     long total = 0;
     int *all = NULL;
+    unsigned char *mask = NULL;  // made at the first masked shard; the shards before it count every token
     for (int i = 0; i < s.n_files; i++) {
         long n;
-        int *t = shard_load(s.files[i], vocab_size, &n, NULL);  // every token counts in validation
+        unsigned char *m = NULL;
+        int *t = shard_load(s.files[i], vocab_size, &n, &m);
         all = (int *)realloc(all, (total + n) * sizeof(int));
         if (!all) fail("out of memory loading validation data");
         memcpy(all + total, t, n * sizeof(int));
+        if (m && !mask) {
+            mask = (unsigned char *)xmalloc(total + n);
+            memset(mask, 1, total);
+        } else if (mask) {
+            mask = (unsigned char *)realloc(mask, total + n);
+            if (!mask) fail("out of memory loading validation data");
+        }
+        if (mask) {
+            if (m) memcpy(mask + total, m, n);
+            else memset(mask + total, 1, n);
+        }
         total += n;
         free(t);
+        free(m);
         free(s.files[i]);
     }
     free(s.files);
     *n_out = total;
+    *mask_out = mask;
     return all;
 }

@@ -328,7 +328,9 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     if (!c->eval_len) return;
     int L = c->eval_len, W = c->gain_window, chunk = c->gain_chunk ? c->gain_chunk : c->gain_window;
     long n_val;
-    int *val = val_stream_load(c->val_data, c->V, &n_val);
+    unsigned char *val_mask = NULL;  // a task's loss mask: the per-position evaluation reads every position
+    int *val = val_stream_load(c->val_data, c->V, &n_val, &val_mask);
+    free(val_mask);
     if ((long)c->eval_n * L + 1 > n_val)
         fail("--val_data has %ld tokens; the evaluation needs %ld (--eval_n %d x --eval_len %d + 1)", n_val,
              (long)c->eval_n * L + 1, c->eval_n, L);

@@ -29,7 +29,9 @@ typedef struct {
     float (*gradients)(void *model, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm);
     // clip with that norm, then one AdamW step; t is the 1-based step count
     void (*update)(void *model, float lr, int t, float norm);
-    float (*val_loss)(void *model, const int *val, long n_val, int batches);
+    // mean validation loss over `batches` (B,T) windows; val_mask (n_val) or NULL: only the
+    // targets it marks count (the mean is over the counted targets of all the windows)
+    float (*val_loss)(void *model, const int *val, const unsigned char *val_mask, long n_val, int batches);
     void (*save)(void *model, const TrainState *st, const char *path);
     double flops_per_token, peak_flops;  // peak_flops > 0: log MFU, else GFLOP/s
 } TrainModel;
@@ -57,7 +59,8 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     loader_init(&dl, cfg->train_data, cfg->V, cfg->T, (uint64_t)cfg->seed);
     if (st->step > 0) loader_seek(&dl, st->data_epoch, st->data_shard, st->data_sample);
     long n_val = 0;
-    int *val = cfg->val_every ? val_stream_load(cfg->val_data, cfg->V, &n_val) : NULL;
+    unsigned char *val_mask = NULL;
+    int *val = cfg->val_every ? val_stream_load(cfg->val_data, cfg->V, &n_val, &val_mask) : NULL;
     if (val && n_val < (long)cfg->B * cfg->T + 1)
         fail("--val_data has %ld tokens, fewer than one validation batch (%d x %d + 1); lower --batch_size or set --val_every 0",
              n_val, cfg->B, cfg->T);
@@ -107,7 +110,7 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
         fprintf(log, ", \"gflops\": %.2f", tok_s * m->flops_per_token / 1e9);
         if (m->peak_flops > 0) fprintf(log, ", \"mfu\": %.4f", tok_s * m->flops_per_token / m->peak_flops);
         if (val && ((step + 1) % cfg->val_every == 0 || step + 1 == cfg->steps)) {
-            float vl = m->val_loss(m->model, val, n_val, cfg->val_batches);
+            float vl = m->val_loss(m->model, val, val_mask, n_val, cfg->val_batches);
             printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg->steps, vl);
             fprintf(log, ", \"val_loss\": %.6f", vl);
         }
@@ -128,6 +131,7 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     free(masks);
     free(weights);
     free(val);
+    free(val_mask);
     loader_free(&dl);
     if (st->step < cfg->steps) {
         printf("stopped after step %ld of %d (--stop_after); continue with --resume %s\n", st->step, cfg->steps, ckpt_path);
