@@ -24,28 +24,11 @@ static inline void hellaswag_load(HellaSwag *h, const char *path, int vocab_size
     if (l->numel < 1 || l->numel > (1u << 24)) fail("--hellaswag: '%s' has %zu examples", path, l->numel);
     h->n = (int)l->numel;
     h->labels = (const int *)tf_get(&h->tf, "labels", TF_I32, h->n);
-    h->ctx_offsets = (const int *)tf_get(&h->tf, "ctx_offsets", TF_I32, (size_t)h->n + 1);
-    h->end_offsets = (const int *)tf_get(&h->tf, "end_offsets", TF_I32, 4 * (size_t)h->n + 1);
     h->end_chars = (const int *)tf_get(&h->tf, "end_chars", TF_I32, 4 * (size_t)h->n);
-    const char *names[2] = {"ctx_tokens", "end_tokens"};
-    const int *offsets[2] = {h->ctx_offsets, h->end_offsets}, *tokens[2];
-    int counts[2] = {h->n, 4 * h->n};
-    for (int k = 0; k < 2; k++) {
-        const TensorEntry *t = tf_find(&h->tf, names[k]);
-        if (!t || t->dtype != TF_I32 || offsets[k][0] != 0 || (long)t->numel != offsets[k][counts[k]])
-            fail("--hellaswag: '%s' has inconsistent %s and their offsets", path, names[k]);
-        tokens[k] = (const int *)t->data;
-        for (int i = 0; i < counts[k]; i++)
-            if (offsets[k][i + 1] <= offsets[k][i] || offsets[k][i + 1] - offsets[k][i] > HS_MAX_TOKENS)
-                fail("--hellaswag: '%s': %s %d has %ld tokens (empty, decreasing offsets or too long)", path,
-                     k ? "ending" : "context", i, (long)offsets[k][i + 1] - offsets[k][i]);
-        for (long i = 0; i < (long)t->numel; i++)
-            if (tokens[k][i] < 0 || tokens[k][i] >= vocab_size)
-                fail("--hellaswag: '%s' has token %d at index %ld of %s, outside the vocab size %d (another tokenizer?)",
-                     path, tokens[k][i], i, names[k], vocab_size);
-    }
-    h->ctx_tokens = tokens[0];
-    h->end_tokens = tokens[1];
+    h->ctx_tokens = tf_ragged(&h->tf, "ctx_tokens", "ctx_offsets", h->n, 1, HS_MAX_TOKENS, vocab_size, "--hellaswag",
+                              "context", &h->ctx_offsets);
+    h->end_tokens = tf_ragged(&h->tf, "end_tokens", "end_offsets", 4 * h->n, 1, HS_MAX_TOKENS, vocab_size, "--hellaswag",
+                              "ending", &h->end_offsets);
     for (int i = 0; i < h->n; i++) {
         if (h->labels[i] < 0 || h->labels[i] > 3) fail("--hellaswag: '%s': example %d has label %d, not 0..3", path, i, h->labels[i]);
         for (int j = 0; j < 4; j++)

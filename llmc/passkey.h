@@ -128,19 +128,11 @@ static inline void passkey_prompts_load(PasskeyPrompts *p, const char *path, int
     p->keys = (const int *)tf_get(&p->tf, "keys", TF_I32, p->n);
     p->lengths = (const int *)tf_get(&p->tf, "lengths", TF_I32, p->n);
     p->depths = (const float *)tf_get(&p->tf, "depths", TF_F32, p->n);
-    p->offsets = (const int *)tf_get(&p->tf, "offsets", TF_I32, p->n + 1);
-    const TensorEntry *t = tf_find(&p->tf, "tokens");
-    if (!t || t->dtype != TF_I32 || p->offsets[0] != 0 || (long)t->numel != p->offsets[p->n])
-        fail("%s: '%s' has inconsistent tokens/offsets", flag, path);
-    p->tokens = (const int *)t->data;
-    for (long i = 0; i < (long)t->numel; i++)
-        if (p->tokens[i] < 0 || p->tokens[i] >= vocab_size)
-            fail("%s: '%s' has token %d at index %ld, outside the vocab size %d (another tokenizer?)", flag, path,
-                 p->tokens[i], i, vocab_size);
+    p->tokens = tf_ragged(&p->tf, "tokens", "offsets", p->n, 0, MAX_PROMPT, vocab_size, flag, "prompt", &p->offsets);
     for (int i = 0; i < p->n; i++) {
         if (p->lengths[i] < 1 || p->lengths[i] > MAX_PROMPT)
             fail("%s: '%s': prompt %d has length %d, outside [1, %d]", flag, path, i, p->lengths[i], MAX_PROMPT);
-        if (p->offsets[i + 1] < p->offsets[i] || (long)p->offsets[i + 1] - p->offsets[i] > p->lengths[i])
+        if ((long)p->offsets[i + 1] - p->offsets[i] > p->lengths[i])
             fail("%s: '%s': prompt %d has %ld tokens, more than its length %d", flag, path, i,
                  (long)p->offsets[i + 1] - p->offsets[i], p->lengths[i]);
     }

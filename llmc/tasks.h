@@ -20,27 +20,10 @@ static inline void task_file_load(TaskFile *t, const char *path, int vocab_size)
     if (l->numel < 1 || l->numel > (1u << 24)) fail("--task_eval: '%s' has %zu examples", path, l->numel);
     t->n = (int)l->numel;
     t->lengths = (const int *)tf_get(&t->tf, "lengths", TF_I32, t->n);
-    const char *names[2] = {"prompt", "answer"};
-    const int **tokens[2] = {&t->prompt_tokens, &t->answer_tokens}, **offsets[2] = {&t->prompt_offsets, &t->answer_offsets};
-    for (int k = 0; k < 2; k++) {
-        char tn[32], on[32];
-        snprintf(tn, sizeof(tn), "%s_tokens", names[k]);
-        snprintf(on, sizeof(on), "%s_offsets", names[k]);
-        const int *off = (const int *)tf_get(&t->tf, on, TF_I32, (size_t)t->n + 1);
-        const TensorEntry *e = tf_find(&t->tf, tn);
-        if (!e || e->dtype != TF_I32 || off[0] != 0 || (long)e->numel != off[t->n])
-            fail("--task_eval: '%s' has inconsistent %s and %s", path, tn, on);
-        for (int i = 0; i < t->n; i++)
-            if (off[i + 1] <= off[i] || off[i + 1] - off[i] > MAX_SEQ)
-                fail("--task_eval: '%s': %s %d has %ld tokens (empty, decreasing offsets or too long)", path, names[k], i,
-                     (long)off[i + 1] - off[i]);
-        const int *tok = (const int *)e->data;
-        for (long i = 0; i < (long)e->numel; i++)
-            if (tok[i] < 0 || tok[i] >= vocab_size)
-                fail("--task_eval: '%s' has token %d at index %ld of %s, outside the vocab size %d", path, tok[i], i, tn, vocab_size);
-        *tokens[k] = tok;
-        *offsets[k] = off;
-    }
+    t->prompt_tokens = tf_ragged(&t->tf, "prompt_tokens", "prompt_offsets", t->n, 1, MAX_SEQ, vocab_size, "--task_eval",
+                                 "prompt", &t->prompt_offsets);
+    t->answer_tokens = tf_ragged(&t->tf, "answer_tokens", "answer_offsets", t->n, 1, MAX_SEQ, vocab_size, "--task_eval",
+                                 "answer", &t->answer_offsets);
     for (int i = 0; i < t->n; i++)
         if (t->lengths[i] < 1 || t->lengths[i] > 4096) fail("--task_eval: '%s': example %d has length %d, outside [1, 4096]", path, i, t->lengths[i]);
 }

@@ -251,3 +251,29 @@ static inline const void *tf_get(const TensorFile *tf, const char *name, int dty
              e->numel, numel);
     return e->data;
 }
+
+// A ragged array of token sequences (the evaluation files of kind 3): int32 `tokens` and
+// `offsets` (count + 1 of them: 0 first, the token count last), sequence i being
+// tokens[offsets[i] .. offsets[i+1]), min_len..max_len tokens long, every token in
+// [0, vocab_size). Returns the tokens and *offsets_out; fails naming the flag, the file
+// and the sequence (`item` i).
+static inline const int *tf_ragged(const TensorFile *tf, const char *tokens, const char *offsets, int count, int min_len,
+                                   int max_len, int vocab_size, const char *flag, const char *item, const int **offsets_out) {
+    const int *off = (const int *)tf_get(tf, offsets, TF_I32, (size_t)count + 1);
+    const TensorEntry *e = tf_find(tf, tokens);
+    if (!e || e->dtype != TF_I32 || off[0] != 0 || (long)e->numel != off[count])
+        fail("%s: '%s' has inconsistent %s and %s", flag, tf->path, tokens, offsets);
+    for (int i = 0; i < count; i++) {
+        long n = (long)off[i + 1] - off[i];
+        if (n < min_len || n > max_len)
+            fail("%s: '%s': %s %d has %ld tokens, outside [%d, %d]%s", flag, tf->path, item, i, n, min_len, max_len,
+                 n < 0 ? " (decreasing offsets)" : "");
+    }
+    const int *tok = (const int *)e->data;
+    for (long i = 0; i < (long)e->numel; i++)
+        if (tok[i] < 0 || tok[i] >= vocab_size)
+            fail("%s: '%s' has token %d at index %ld of %s, outside the vocab size %d (another tokenizer?)", flag, tf->path,
+                 tok[i], i, tokens, vocab_size);
+    *offsets_out = off;
+    return tok;
+}
