@@ -57,6 +57,7 @@ fi
 
 run headers bash dev/check_headers.sh
 run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks use these builds
+run cuda-emu bash dev/cuda_emu/run.sh
 run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
 run data "$PY" data/test_data.py

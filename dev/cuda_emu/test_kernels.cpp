@@ -1,0 +1,187 @@
+// dev/cuda_emu/test_kernels.cpp: train_gpt.cu's kernels (cut out by run.sh into kernels.inc)
+// run through emu.h against double-precision references. The launch shapes repeat the
+// trainer's host functions (flash_forward_hd, flash_backward_hd, rmsnorm_backward, the
+// evaluation's launch in gpt_forward). Outputs start as NaN, so an element no thread
+// writes fails; the tolerance is the fp32 one of test_gpt (norm-relative 1e-5).
+#include "../../llmc/rng.h"
+#include "emu.h"
+#include "kernels.inc"
+
+static int n_pass, n_fail;
+static Rng rng = rng_make(2026, 11);
+
+static std::vector<float> randn(size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (float &x : v) x = scale * rng_normal(&rng);
+    return v;
+}
+// ||got - want|| / ||want|| (||got - want|| when want is 0, as dq and dk are at T 1),
+// infinite when got holds a NaN
+static double rel(const std::vector<float> &got, const std::vector<double> &want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static void report(const char *what, const char *names[], const double *errs, int n) {
+    double worst = 0;
+    char msg[512] = "";
+    for (int i = 0; i < n; i++) {
+        worst = std::max(worst, errs[i]);
+        snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s%s %.1e", i ? ", " : "", names[i], errs[i]);
+    }
+    bool ok = worst < 1e-5;
+    printf("%s: %s: rel err %s (tol 1e-5)\n", ok ? "PASS" : "FAIL", what, msg);
+    (ok ? n_pass : n_fail)++;
+}
+static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
+    int c = 1;
+    while (c * 2 <= n) c *= 2;
+    return h < c ? exp2(-8.0 * (h + 1) / c) : exp2(-8.0 * (2 * (h - c) + 1) / (2 * c));
+}
+
+// ---- flash attention: forward (y, lse), D, backward (dq, dk, dv) ----
+static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
+    size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
+    std::vector<float> y(nq, NAN), lse(nl, NAN), D(nl, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
+    std::vector<double> ry(nq, 0), rl(nl), rdq(nq, 0), rdk(nk, 0), rdv(nk, 0);
+    int group = NH / NKV;
+    double scale = 1.0 / sqrt((double)hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                int kvh = h / group;
+                double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0, Dt = 0;
+                std::vector<double> x(t + 1), dp(t + 1);
+                const float *qt = &q[(((size_t)b * T + t) * NH + h) * hd], *dyt = &dy[(((size_t)b * T + t) * NH + h) * hd];
+                for (int s = 0; s <= t; s++) {
+                    const float *ks = &k[(((size_t)b * T + s) * NKV + kvh) * hd], *vs = &v[(((size_t)b * T + s) * NKV + kvh) * hd];
+                    double d = 0, e = 0;
+                    for (int c = 0; c < hd; c++) d += (double)qt[c] * ks[c], e += (double)dyt[c] * vs[c];
+                    x[s] = d * scale - bias * (t - s);
+                    dp[s] = e;
+                    m = std::max(m, x[s]);
+                }
+                for (int s = 0; s <= t; s++) l += exp(x[s] - m);
+                rl[((size_t)b * NH + h) * T + t] = m + log(l);
+                for (int s = 0; s <= t; s++) {
+                    double p = exp(x[s] - m) / l;
+                    Dt += p * dp[s];
+                    for (int c = 0; c < hd; c++) ry[(((size_t)b * T + t) * NH + h) * hd + c] += p * v[(((size_t)b * T + s) * NKV + kvh) * hd + c];
+                }
+                for (int s = 0; s <= t; s++) {
+                    double p = exp(x[s] - m) / l, ds = p * (dp[s] - Dt) * scale;
+                    size_t ko = (((size_t)b * T + s) * NKV + kvh) * hd, qo = (((size_t)b * T + t) * NH + h) * hd;
+                    for (int c = 0; c < hd; c++) {
+                        rdq[qo + c] += ds * k[ko + c];
+                        rdk[ko + c] += ds * qt[c];
+                        rdv[ko + c] += p * dyt[c];
+                    }
+                }
+            }
+    int hdmax = hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
+    dim3 fgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NH, B), kvgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NKV, B);
+    size_t smem = flash_backward_smem(hd, hdmax);
+    size_t rows = (size_t)B * T * NH;
+#define FLASH_PASSES(HDMAX)                                                                                              \
+    emu_launch(fgrid, dim3(FLASH_ROWS), 0, [&] { flash_forward_kernel<HDMAX>(y.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); }); \
+    emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { flash_backward_dot_kernel(D.data(), dy.data(), y.data(), B, T, NH, hd); }); \
+    emu_launch(kvgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_kv_kernel<HDMAX>(dk.data(), dv.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); }); \
+    emu_launch(fgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_q_kernel<HDMAX>(dq.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); });
+    if (hdmax == 32) { FLASH_PASSES(32) } else if (hdmax == 64) { FLASH_PASSES(64) } else { FLASH_PASSES(128) }
+    std::vector<double> rlv(rl.begin(), rl.end());
+    const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
+    double errs[5] = {rel(y, ry), rel(lse, rlv), rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)};
+    char what[160];
+    snprintf(what, sizeof(what), "flash attention B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
+             alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
+    report(what, names, errs, 5);
+}
+
+// ---- RMSNorm backward: dx (accumulating or not) and the deterministic dw ----
+static void test_rmsnorm(int N, int C, int accumulate) {
+    std::vector<float> x = randn((size_t)N * C), g = randn((size_t)N * C), w = randn(C), r(N), dx0 = randn((size_t)N * C);
+    std::vector<float> dx = accumulate ? dx0 : std::vector<float>((size_t)N * C, NAN), dw = randn(C);
+    std::vector<double> rdx((size_t)N * C), rdw(dw.begin(), dw.end());
+    for (int i = 0; i < N; i++) {
+        double ss = 0, dot = 0;
+        for (int c = 0; c < C; c++) ss += (double)x[i * C + c] * x[i * C + c];
+        r[i] = (float)(1.0 / sqrt(ss / C + 1e-5));
+        for (int c = 0; c < C; c++) dot += (double)g[i * C + c] * w[c] * x[i * C + c] * r[i];
+        dot /= C;
+        for (int c = 0; c < C; c++) {
+            double xh = (double)x[i * C + c] * r[i];
+            rdx[i * C + c] = (accumulate ? dx0[i * C + c] : 0.0) + r[i] * (g[i * C + c] * w[c] - xh * dot);
+            rdw[c] += g[i * C + c] * xh;
+        }
+    }
+    int nb = (N + 7) / 8;
+    std::vector<float> part((size_t)nb * C, NAN);
+    emu_launch(dim3(nb), dim3(256), C * sizeof(float), [&] { rmsnorm_backward_kernel(dx.data(), part.data(), g.data(), x.data(), w.data(), r.data(), N, C, accumulate); });
+    emu_launch(dim3((C + 31) / 32), dim3(32, 8), 0, [&] { rmsnorm_dw_kernel(dw.data(), part.data(), nb, C); });
+    const char *names[2] = {"dx", "dw"};
+    double errs[2] = {rel(dx, rdx), rel(dw, rdw)};
+    char what[128];
+    snprintf(what, sizeof(what), "RMSNorm backward N %d C %d%s", N, C, accumulate ? ", accumulating" : "");
+    report(what, names, errs, 2);
+}
+
+// ---- the evaluation's attention: KV-cache offset, window, entropy, ALiBi ----
+static void test_online(int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha) {
+    size_t nq = (size_t)Tq * NH * hd, nk = (size_t)Tk * NKV * hd;
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent(Tq, 0.0f);
+    std::vector<double> ry(nq, 0), rent(Tq, 0);
+    int group = NH / NKV;
+    float ent_scale = 1.0f / NH;
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < Tq; t++) {
+            int kvh = h / group, last = q_offset + t, first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+            double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0;
+            std::vector<double> x(last + 1);
+            for (int s = first; s <= last; s++) {
+                double d = 0;
+                for (int c = 0; c < hd; c++) d += (double)q[((size_t)t * NH + h) * hd + c] * k[((size_t)s * NKV + kvh) * hd + c];
+                x[s] = d / sqrt((double)hd) - bias * (last - s);
+                m = std::max(m, x[s]);
+            }
+            for (int s = first; s <= last; s++) l += exp(x[s] - m);
+            for (int s = first; s <= last; s++) {
+                double p = exp(x[s] - m) / l;
+                rent[t] -= ent_scale * p * log(p);
+                for (int c = 0; c < hd; c++) ry[((size_t)t * NH + h) * hd + c] += p * v[((size_t)s * NKV + kvh) * hd + c];
+            }
+        }
+    size_t rows = (size_t)Tq * NH;
+    emu_launch(dim3((rows + 3) / 4), dim3(128), 4 * hd * sizeof(float), [&] {
+        attention_forward_online_kernel(y.data(), q.data(), k.data(), v.data(), 1, Tq, Tk, q_offset, NH, NKV, hd, window,
+                                        ent.data(), ent_scale, alpha);
+    });
+    const char *names[2] = {"y", "entropy"};
+    double errs[2] = {rel(y, ry), rel(ent, rent)};
+    char what[160];
+    snprintf(what, sizeof(what), "evaluation attention Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", Tq, Tk,
+             q_offset, NH, NKV, hd, window, alpha > 0 ? ", ALiBi" : "");
+    report(what, names, errs, 2);
+}
+
+int main() {
+    test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
+    test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
+    test_flash(1, 70, 4, 1, 128, 0.0f);  // MQA, hd 128
+    test_flash(2, 64, 2, 2, 8, 8.0f);    // ALiBi at alpha 8, one block
+    test_flash(1, 1, 2, 1, 32, 0.0f);    // T 1
+    test_flash(1, 200, 8, 2, 48, 0.0f);  // hd 48 (the deep preset), several blocks
+    test_rmsnorm(37, 100, 1);
+    test_rmsnorm(13, 33, 0);
+    test_rmsnorm(8, 384, 1);
+    test_online(50, 50, 0, 4, 2, 32, 0, 0.0f);   // a whole sequence
+    test_online(1, 77, 76, 4, 2, 64, 0, 0.0f);   // one token against a KV cache
+    test_online(64, 64, 0, 2, 1, 16, 16, 1.0f);  // a band of 16, ALiBi
+    test_online(40, 40, 0, 2, 2, 160, 0, 0.0f);  // hd 160 (> 128: more than four accumulators per lane)
+    printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
+    return n_fail != 0;
+}
