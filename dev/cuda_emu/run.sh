@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The kernels of train_gpt.cu run on the CPU (dev/cuda_emu/emu.h), in fp32, against double-
-# precision references: flash attention forward and backward, the RMSNorm backward and the
-# evaluation's attention kernel. Their source is cut out of train_gpt.cu by name at each run
+# precision references: flash attention forward and backward, the RMSNorm backward, the
+# evaluation's attention kernel, RoPE (the PosAug hook), sinusoidal positions and the
+# classifier. Their source is cut out of train_gpt.cu by name at each run
 # (nothing is copied), so a change to a kernel is tested here without a GPU. Prints one
 # PASS/FAIL line per case and "N passed, N failed, N skipped"; skipped without a C++20 g++.
 cd "$(dirname "$0")" || exit 1
 SRC=${SRC:-../../train_gpt.cu}  # SRC=path: another copy of the trainer (to see a broken kernel fail)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-FUNCS="warp_sum warp_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
+FUNCS="warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
-attention_forward_online_kernel"
+attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do
@@ -25,7 +26,7 @@ attention_forward_online_kernel"
 for fn in $FUNCS; do
     grep -qE "[ *]$fn\(" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done
-if ! g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-unused-function -Wno-unknown-pragmas -I"$tmp" -o "$tmp/test" test_kernels.cpp -pthread 2>"$tmp/cc.log"; then
+if ! g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-unused-function -Wno-unknown-pragmas -Wno-unused-variable -ffp-contract=off -I"$tmp" -o "$tmp/test" test_kernels.cpp -pthread 2>"$tmp/cc.log"; then
     if grep -qE "barrier: No such file|unrecognized command-line option '-std=c\+\+20'" "$tmp/cc.log"; then
         echo "SKIP: CUDA kernels on the CPU: this g++ has no C++20 <barrier>"
         echo "0 passed, 0 failed, 1 skipped"

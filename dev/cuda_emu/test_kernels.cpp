@@ -4,6 +4,7 @@
 // evaluation's launch in gpt_forward). Outputs start as NaN, so an element no thread
 // writes fails; the tolerance is the fp32 one of test_gpt (norm-relative 1e-5).
 #include "../../llmc/rng.h"
+#include "../../llmc/schedule.h"
 #include "emu.h"
 #include "kernels.inc"
 
@@ -168,6 +169,103 @@ static void test_online(int Tq, int Tk, int q_offset, int NH, int NKV, int hd, i
     report(what, names, errs, 2);
 }
 
+// ---- RoPE (the PosAug hook): p = alpha * t + offset or explicit positions, fp32 angles ----
+static void test_rope(int B, int T, int H, int hd, float alpha, int explicit_positions) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.pe = PE_ROPE;
+    ps.alpha[1] = alpha;  // layer 1
+    ps.offset = 0.5f;
+    ps.mscale = 1.25f;
+    for (int j = 0; j < hd / 2; j++) ps.inv_freq[j] = powf(10000.0f, -2.0f * j / hd);
+    int pos0 = explicit_positions ? 3 : 0;
+    std::vector<float> positions(T + pos0);
+    for (int t = 0; t < T + pos0; t++) positions[t] = 1000.0f * t / (T + pos0) + 0.25f * t;
+    size_t n = (size_t)B * T * H * hd;
+    std::vector<float> x0 = randn(n), x = x0;
+    std::vector<double> want(n);
+    for (size_t r = 0; r < n / hd; r++) {
+        int t = (int)(r / H % T);
+        float p = explicit_positions ? positions[pos0 + t] : alpha * (float)t + ps.offset;  // fp32, unfused
+        for (int j = 0; j < hd / 2; j++) {
+            double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale, s = sin(a) * ps.mscale;
+            double u = x0[r * hd + j], w = x0[r * hd + j + hd / 2];
+            want[r * hd + j] = u * c - w * s;
+            want[r * hd + j + hd / 2] = w * c + u * s;
+        }
+    }
+    size_t pairs = n / 2;
+    const float *pp = explicit_positions ? positions.data() : NULL;
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(x.data(), B, T, H, hd, ps, 1, 1.0f, pp, pos0); });
+    double e_fwd = rel(x, want);
+    ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
+    std::vector<float> y = x0;
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, ps, 1, 1.0f, pp, pos0); });
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, ps, 1, -1.0f, pp, pos0); });
+    double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
+    const char *names[2] = {"forward", "backward after forward"};
+    double errs[2] = {e_fwd, e_back};
+    char what[160];
+    snprintf(what, sizeof(what), "RoPE B %d T %d H %d hd %d, %s", B, T, H, hd,
+             explicit_positions ? "explicit positions from pos0 3" : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
+    report(what, names, errs, 2);
+}
+
+// ---- sinusoidal positions: x += (sin, cos)(p * f_k) ----
+static void test_sinusoidal(int B, int T, int C, float alpha) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.pe = PE_SINUSOIDAL;
+    ps.alpha[0] = alpha;
+    ps.offset = 0.0f;
+    std::vector<float> freq(C / 2), x0 = randn((size_t)B * T * C), x = x0;
+    for (int k = 0; k < C / 2; k++) freq[k] = powf(10000.0f, -2.0f * k / C);
+    std::vector<double> want(x0.begin(), x0.end());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < C / 2; k++) {
+                double a = (double)((alpha * (float)t + ps.offset) * freq[k]);
+                want[((size_t)b * T + t) * C + 2 * k] += sin(a);
+                want[((size_t)b * T + t) * C + 2 * k + 1] += cos(a);
+            }
+    size_t n = (size_t)B * T * (C / 2);
+    emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { sinusoidal_kernel(x.data(), ps, B, T, C, NULL, 0, freq.data()); });
+    const char *names[1] = {"x"};
+    double errs[1] = {rel(x, want)};
+    char what[128];
+    snprintf(what, sizeof(what), "sinusoidal positions B %d T %d C %d alpha %g", B, T, C, alpha);
+    report(what, names, errs, 1);
+}
+
+// ---- the classifier: losses, dlogits in place (per-target weights or dloss), padding 0 ----
+static void test_classifier(int N, int V, int Vp, int weighted) {
+    std::vector<float> logits = randn((size_t)N * Vp, 3.0f), w(N);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : (int)rng_below(&rng, (uint32_t)V), w[i] = 0.1f * (i % 3);
+    for (int i = 0; i < N; i++)
+        for (int c = V; c < Vp; c++) logits[(size_t)i * Vp + c] = NAN;  // padding: never read, written 0
+    std::vector<double> want_d((size_t)N * Vp, 0.0), want_l(N);
+    float dloss = 1.0f / N;
+    for (int i = 0; i < N; i++) {
+        const float *l = &logits[(size_t)i * Vp];
+        double m = -1e300, s = 0;
+        for (int c = 0; c < V; c++) m = std::max(m, (double)l[c]);
+        for (int c = 0; c < V; c++) s += exp(l[c] - m);
+        double lse = m + log(s), d = weighted ? w[i] : dloss;
+        want_l[i] = lse - l[targets[i]];
+        for (int c = 0; c < V; c++) want_d[(size_t)i * Vp + c] = (exp(l[c] - lse) - (c == targets[i])) * d;
+    }
+    std::vector<float> losses(N, NAN);
+    emu_launch(dim3(N), dim3(512), 0, [&] {
+        classifier_kernel(logits.data(), losses.data(), targets.data(), weighted ? w.data() : NULL, N, V, Vp, dloss, 1);
+    });
+    const char *names[2] = {"losses", "dlogits"};
+    double errs[2] = {rel(losses, want_l), rel(logits, want_d)};
+    char what[128];
+    snprintf(what, sizeof(what), "classifier N %d V %d Vp %d%s", N, V, Vp, weighted ? ", per-target weights" : "");
+    report(what, names, errs, 2);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -182,6 +280,12 @@ int main() {
     test_online(1, 77, 76, 4, 2, 64, 0, 0.0f);   // one token against a KV cache
     test_online(64, 64, 0, 2, 1, 16, 16, 1.0f);  // a band of 16, ALiBi
     test_online(40, 40, 0, 2, 2, 160, 0, 0.0f);  // hd 160 (> 128: more than four accumulators per lane)
+    test_rope(2, 37, 3, 16, 1.0f, 0);
+    test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
+    test_rope(2, 20, 2, 32, 1.0f, 1);
+    test_sinusoidal(2, 50, 64, 4.0f);
+    test_classifier(5, 257, 384, 0);
+    test_classifier(4, 1000, 1024, 1);
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
