@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The kernels of train_gpt.cu run on the CPU (dev/cuda_emu/emu.h), in fp32, against double-
 # precision references: flash attention forward and backward, the RMSNorm backward, the
-# evaluation's attention kernel, RoPE (the PosAug hook), sinusoidal positions and the
-# classifier. Their source is cut out of train_gpt.cu by name at each run
+# evaluation's attention kernel, RoPE (the PosAug hook), sinusoidal positions, the
+# classifier and the GRU's step kernels. Their source is cut out of train_gpt.cu by name at each run
 # (nothing is copied), so a change to a kernel is tested here without a GPU. Prints one
 # PASS/FAIL line per case and "N passed, N failed, N skipped"; skipped without a C++20 g++.
 cd "$(dirname "$0")" || exit 1
@@ -11,14 +11,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 FUNCS="warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
-attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel"
+attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel sigmoid_f
+gru_step_forward_kernel gru_step_backward_kernel"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do
-        # from the signature (with a template line just before it) to the first line "}"
+        # from the signature (with a template line just before it) to the first line "}",
+        # or the signature line alone when it holds the whole function
         awk -v name="$fn" '
             !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") {
-                found = 1; if (prev ~ /^template/) print prev }
+                found = 1; if (prev ~ /^template/) print prev; print; if ($0 ~ /}$/) exit; next }
             found { print; if ($0 == "}") exit }
             { prev = $0 }' "$SRC"
     done

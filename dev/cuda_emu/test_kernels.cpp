@@ -266,6 +266,72 @@ static void test_classifier(int N, int V, int Vp, int weighted) {
     report(what, names, errs, 2);
 }
 
+// ---- the GRU's step: the forward against torch.nn.GRU's equations in double, the backward
+// against central differences of those equations (d loss / d pre-activations, d h_{t-1}) ----
+static void gru_cell(double *h, const double *gi, const double *gh, const float *bih, const float *bhh, const double *hp,
+                     int B, int C) {  // gi, gh (B,3C) without biases; gh NULL: h_{t-1} = 0
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const double *x = gi + (size_t)b * 3 * C, *y = gh ? gh + (size_t)b * 3 * C : NULL;
+            double r = 1 / (1 + exp(-(x[c] + bih[c] + (y ? y[c] : 0) + bhh[c])));
+            double z = 1 / (1 + exp(-(x[C + c] + bih[C + c] + (y ? y[C + c] : 0) + bhh[C + c])));
+            double n = tanh(x[2 * C + c] + bih[2 * C + c] + r * ((y ? y[2 * C + c] : 0) + bhh[2 * C + c]));
+            h[b * C + c] = (1 - z) * n + z * (hp ? hp[b * C + c] : 0);
+        }
+}
+static void test_gru(int B, int C) {
+    std::vector<float> g = randn((size_t)B * 3 * C), gh = randn((size_t)B * 3 * C), hp = randn((size_t)B * C);
+    std::vector<float> bih = randn(3 * C, 0.5f), bhh = randn(3 * C, 0.5f), dh = randn((size_t)B * C), dc = randn((size_t)B * C);
+    std::vector<double> gd(g.begin(), g.end()), ghd(gh.begin(), gh.end()), hpd(hp.begin(), hp.end()), want((size_t)B * C);
+    gru_cell(want.data(), gd.data(), ghd.data(), bih.data(), bhh.data(), hpd.data(), B, C);
+    std::vector<float> gates = g, h((size_t)B * C, NAN), hn((size_t)B * C, NAN);
+    int n = B * C;
+    emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] {
+        gru_step_forward_kernel(h.data(), gates.data(), hn.data(), gh.data(), hp.data(), bih.data(), bhh.data(), B, C);
+    });
+    double e_fwd = rel(h, want);
+    // loss = sum (dh + dcarry) . h_t: its gradients by central differences, in double
+    auto loss = [&](const std::vector<double> &x, const std::vector<double> &y, const std::vector<double> &p) {
+        std::vector<double> hh((size_t)B * C);
+        gru_cell(hh.data(), x.data(), y.data(), bih.data(), bhh.data(), p.data(), B, C);
+        double s = 0;
+        for (int i = 0; i < n; i++) s += ((double)dh[i] + dc[i]) * hh[i];
+        return s;
+    };
+    auto fd = [&](std::vector<double> &v, size_t i) {
+        double keep = v[i], eps = 1e-6;
+        v[i] = keep + eps;
+        double lp = loss(gd, ghd, hpd);
+        v[i] = keep - eps;
+        double lm = loss(gd, ghd, hpd);
+        v[i] = keep;
+        return (lp - lm) / (2 * eps);
+    };
+    std::vector<double> w_di((size_t)B * 3 * C), w_dr((size_t)B * 3 * C);
+    for (size_t i = 0; i < w_di.size(); i++) w_di[i] = fd(gd, i), w_dr[i] = fd(ghd, i);
+    std::vector<float> di((size_t)B * 3 * C, NAN), dr((size_t)B * 3 * C, NAN), dcarry = dc;
+    emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] {
+        gru_step_backward_kernel(di.data(), dr.data(), dcarry.data(), dh.data(), gates.data(), hn.data(), hp.data(), B, C);
+    });
+    // dcarry becomes the direct part of d h_{t-1} (the caller adds dgh . Whh): the difference
+    // quotient in h_{t-1} with gh held
+    double e_hp = 0;
+    {
+        double num = 0, den = 0;
+        for (int i = 0; i < n; i++) {
+            double q = fd(hpd, i);
+            num += (dcarry[i] - q) * (dcarry[i] - q);
+            den += q * q;
+        }
+        e_hp = sqrt(num / den);
+    }
+    const char *names[4] = {"h", "d input pre-activations", "d recurrent pre-activations", "d h_{t-1} direct"};
+    double errs[4] = {e_fwd, rel(di, w_di), rel(dr, w_dr), e_hp};
+    char what[96];
+    snprintf(what, sizeof(what), "GRU step B %d C %d", B, C);
+    report(what, names, errs, 4);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -286,6 +352,7 @@ int main() {
     test_sinusoidal(2, 50, 64, 4.0f);
     test_classifier(5, 257, 384, 0);
     test_classifier(4, 1000, 1024, 1);
+    test_gru(3, 40);
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
