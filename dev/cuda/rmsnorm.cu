@@ -127,7 +127,13 @@ __global__ void rmsnorm_dw_kernel(float *dw, const float *dw_part, int nb, int C
 static void rmsnorm_backward(floatX *dx, float *dw, float *dw_part, const floatX *dout, const floatX *x, const floatX *w,
                              const float *rstd, int N, int C, int accumulate) {
     int nb = ceil_div(N, 8);
-    rmsnorm_backward_kernel<<<nb, 256, C * sizeof(float)>>>(dx, dw_part, dout, x, w, rstd, N, C, accumulate);
+    size_t smem = (size_t)C * sizeof(float);
+    static size_t opted = 48 * 1024;  // above 48 KiB (C > 12288) a kernel must opt in
+    if (smem > opted) {
+        cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
+    }
+    rmsnorm_backward_kernel<<<nb, 256, smem>>>(dx, dw_part, dout, x, w, rstd, N, C, accumulate);
     cudaCheck(cudaGetLastError());
     rmsnorm_dw_kernel<<<ceil_div(C, 32), dim3(32, 8)>>>(dw, dw_part, nb, C);
     cudaCheck(cudaGetLastError());
