@@ -71,6 +71,7 @@ inline void __syncwarp() { emu_warp_barrier[emu_warp()]->arrive_and_wait(); }
 // round-to-nearest products and sums, never fused (run.sh builds with -ffp-contract=off)
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float rsqrtf(float v) { return 1.0f / sqrtf(v); }
 inline float atomicAdd(float *p, float v) {
     std::lock_guard<std::mutex> g(emu_atomic);
     float old = *p;

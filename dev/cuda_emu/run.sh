@@ -2,7 +2,9 @@
 # The kernels of train_gpt.cu run on the CPU (dev/cuda_emu/emu.h), in fp32, against double-
 # precision references: flash attention forward and backward, the RMSNorm backward, the
 # evaluation's attention kernel, RoPE (the PosAug hook), sinusoidal positions, the
-# classifier and the GRU's step kernels. Their source is cut out of train_gpt.cu by name at each run
+# classifier, the GRU's step kernels, and the small ones (RMSNorm forward, the naive
+# attention's softmax and ALiBi passes, SwiGLU, the embedding, the GRU's layout and bias
+# kernels, the gradient norm, the loss sum, AdamW). Their source is cut out of train_gpt.cu by name at each run
 # (nothing is copied), so a change to a kernel is tested here without a GPU. Prints one
 # PASS/FAIL line per case and "N passed, N failed, N skipped"; skipped without a C++20 g++.
 cd "$(dirname "$0")" || exit 1
@@ -12,7 +14,9 @@ trap 'rm -rf "$tmp"' EXIT
 FUNCS="warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
 attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel sigmoid_f
-gru_step_forward_kernel gru_step_backward_kernel"
+gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
+alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
+transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do

@@ -332,6 +332,131 @@ static void test_gru(int B, int C) {
     report(what, names, errs, 4);
 }
 
+// ---- the small kernels, each against its formula in double ----
+static void test_small(void) {
+    double e[4];
+    {  // RMSNorm forward: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps)
+        int N = 13, C = 70;
+        std::vector<float> x = randn((size_t)N * C), w = randn(C), out((size_t)N * C, NAN), rstd(N, NAN);
+        std::vector<double> wo((size_t)N * C), wr(N);
+        for (int i = 0; i < N; i++) {
+            double ss = 0;
+            for (int c = 0; c < C; c++) ss += (double)x[i * C + c] * x[i * C + c];
+            wr[i] = 1 / sqrt(ss / C + 1e-5);
+            for (int c = 0; c < C; c++) wo[i * C + c] = x[i * C + c] * wr[i] * w[c];
+        }
+        emu_launch(dim3((N + 7) / 8), dim3(256), 0, [&] { rmsnorm_forward_kernel(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); });
+        const char *names[2] = {"out", "rstd"};
+        e[0] = rel(out, wo), e[1] = rel(rstd, wr);
+        report("RMSNorm forward N 13 C 70", names, e, 2);
+    }
+    {  // the naive attention's passes: ALiBi on raw scores, causal softmax in place, its backward
+        int B = 2, NH = 3, T = 20, rows = B * NH * T;
+        float scale = 0.25f, alpha = 2.0f;
+        std::vector<float> att = randn((size_t)rows * T, 3.0f), datt = randn((size_t)rows * T);
+        std::vector<double> wp((size_t)rows * T, 0), wd((size_t)rows * T, 0);
+        for (int r = 0; r < rows; r++) {
+            int t = r % T, h = r / T % NH;
+            double m = -1e300, s = 0, dot = 0;
+            std::vector<double> x(t + 1);
+            for (int u = 0; u <= t; u++) x[u] = att[(size_t)r * T + u] * (double)scale - slope(h, NH) * alpha * (t - u), m = std::max(m, x[u]);
+            for (int u = 0; u <= t; u++) s += exp(x[u] - m);
+            for (int u = 0; u <= t; u++) wp[(size_t)r * T + u] = exp(x[u] - m) / s, dot += wp[(size_t)r * T + u] * datt[(size_t)r * T + u];
+            for (int u = 0; u <= t; u++) wd[(size_t)r * T + u] = wp[(size_t)r * T + u] * (datt[(size_t)r * T + u] - dot) * scale;
+        }
+        size_t n = (size_t)rows * T;
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { alibi_bias_kernel(att.data(), NH, T, alpha, scale, n); });
+        emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { softmax_forward_kernel(att.data(), rows, T, scale); });
+        std::vector<float> p = att;
+        emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { softmax_backward_kernel(datt.data(), p.data(), rows, T, scale); });
+        const char *names[2] = {"probabilities", "dscores"};
+        e[0] = rel(att, wp), e[1] = rel(datt, wd);
+        report("naive attention: ALiBi, causal softmax and its backward, T 20", names, e, 2);
+    }
+    {  // SwiGLU forward and backward
+        size_t n = 1000;
+        std::vector<float> g = randn(n, 3.0f), u = randn(n), dh = randn(n), h(n, NAN), dg(n, NAN), du(n, NAN);
+        std::vector<double> wh(n), wg(n), wu(n);
+        for (size_t i = 0; i < n; i++) {
+            double sg = 1 / (1 + exp(-(double)g[i]));
+            wh[i] = g[i] * sg * u[i];
+            wg[i] = dh[i] * u[i] * sg * (1 + g[i] * (1 - sg));
+            wu[i] = dh[i] * g[i] * sg;
+        }
+        emu_launch(dim3(4), dim3(256), 0, [&] { swiglu_forward_kernel(h.data(), g.data(), u.data(), n); });
+        emu_launch(dim3(4), dim3(256), 0, [&] { swiglu_backward_kernel(dg.data(), du.data(), dh.data(), g.data(), u.data(), n); });
+        const char *names[3] = {"h", "dgate", "dup"};
+        e[0] = rel(h, wh), e[1] = rel(dg, wg), e[2] = rel(du, wu);
+        report("SwiGLU forward and backward, 1000 elements", names, e, 3);
+    }
+    {  // embedding: rows of wte, and their gradient added back (atomics; tokens repeat)
+        int N = 40, C = 24, V = 7;
+        std::vector<int> tok(N);
+        for (int i = 0; i < N; i++) tok[i] = (int)rng_below(&rng, V);
+        std::vector<float> wte = randn((size_t)V * C), x((size_t)N * C, NAN), dx = randn((size_t)N * C), dwte = randn((size_t)V * C);
+        std::vector<double> wx((size_t)N * C), wdw(dwte.begin(), dwte.end());
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) wx[i * C + c] = wte[tok[i] * C + c], wdw[tok[i] * C + c] += dx[i * C + c];
+        size_t n = (size_t)N * C;
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_forward_kernel(x.data(), tok.data(), wte.data(), N, C); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_backward_kernel(dwte.data(), dx.data(), tok.data(), N, C); });
+        const char *names[2] = {"x", "dwte"};
+        e[0] = rel(x, wx), e[1] = rel(dwte, wdw);
+        report("embedding forward and backward, repeated tokens", names, e, 2);
+    }
+    {  // the GRU's layout (B,T,C) <-> (T,B,C) and its bias gradients (column sums)
+        int B = 3, T = 5, C = 7, rows = 11, cols = 45;
+        size_t n = (size_t)B * T * C;
+        std::vector<float> a = randn(n), tm(n, NAN), back(n, NAN), d = randn((size_t)rows * cols), db = randn(cols);
+        std::vector<double> wtm(n), wdb(db.begin(), db.end());
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < C; c++) wtm[((size_t)t * B + b) * C + c] = a[((size_t)b * T + t) * C + c];
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) wdb[c] += d[(size_t)r * cols + c];
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { transpose_bt_kernel(tm.data(), a.data(), B, T, C, 0); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { transpose_bt_kernel(back.data(), tm.data(), B, T, C, 1); });
+        emu_launch(dim3(1), dim3(256), 0, [&] { column_sum_kernel(db.data(), d.data(), (size_t)rows, cols); });
+        const char *names[3] = {"time-major", "and back", "bias sums"};
+        e[0] = rel(tm, wtm), e[1] = rel(back, std::vector<double>(a.begin(), a.end())), e[2] = rel(db, wdb);
+        report("GRU layout transposes and bias column sums", names, e, 3);
+    }
+    {  // gradient norm partials (a grid-stride loop; a smaller grid than the trainer's 512 blocks), the loss sum
+        size_t n = 100003;
+        int nb = 8;
+        std::vector<float> g = randn(n), part(nb, NAN), losses = randn(3000), w = randn(3000), acc(2, 0.5f);
+        double ss = 0, sl = 0, swl = 0;
+        for (size_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
+        for (int i = 0; i < 3000; i++) sl += losses[i], swl += (double)w[i] * losses[i];
+        emu_launch(dim3(nb), dim3(512), 0, [&] { sumsq_kernel(part.data(), g.data(), n); });
+        emu_launch(dim3(1), dim3(1024), 0, [&] { loss_sum_kernel(&acc[0], losses.data(), NULL, 3000, 0.25f); });
+        emu_launch(dim3(1), dim3(1024), 0, [&] { loss_sum_kernel(&acc[1], losses.data(), w.data(), 3000, 1.0f); });
+        double got = 0;
+        for (float p : part) got += p;
+        const char *names[3] = {"sum of squares", "loss sum", "weighted loss sum"};
+        e[0] = fabs(got - ss) / ss, e[1] = fabs(acc[0] - (0.5 + 0.25 * sl)) / fabs(0.5 + 0.25 * sl);
+        e[2] = fabs(acc[1] - (0.5 + swl)) / fabs(0.5 + swl);
+        report("gradient norm partials and the loss sums", names, e, 3);
+    }
+    {  // AdamW with the clip scale folded in, and the floatX copy
+        size_t n = 777;
+        std::vector<float> p = randn(n), g = randn(n), m = randn(n, 0.1f), v(n), px(n, NAN);
+        for (float &x : v) x = 0.01f * fabsf(rng_normal(&rng));
+        std::vector<double> wp(n), wm(n), wv(n);
+        float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, bc1 = 1 - powf(b1, 3), bc2 = 1 - powf(b2, 3), eps = 1e-8f, wd = 0.1f, gs = 0.7f;
+        for (size_t i = 0; i < n; i++) {
+            double gi = (double)g[i] * gs;
+            wm[i] = b1 * (double)m[i] + (1 - (double)b1) * gi;
+            wv[i] = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
+            wp[i] = p[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wd * (double)p[i]);
+        }
+        emu_launch(dim3(4), dim3(256), 0, [&] { adamw_kernel(p.data(), px.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, bc1, bc2, eps, wd, gs); });
+        const char *names[4] = {"p", "m", "v", "px"};
+        e[0] = rel(p, wp), e[1] = rel(m, wm), e[2] = rel(v, wv), e[3] = rel(px, wp);
+        report("AdamW, clip scale folded in", names, e, 4);
+    }
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -353,6 +478,7 @@ int main() {
     test_classifier(5, 257, 384, 0);
     test_classifier(4, 1000, 1024, 1);
     test_gru(3, 40);
+    test_small();
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
