@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every CUDA program compiles with this machine's nvcc, warnings as errors (make cuda):
 # both trainers and dev/cuda's kernel variants. Skipped where there is no nvcc.
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 if ! command -v nvcc >/dev/null; then
     echo "SKIP: CUDA build: no nvcc on this machine"
     echo "0 passed, 0 failed, 1 skipped"

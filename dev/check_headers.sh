@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every header in llmc/ compiles on its own (its includes are complete), as C11 with the
 # project's warnings. Part of make test.
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 p=0 f=0
 for h in llmc/*.h; do
     if out=$(echo "#include \"$h\"" | gcc -std=c11 -fopenmp -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-variable \

@@ -3,7 +3,7 @@
 # portable path, chosen at build time. make test's own build checks the one this CPU
 # takes; this builds test_gpt for the other instruction sets this CPU can run and checks
 # each path against the same definitions (KERNELS_ONLY=1).
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 p=0 f=0 s=0
 for isa in x86-64-v4 x86-64-v3 x86-64; do
     bin=$(mktemp)

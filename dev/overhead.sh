@@ -32,7 +32,7 @@ fi
 steps=${STEPS:-20}
 for rep in 1 2 3; do
     for pos in rope posaug; do
-        $trainer --steps $steps --warmup 2 --val_every 0 --eval_len 0 $* --pos $pos --out_dir "$tmp/w_${pos}_$rep" > /dev/null
+        $trainer --steps $steps --warmup 2 --val_every 0 --eval_len 0 "$@" --pos $pos --out_dir "$tmp/w_${pos}_$rep" > /dev/null
     done
 done
 python3 - "$tmp" <<'PY'

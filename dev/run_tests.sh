@@ -6,7 +6,7 @@
 # set up on the first run; offline, they use python3 and skip what needs a missing package.
 # FUZZ_SECONDS (default 10): seconds per libFuzzer harness in the fuzz smoke suite.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 passed=0 failed=0 skipped=0
 broken=()
 

@@ -5,7 +5,7 @@
 # training with validation, evaluation, passkey and generation. Zero reports expected.
 # Leak checking is off: fail() exits without freeing. About 3-6 minutes on 2 cores.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 if ! echo 'int main(void) { return 0; }' | gcc -fsanitize=address,undefined -x c - -o /tmp/san_probe_$$ 2>/dev/null; then
     echo "SKIP: sanitizers: gcc cannot build with -fsanitize=address,undefined here (libasan/libubsan missing)"

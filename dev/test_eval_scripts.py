@@ -517,6 +517,35 @@ def rfs_tasks_answers_masks_lengths():
     check(rc != 0 and "more than --seq_len 32" in err, "an example longer than the window: %d %s" % (rc, err))
 
 
+# ---- shell scripts ---------------------------------------------------------------------
+# dev/gpu_check.sh and dev/bench_cpu.sh run only where a GPU or PyTorch is: a syntax error
+# there would cost a GPU session its time, so every script is parsed here (bash -n) and,
+# where shellcheck is installed, kept free of its warnings.
+SHELL_SCRIPTS = [".ci/run", "dev/bench_cpu.sh", "dev/check_cuda_build.sh", "dev/check_headers.sh",
+                 "dev/check_kernel_isas.sh", "dev/gpu_check.sh", "dev/overhead.sh", "dev/run_tests.sh", "dev/sanitize.sh",
+                 "dev/cuda/check_v1.sh", "dev/cuda_emu/run.sh", "dev/fuzz/run.sh"]
+
+
+@test
+def shell_scripts_parse():
+    import glob
+    found = sorted({os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "dev", "**", "*.sh"), recursive=True)})
+    check(set(found) <= set(SHELL_SCRIPTS), "scripts not in SHELL_SCRIPTS: %s" % sorted(set(found) - set(SHELL_SCRIPTS)))
+    for rel in SHELL_SCRIPTS:
+        r = subprocess.run(["bash", "-n", os.path.join(ROOT, rel)], capture_output=True, text=True)
+        check(r.returncode == 0, "%s does not parse: %s" % (rel, r.stderr))
+
+
+@test
+def shell_scripts_shellcheck():
+    import shutil
+    if not shutil.which("shellcheck"):
+        raise Skip("shellcheck is not installed")
+    r = subprocess.run(["shellcheck", "-S", "warning"] + [os.path.join(ROOT, p) for p in SHELL_SCRIPTS],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "shellcheck warnings:\n%s" % r.stdout[:3000])
+
+
 # ---- scaling reference file ----------------------------------------------------------
 @test
 def scaling_reference_file():

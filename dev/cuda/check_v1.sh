@@ -5,7 +5,7 @@
 # exactly "}") between train_gpt.cu and the dev/cuda file.
 # Needs no GPU. Exit 0 when all are identical, 1 otherwise (the diff is printed).
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 SRC=../../train_gpt.cu
 PAIRS="common.h:warp_sum common.h:warp_max common.h:block_sum common.h:block_max
 rope.cu:rope_kernel

@@ -7,7 +7,7 @@
 #                               libFuzzer (gcc, ASan, UBSan): one PASS/FAIL line per input
 # Ends with "N passed, N failed, N skipped"; exits 1 when anything failed.
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 NAMES="shard tensorfile tokenizer passkey args"
 CLANG=${CLANG:-clang}
 REPLAY_CC=${REPLAY_CC:-gcc}
