@@ -109,3 +109,58 @@ static void emu_launch(dim3 grid, dim3 block, size_t smem, F body) {
                 for (std::barrier<> *w : warps) delete w;
             }
 }
+
+// ----------------------------------------------------------------------------
+// cuBLAS's two products as the trainer calls them, with their documented column-major
+// meaning, fp32 only (the -DENABLE_FP32 build): C (m,n) = alpha op(A) (m,k) op(B) (k,n) +
+// beta C, op(X) = X or X^T, X column-major with leading dimension ldx; batched: the
+// matrices of batch i start i * stride elements further. A wrong transpose flag, leading
+// dimension or stride in a caller gives wrong numbers here, as on the GPU.
+typedef int cublasHandle_t;
+typedef int cublasStatus_t;
+enum cublasOperation_t { CUBLAS_OP_N, CUBLAS_OP_T };
+enum cudaDataType { CUDA_R_32F, CUDA_R_16BF };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
+#define CUBLAS_STATUS_SUCCESS 0
+#define CUDA_FX CUDA_R_32F
+static cublasHandle_t cublas;
+static const float ONE = 1.0f, ZERO = 0.0f;
+#define cublasCheck(x) do { if ((x) != CUBLAS_STATUS_SUCCESS) exit(1); } while (0)
+#define cudaCheck(x) (void)(x)
+inline int cudaGetLastError() { return 0; }
+
+static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                        int n, int k, const void *alpha, const void *A, cudaDataType at,
+                                                        int lda, long long sa, const void *B, cudaDataType bt, int ldb,
+                                                        long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                                        long long sc, int batch, cublasComputeType_t, cublasGemmAlgo_t) {
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F || lda < (ta == CUBLAS_OP_N ? m : k) ||
+        ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) {  // fp32 only; the leading dimensions cuBLAS accepts
+        fprintf(stderr, "FAIL: cuBLAS would refuse: m %d n %d k %d, op(A) %s lda %d, op(B) %s ldb %d, ldc %d\n", m, n, k,
+                ta == CUBLAS_OP_N ? "N" : "T", lda, tb == CUBLAS_OP_N ? "N" : "T", ldb, ldc);
+        return 1;
+    }
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    for (int bi = 0; bi < batch; bi++) {
+        const float *a = (const float *)A + bi * sa, *b = (const float *)B + bi * sb;
+        float *c = (float *)C + bi * sc;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int p = 0; p < k; p++)
+                    s += (double)(ta == CUBLAS_OP_N ? a[i + (size_t)p * lda] : a[p + (size_t)i * lda]) *
+                         (tb == CUBLAS_OP_N ? b[p + (size_t)j * ldb] : b[j + (size_t)p * ldb]);
+                float *cij = c + i + (size_t)j * ldc;
+                *cij = (float)(al * s + (be != 0.0f ? be * (double)*cij : 0.0));  // beta 0: C is not read (may be NaN)
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                          cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                          cublasComputeType_t ctype, cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1,
+                                      ctype, algo);
+}

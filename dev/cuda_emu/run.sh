@@ -4,31 +4,36 @@
 # evaluation's attention kernel, RoPE (the PosAug hook), sinusoidal positions, the
 # classifier, the GRU's step kernels, and the small ones (RMSNorm forward, the naive
 # attention's softmax and ALiBi passes, SwiGLU, the embedding, the GRU's layout and bias
-# kernels, the gradient norm, the loss sum, AdamW). Their source is cut out of train_gpt.cu by name at each run
+# kernels, the gradient norm, the loss sum, AdamW); and the host functions around cuBLAS
+# (the matmuls, the naive attention) against emu.h's cuBLAS, whose one-line kernel
+# launches are rewritten into emu_launch calls. Their source is cut out of train_gpt.cu by name at each run
 # (nothing is copied), so a change to a kernel is tested here without a GPU. Prints one
 # PASS/FAIL line per case and "N passed, N failed, N skipped"; skipped without a C++20 g++.
 cd "$(dirname "$0")" || exit 1
 SRC=${SRC:-../../train_gpt.cu}  # SRC=path: another copy of the trainer (to see a broken kernel fail)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-FUNCS="warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
+FUNCS="ceil_div warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
 attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel sigmoid_f
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
 alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
-transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel"
+transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
+matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do
         # from the signature (with a template line just before it) to the first line "}",
-        # or the signature line alone when it holds the whole function
+        # or the signature line alone when it holds the whole function (declarations skipped)
         awk -v name="$fn" '
-            !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") {
+            !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") && $0 !~ /;$/ {
                 found = 1; if (prev ~ /^template/) print prev; print; if ($0 ~ /}$/) exit; next }
             found { print; if ($0 == "}") exit }
             { prev = $0 }' "$SRC"
     done
-} | sed -E 's/extern __shared__ float ([a-z_]+)\[\];/float *\1 = emu_dynamic_smem;/' > "$tmp/kernels.inc"
+} | sed -E -e 's/extern __shared__ float ([a-z_]+)\[\];/float *\1 = emu_dynamic_smem;/' \
+        -e 's/([A-Za-z_0-9]+)<<<([^>]*), ([^>,]*)>>>\((.*)\);$/emu_launch(dim3(\2), dim3(\3), 0, [\&] { \1(\4); });/' \
+        > "$tmp/kernels.inc"
 for fn in $FUNCS; do
     grep -qE "[ *]$fn\(" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done

@@ -44,12 +44,15 @@ static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
     return h < c ? exp2(-8.0 * (h + 1) / c) : exp2(-8.0 * (2 * (h - c) + 1) / (2 * c));
 }
 
-// ---- flash attention: forward (y, lse), D, backward (dq, dk, dv) ----
-static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
+// ---- causal GQA attention in double: y, lse, the probabilities P (B,NH,T,T), dq, dk, dv ----
+struct AttRef {
+    std::vector<double> y, lse, P, dq, dk, dv;
+};
+static AttRef attention_reference(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
+                                  const std::vector<float> &dy, int B, int T, int NH, int NKV, int hd, float alpha) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
-    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
-    std::vector<float> y(nq, NAN), lse(nl, NAN), D(nl, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
-    std::vector<double> ry(nq, 0), rl(nl), rdq(nq, 0), rdk(nk, 0), rdv(nk, 0);
+    AttRef r{std::vector<double>(nq, 0), std::vector<double>(nl), std::vector<double>(nl * T, 0),
+             std::vector<double>(nq, 0), std::vector<double>(nk, 0), std::vector<double>(nk, 0)};
     int group = NH / NKV;
     double scale = 1.0 / sqrt((double)hd);
     for (int b = 0; b < B; b++)
@@ -68,22 +71,33 @@ static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
                     m = std::max(m, x[s]);
                 }
                 for (int s = 0; s <= t; s++) l += exp(x[s] - m);
-                rl[((size_t)b * NH + h) * T + t] = m + log(l);
+                size_t row = ((size_t)b * NH + h) * T + t;
+                r.lse[row] = m + log(l);
                 for (int s = 0; s <= t; s++) {
                     double p = exp(x[s] - m) / l;
+                    r.P[row * T + s] = p;
                     Dt += p * dp[s];
-                    for (int c = 0; c < hd; c++) ry[(((size_t)b * T + t) * NH + h) * hd + c] += p * v[(((size_t)b * T + s) * NKV + kvh) * hd + c];
+                    for (int c = 0; c < hd; c++) r.y[(((size_t)b * T + t) * NH + h) * hd + c] += p * v[(((size_t)b * T + s) * NKV + kvh) * hd + c];
                 }
                 for (int s = 0; s <= t; s++) {
-                    double p = exp(x[s] - m) / l, ds = p * (dp[s] - Dt) * scale;
+                    double p = r.P[row * T + s], ds = p * (dp[s] - Dt) * scale;
                     size_t ko = (((size_t)b * T + s) * NKV + kvh) * hd, qo = (((size_t)b * T + t) * NH + h) * hd;
                     for (int c = 0; c < hd; c++) {
-                        rdq[qo + c] += ds * k[ko + c];
-                        rdk[ko + c] += ds * qt[c];
-                        rdv[ko + c] += p * dyt[c];
+                        r.dq[qo + c] += ds * k[ko + c];
+                        r.dk[ko + c] += ds * qt[c];
+                        r.dv[ko + c] += p * dyt[c];
                     }
                 }
             }
+    return r;
+}
+
+// ---- flash attention: forward (y, lse), D, backward (dq, dk, dv) ----
+static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
+    size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
+    std::vector<float> y(nq, NAN), lse(nl, NAN), D(nl, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
     int hdmax = hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
     dim3 fgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NH, B), kvgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NKV, B);
     size_t smem = flash_backward_smem(hd, hdmax);
@@ -94,9 +108,8 @@ static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
     emu_launch(kvgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_kv_kernel<HDMAX>(dk.data(), dv.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); }); \
     emu_launch(fgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_q_kernel<HDMAX>(dq.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); });
     if (hdmax == 32) { FLASH_PASSES(32) } else if (hdmax == 64) { FLASH_PASSES(64) } else { FLASH_PASSES(128) }
-    std::vector<double> rlv(rl.begin(), rl.end());
     const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
-    double errs[5] = {rel(y, ry), rel(lse, rlv), rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)};
+    double errs[5] = {rel(y, ref.y), rel(lse, ref.lse), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv)};
     char what[160];
     snprintf(what, sizeof(what), "flash attention B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
              alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
@@ -457,6 +470,43 @@ static void test_small(void) {
     }
 }
 
+// ---- the host functions around cuBLAS: the matmuls and the naive attention path ----
+static void test_matmuls(int N, int IC, int OC) {
+    std::vector<float> inp = randn((size_t)N * IC), w = randn((size_t)OC * IC), dout = randn((size_t)N * OC);
+    std::vector<float> out((size_t)N * OC, NAN), dinp0 = randn((size_t)N * IC), dinp = dinp0, dw0 = randn((size_t)OC * IC), dw = dw0;
+    std::vector<double> wo((size_t)N * OC, 0), wdi(dinp0.begin(), dinp0.end()), wdw(dw0.begin(), dw0.end());
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++)
+            for (int c = 0; c < IC; c++) {
+                wo[i * OC + o] += (double)inp[i * IC + c] * w[o * IC + c];
+                wdi[i * IC + c] += (double)dout[i * OC + o] * w[o * IC + c];
+                wdw[o * IC + c] += (double)dout[i * OC + o] * inp[i * IC + c];
+            }
+    matmul_forward(out.data(), inp.data(), w.data(), N, IC, OC);
+    matmul_backward(dinp.data(), dw.data(), dout.data(), inp.data(), w.data(), N, IC, OC, 1);
+    const char *names[3] = {"out = inp W^T", "dinp += dout W", "dW += dout^T inp"};
+    double errs[3] = {rel(out, wo), rel(dinp, wdi), rel(dw, wdw)};
+    char what[96];
+    snprintf(what, sizeof(what), "matmuls through cuBLAS N %d IC %d OC %d", N, IC, OC);
+    report(what, names, errs, 3);
+}
+
+static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float alpha) {
+    size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, na = (size_t)B * NH * T * T;
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
+    std::vector<float> y(nq, NAN), att(na, NAN), datt(na, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
+    attention_forward(y.data(), att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, alpha);
+    attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), dy.data(), att.data(), q.data(), k.data(), v.data(), B,
+                       T, NH, NKV, hd);
+    const char *names[5] = {"y", "P", "dq", "dk", "dv"};
+    double errs[5] = {rel(y, ref.y), rel(att, ref.P), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv)};
+    char what[160];
+    snprintf(what, sizeof(what), "naive attention (cuBLAS + kernels) B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
+             alpha > 0 ? ", ALiBi" : "");
+    report(what, names, errs, 5);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -479,6 +529,10 @@ int main() {
     test_classifier(4, 1000, 1024, 1);
     test_gru(3, 40);
     test_small();
+    test_matmuls(7, 5, 3);
+    test_matmuls(33, 64, 96);
+    test_naive_attention(2, 24, 6, 2, 16, 0.0f);  // GQA: the group's heads summed by beta = 1
+    test_naive_attention(1, 40, 4, 4, 32, 2.0f);  // ALiBi
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
