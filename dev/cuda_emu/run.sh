@@ -19,7 +19,8 @@ attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel cla
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
 alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
-matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward"
+matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward learned_forward_kernel
+learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do

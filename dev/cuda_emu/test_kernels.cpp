@@ -451,6 +451,46 @@ static void test_small(void) {
         e[2] = fabs(acc[1] - (0.5 + swl)) / fabs(0.5 + swl);
         report("gradient norm partials and the loss sums", names, e, 3);
     }
+    {  // learned APE: x += wpe[p_t] at the hook's positions (explicit ones from pos0), its gradient back
+        int B = 2, T = 9, C = 16, rows = 40, pos0 = 4;
+        PosStep ps;
+        memset(&ps, 0, sizeof(ps));
+        ps.pe = PE_LEARNED;
+        ps.alpha[0] = 2.0f;
+        ps.offset = 3.0f;
+        std::vector<float> positions(T + pos0);
+        for (int t = 0; t < T + pos0; t++) positions[t] = (float)((7 * t) % rows);
+        std::vector<float> wpe = randn((size_t)rows * C), x0 = randn((size_t)B * T * C), x = x0, xe = x0, dx = randn((size_t)B * T * C);
+        std::vector<float> dwpe(wpe.size(), 0.0f);
+        std::vector<double> wx(x0.begin(), x0.end()), wxe(x0.begin(), x0.end()), wdw(wpe.size(), 0.0);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < C; c++) {
+                    size_t i = ((size_t)b * T + t) * C + c;
+                    int p = (int)(2.0f * (float)t + 3.0f), pe = (int)positions[pos0 + t];
+                    wx[i] += wpe[(size_t)p * C + c];
+                    wxe[i] += wpe[(size_t)pe * C + c];
+                    wdw[(size_t)p * C + c] += dx[i];
+                }
+        size_t n = (size_t)B * T * C;
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(x.data(), wpe.data(), ps, B, T, C, NULL, 0); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(xe.data(), wpe.data(), ps, B, T, C, positions.data(), pos0); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_backward_kernel(dwpe.data(), dx.data(), ps, B, T, C, NULL); });
+        const char *names[3] = {"x at alpha t + offset", "x at explicit positions", "dwpe"};
+        e[0] = rel(x, wx), e[1] = rel(xe, wxe), e[2] = rel(dwpe, wdw);
+        report("learned APE forward and backward", names, e, 3);
+    }
+    {  // the residual add and the fp32-to-floatX copy
+        size_t n = 999;
+        std::vector<float> a = randn(n), b = randn(n), out(n, NAN), cp(n, NAN);
+        std::vector<double> wo(n);
+        for (size_t i = 0; i < n; i++) wo[i] = (double)a[i] + b[i];
+        emu_launch(dim3(4), dim3(256), 0, [&] { residual_forward_kernel(out.data(), a.data(), b.data(), n); });
+        emu_launch(dim3(4), dim3(256), 0, [&] { copy_to_x_kernel(cp.data(), a.data(), n); });
+        const char *names[2] = {"a + b", "copy"};
+        e[0] = rel(out, wo), e[1] = rel(cp, std::vector<double>(a.begin(), a.end()));
+        report("residual add and floatX copy", names, e, 2);
+    }
     {  // AdamW with the clip scale folded in, and the floatX copy
         size_t n = 777;
         std::vector<float> p = randn(n), g = randn(n), m = randn(n, 0.1f), v(n), px(n, NAN);
