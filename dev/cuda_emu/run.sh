@@ -38,6 +38,14 @@ learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 for fn in $FUNCS; do
     grep -qE "[ *]$fn\(" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done
+# every kernel of the trainer is checked here: a new one must join FUNCS (and get a case)
+for k in $(grep -E '^__global__' "$SRC" | sed -E 's/^__global__ void (__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(.*/\2/'); do
+    case " $(echo $FUNCS) " in
+    *" $k "*) ;;
+    *) echo "FAIL: kernel $k of train_gpt.cu has no CPU check (add it to FUNCS in dev/cuda_emu/run.sh and a case to test_kernels.cpp)"
+       echo "0 passed, 1 failed, 0 skipped"; exit 1 ;;
+    esac
+done
 if ! g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-unused-function -Wno-unknown-pragmas -Wno-unused-variable -ffp-contract=off -I"$tmp" -o "$tmp/test" test_kernels.cpp -pthread 2>"$tmp/cc.log"; then
     if grep -qE "barrier: No such file|unrecognized command-line option '-std=c\+\+20'" "$tmp/cc.log"; then
         echo "SKIP: CUDA kernels on the CPU: this g++ has no C++20 <barrier>"
