@@ -40,9 +40,11 @@ static std::mutex emu_atomic;
 #define __launch_bounds__(x)
 #define __shared__ static
 #define __syncthreads() emu_block_barrier->arrive_and_wait()
+#ifndef EMU_WHOLE_TRAINER  // the trainer defines these itself
 typedef float floatX;
 inline float to_f(float v) { return v; }
 inline float to_x(float v) { return v; }
+#endif
 
 inline int emu_lane() { return (threadIdx.y * blockDim.x + threadIdx.x) % 32; }
 inline int emu_warp() { return (threadIdx.y * blockDim.x + threadIdx.x) / 32; }
@@ -110,6 +112,23 @@ static void emu_launch(dim3 grid, dim3 block, size_t smem, F body) {
             }
 }
 
+// A kernel with no barrier and no warp operation: its threads one after another on this thread.
+template <class F>
+static void emu_launch_serial(dim3 grid, dim3 block, size_t smem, F body) {
+    gridDim = grid;
+    blockDim = block;
+    std::vector<float> dyn(smem / sizeof(float) + 1, NAN);
+    emu_dynamic_smem = dyn.data();
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++)
+                for (unsigned t = 0; t < block.x * block.y * block.z; t++) {
+                    threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+                    blockIdx = dim3(x, y, z);
+                    body();
+                }
+}
+
 // ----------------------------------------------------------------------------
 // cuBLAS's two products as the trainer calls them, with their documented column-major
 // meaning, fp32 only (the -DENABLE_FP32 build): C (m,n) = alpha op(A) (m,k) op(B) (k,n) +
@@ -123,12 +142,6 @@ enum cudaDataType { CUDA_R_32F, CUDA_R_16BF };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
 #define CUBLAS_STATUS_SUCCESS 0
-#define CUDA_FX CUDA_R_32F
-static cublasHandle_t cublas;
-static const float ONE = 1.0f, ZERO = 0.0f;
-#define cublasCheck(x) do { if ((x) != CUBLAS_STATUS_SUCCESS) exit(1); } while (0)
-#define cudaCheck(x) (void)(x)
-inline int cudaGetLastError() { return 0; }
 
 static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                                         int n, int k, const void *alpha, const void *A, cudaDataType at,

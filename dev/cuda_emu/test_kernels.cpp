@@ -6,6 +6,13 @@
 #include "../../llmc/rng.h"
 #include "../../llmc/schedule.h"
 #include "emu.h"
+// what the cut-out host functions use from the rest of train_gpt.cu
+#define CUDA_FX CUDA_R_32F
+static cublasHandle_t cublas;
+static const float ONE = 1.0f, ZERO = 0.0f;
+#define cublasCheck(x) do { if ((x) != CUBLAS_STATUS_SUCCESS) exit(1); } while (0)
+#define cudaCheck(x) (void)(x)
+inline int cudaGetLastError() { return 0; }
 #include "kernels.inc"
 
 static int n_pass, n_fail;

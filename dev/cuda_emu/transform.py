@@ -1,0 +1,78 @@
+"""train_gpt.cu as C++ for the CPU emulation (dev/cuda_emu/trainer.sh):
+
+    python3 dev/cuda_emu/transform.py train_gpt.cu > train_gpt_emu.cpp
+
+Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
+`emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); })`, or emu_launch_serial
+(the threads one after another, much faster) for a kernel whose body has no barrier and no
+warp operation; `extern __shared__ float x[];` becomes a pointer to the emulator's buffer.
+The kernels launched through LAUNCH_ELEMS are elementwise, LAUNCH_ROWS's are RMSNorm's."""
+import re
+import sys
+
+SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|warp_sum|warp_max|block_sum|block_max")
+KERNEL = re.compile(r"^__global__ void (?:__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(", re.M)
+
+
+def split_top(s):
+    """s split at its top-level commas."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
+def close_paren(s, p):
+    """The index of the parenthesis closing s[p] == '('."""
+    depth = 0
+    for q in range(p, len(s)):
+        depth += s[q] == "("
+        depth -= s[q] == ")"
+        if depth == 0:
+            return q
+    sys.exit("transform.py: unbalanced parentheses at %d" % p)
+
+
+def callee_start(s, j):
+    """Where the kernel name (with its template arguments) ending at s[j] starts."""
+    k = j
+    if s[k - 1] == ">":  # template arguments
+        depth = 0
+        while True:
+            k -= 1
+            depth += s[k] == ">"
+            depth -= s[k] == "<"
+            if s[k] == "<" and depth == 0:
+                break
+    return re.search(r"[A-Za-z_][A-Za-z_0-9]*$", s[:k]).start()
+
+
+def main():
+    src = open(sys.argv[1]).read()
+    threaded = set()  # kernels whose threads must run together
+    for m in KERNEL.finditer(src):
+        if SYNC.search(src[m.end():src.find("\n}\n", m.end())]):
+            threaded.add(m.group(1))
+    out, i = [], 0
+    while (j := src.find("<<<", i)) >= 0:
+        start, e = callee_start(src, j), src.find(">>>", j)
+        cfg, q = split_top(src[j + 3:e]), close_paren(src, e + 3)
+        callee = src[start:j]
+        name = re.match(r"[A-Za-z_0-9]+", callee).group(0)
+        together = "(rows)" in cfg[0] if name == "kernel" else name in threaded
+        out.append(src[i:start])
+        out.append("%s(dim3(%s), dim3(%s), %s, [&] { %s(%s); })" % ("emu_launch" if together else "emu_launch_serial",
+                   cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0", callee, src[e + 4:q]))
+        i = q + 1
+    out.append(src[i:])
+    sys.stdout.write(re.sub(r"extern __shared__ float ([a-z_]+)\[\];", r"float *\1 = emu_dynamic_smem;", "".join(out)))
+
+
+if __name__ == "__main__":
+    main()
