@@ -5,7 +5,6 @@
 // Output: one line per check, then "N passed, N failed, N skipped".
 #define TESTING
 #include "train_gpt_cpu.c"
-#include <float.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -1815,170 +1814,6 @@ static void test_yarn_bounds(const char *ref_path) {
 }
 
 // ----------------------------------------------------------------------------
-// train_gpt.cu's flash attention (--attention flash), its loops transliterated to C: the
-// same blocks of FLASH_ROWS rows, tiles of FLASH_TILE, online softmax per FLASH_CHUNK keys, lse, the
-// recomputed probabilities, D = dy . y and the group's heads summed per key. Checked
-// against the CPU's attention_forward_train and attention_backward, so the algorithm and
-// its indexing (causal edges, ALiBi, GQA, T off the tile sizes) are tested without a GPU;
-// the GPU run compares the kernels themselves (test_gpu).
-enum { FLASH_ROWS_C = 64, FLASH_TILE_C = 32, FLASH_CHUNK_C = 16 };  // FLASH_ROWS, FLASH_TILE, FLASH_CHUNK of train_gpt.cu
-
-static void flash_forward_c(float *y, float *lse, const float *q, const float *k, const float *v, int B, int T, int NH,
-                            int NKV, int hd, const float *bias_h) {
-    float scale = 1.0f / sqrtf((float)hd), acc[FLASH_MAX_HD], x[FLASH_CHUNK_C];
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t0 = 0; t0 < T; t0 += FLASH_ROWS_C) {  // a block
-                int kvh = h / (NH / NKV), last = (t0 + FLASH_ROWS_C < T ? t0 + FLASH_ROWS_C : T) - 1;
-                for (int t = t0; t <= last; t++) {  // a thread
-                    const float *qr = q + (((size_t)b * T + t) * NH + h) * hd;
-                    float m = -FLT_MAX, l = 0.0f;
-                    for (int c = 0; c < hd; c++) acc[c] = 0.0f;
-                    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE_C) {
-                        for (int j0 = 0; j0 < FLASH_TILE_C && s0 + j0 <= t; j0 += FLASH_CHUNK_C) {
-                            float mt = m;
-                            for (int j = 0; j < FLASH_CHUNK_C; j++) {
-                                int s = s0 + j0 + j;
-                                float dot = 0.0f;
-                                if (s < T)
-                                    for (int c = 0; c < hd; c++) dot += qr[c] * k[(((size_t)b * T + s) * NKV + kvh) * hd + c];
-                                x[j] = s <= t ? dot * scale - bias_h[h] * (float)(t - s) : -FLT_MAX;
-                                mt = fmaxf(mt, x[j]);
-                            }
-                            float corr = expf(m - mt);
-                            l *= corr;
-                            for (int c = 0; c < hd; c++) acc[c] *= corr;
-                            for (int j = 0; j < FLASH_CHUNK_C; j++) {
-                                int s = s0 + j0 + j;
-                                float p = s <= t ? expf(x[j] - mt) : 0.0f;
-                                l += p;
-                                if (s <= t)
-                                    for (int c = 0; c < hd; c++) acc[c] += p * v[(((size_t)b * T + s) * NKV + kvh) * hd + c];
-                            }
-                            m = mt;
-                        }
-                    }
-                    for (int c = 0; c < hd; c++) y[(((size_t)b * T + t) * NH + h) * hd + c] = acc[c] * (1.0f / l);
-                    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
-                }
-            }
-}
-
-// p_ts and dS_ts recomputed from lse and D, as both backward kernels do
-static void flash_recompute_c(float *p, float *ds, const float *qt, const float *dyt, const float *ks, const float *vs,
-                              int hd, float scale, float bias, int dist, float lse_t, float D_t) {
-    float dot = 0.0f, dp = 0.0f;
-    for (int c = 0; c < hd; c++) {
-        dot += qt[c] * ks[c];
-        dp += dyt[c] * vs[c];
-    }
-    *p = expf(dot * scale - bias * (float)dist - lse_t);
-    *ds = *p * (dp - D_t) * scale;
-}
-
-static void flash_backward_c(float *dq, float *dk, float *dv, const float *dy, const float *y, const float *lse,
-                             const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd,
-                             const float *bias_h) {
-    int group = NH / NKV;
-    float scale = 1.0f / sqrtf((float)hd), p, ds;
-    float *D = (float *)xmalloc((size_t)B * NH * T * sizeof(float));
-    for (int b = 0; b < B; b++)  // flash_backward_dot_kernel
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH; h++) {
-                const float *r = dy + (((size_t)b * T + t) * NH + h) * hd, *o = y + (((size_t)b * T + t) * NH + h) * hd;
-                float s = 0.0f;
-                for (int c = 0; c < hd; c++) s += r[c] * o[c];
-                D[((size_t)b * NH + h) * T + t] = s;
-            }
-#define ROW(x, H, hh, t) ((x) + (((size_t)b * T + (t)) * (H) + (hh)) * hd)
-    for (int b = 0; b < B; b++)  // flash_backward_kv_kernel: a thread per key s
-        for (int kvh = 0; kvh < NKV; kvh++)
-            for (int s = 0; s < T; s++) {
-                float *dkr = ROW(dk, NKV, kvh, s), *dvr = ROW(dv, NKV, kvh, s);
-                for (int c = 0; c < hd; c++) dkr[c] = dvr[c] = 0.0f;
-                for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                    for (int t = s / FLASH_ROWS_C * FLASH_ROWS_C / FLASH_TILE_C * FLASH_TILE_C; t < T; t++) {
-                        if (t < s) continue;
-                        flash_recompute_c(&p, &ds, ROW(q, NH, h, t), ROW(dy, NH, h, t), ROW(k, NKV, kvh, s),
-                                          ROW(v, NKV, kvh, s), hd, scale, bias_h[h], t - s,
-                                          lse[((size_t)b * NH + h) * T + t], D[((size_t)b * NH + h) * T + t]);
-                        for (int c = 0; c < hd; c++) {
-                            dvr[c] += p * ROW(dy, NH, h, t)[c];
-                            dkr[c] += ds * ROW(q, NH, h, t)[c];
-                        }
-                    }
-            }
-    for (int b = 0; b < B; b++)  // flash_backward_q_kernel: a thread per query t
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                float *dqr = ROW(dq, NH, h, t);
-                for (int c = 0; c < hd; c++) dqr[c] = 0.0f;
-                for (int s = 0; s <= t; s++) {
-                    flash_recompute_c(&p, &ds, ROW(q, NH, h, t), ROW(dy, NH, h, t), ROW(k, NKV, h / group, s),
-                                      ROW(v, NKV, h / group, s), hd, scale, bias_h[h], t - s,
-                                      lse[((size_t)b * NH + h) * T + t], D[((size_t)b * NH + h) * T + t]);
-                    for (int c = 0; c < hd; c++) dqr[c] += ds * ROW(k, NKV, h / group, s)[c];
-                }
-            }
-#undef ROW
-    free(D);
-}
-
-static void test_flash_algorithm(void) {
-    struct { int B, T, NH, NKV, hd; float alibi_alpha; const char *what; } cs[] = {  // alibi_alpha 0: no ALiBi
-        {2, 100, 6, 2, 16, 0, "GQA, T 100"},     {1, 130, 4, 4, 64, 1, "ALiBi, hd 64, T 130"},
-        {1, 70, 4, 1, 128, 0, "MQA, hd 128"},    {2, 64, 2, 2, 8, 8, "ALiBi at alpha 8, hd 8, T one block"},
-        {1, 1, 2, 1, 32, 0, "T 1"},
-    };
-    for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ci++) {
-        int B = cs[ci].B, T = cs[ci].T, NH = cs[ci].NH, NKV = cs[ci].NKV, hd = cs[ci].hd;
-        size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
-        float *q = (float *)xmalloc(nq * 4), *k = (float *)xmalloc(nk * 4), *v = (float *)xmalloc(nk * 4);
-        float *dy = (float *)xmalloc(nq * 4), *y0 = (float *)xmalloc(nq * 4), *y1 = (float *)xmalloc(nq * 4);
-        float *att = (float *)xmalloc(nl * T * 4), *lse = (float *)xmalloc(nl * 4), *lse0 = (float *)xmalloc(nl * 4);
-        float *dq0 = (float *)xmalloc(nq * 4), *dk0 = (float *)xmalloc(nk * 4), *dv0 = (float *)xmalloc(nk * 4);
-        float *dq1 = (float *)xmalloc(nq * 4), *dk1 = (float *)xmalloc(nk * 4), *dv1 = (float *)xmalloc(nk * 4);
-        float bias[MAX_HEADS] = {0};
-        if (cs[ci].alibi_alpha > 0) {  // as alibi_for_layer: slope times alpha
-            alibi_slopes(bias, NH);
-            for (int h = 0; h < NH; h++) bias[h] *= cs[ci].alibi_alpha;
-        }
-        Rng r = rng_make(7 + ci, 3);
-        for (size_t i = 0; i < nq; i++) { q[i] = 2.0f * rng_normal(&r); dy[i] = rng_normal(&r); }  // peaked softmax rows
-        for (size_t i = 0; i < nk; i++) { k[i] = rng_normal(&r); v[i] = rng_normal(&r); }
-        attention_forward_train(y0, att, q, k, v, B, T, NH, NKV, hd, cs[ci].alibi_alpha > 0 ? bias : NULL);
-        attention_backward(dq0, dk0, dv0, dy, att, q, k, v, B, T, NH, NKV, hd);
-        for (int b = 0; b < B; b++)  // lse from its definition, in double
-            for (int h = 0; h < NH; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *qt = q + (((size_t)b * T + t) * NH + h) * hd;
-                    double mx = -1e300, sum = 0.0, xs[4096];
-                    for (int s = 0; s <= t; s++) {
-                        const float *ks = k + (((size_t)b * T + s) * NKV + h / (NH / NKV)) * hd;
-                        double dot = 0.0;
-                        for (int c = 0; c < hd; c++) dot += (double)qt[c] * ks[c];
-                        xs[s] = dot / sqrt((double)hd) - (double)bias[h] * (t - s);
-                        if (xs[s] > mx) mx = xs[s];
-                    }
-                    for (int s = 0; s <= t; s++) sum += exp(xs[s] - mx);
-                    lse0[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
-                }
-        flash_forward_c(y1, lse, q, k, v, B, T, NH, NKV, hd, bias);
-        flash_backward_c(dq1, dk1, dv1, dy, y1, lse, q, k, v, B, T, NH, NKV, hd, bias);
-        double e[5] = {rel_err(y1, y0, nq), rel_err(lse, lse0, nl), rel_err(dq1, dq0, nq), rel_err(dk1, dk0, nk),
-                       rel_err(dv1, dv0, nk)};
-        double worst = 0;
-        for (int i = 0; i < 5; i++) worst = e[i] > worst ? e[i] : worst;
-        char label[160];
-        snprintf(label, sizeof(label), "flash attention's algorithm (train_gpt.cu's loops in C) vs the CPU's attention, %s",
-                 cs[ci].what);
-        check(worst < 1e-5, label, "rel err y %.1e lse %.1e dq %.1e dk %.1e dv %.1e (tol 1e-5)", e[0], e[1], e[2], e[3], e[4]);
-        free(q); free(k); free(v); free(dy); free(y0); free(y1); free(att); free(lse); free(lse0);
-        free(dq0); free(dk0); free(dv0); free(dq1); free(dk1); free(dv1);
-    }
-}
-
-// ----------------------------------------------------------------------------
 // 7. GPU vs CPU: both trainers' --dump_case on the same case files, compared by name.
 // Cases: the PyTorch reference (GQA, alphas with 8, accumulation) and a long window
 // (T 512, alpha 8: angles to 4088 rad).
@@ -2231,7 +2066,6 @@ int main(int argc, char **argv) {
     test_hostile_runs();
     test_checkpoint_adoption();
     test_yarn_bounds("dev/scaling_reference.bin");
-    test_flash_algorithm();
     test_gpu(ref);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     return n_fail ? 1 : 0;
