@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # check_v1.sh: every copy of trainer code in dev/cuda (each v1, and the flash versions) must
 # stay a verbatim copy of the code train_gpt.cu runs, so that the benchmarks measure the
-# trainer. Compares each function (from its signature line to the first line that is
-# exactly "}") between train_gpt.cu and the dev/cuda file.
+# trainer. Compares each function (extract.awk: its template line, signature and body)
+# between train_gpt.cu and the dev/cuda file.
 # Needs no GPU. Exit 0 when all are identical, 1 otherwise (the diff is printed).
 set -u
 cd "$(dirname "$0")" || exit 1
@@ -22,9 +22,7 @@ classifier.cu:classifier_kernel
 adamw.cu:adamw_kernel"
 
 extract() {  # extract FILE NAME
-    awk -v name="$2" '
-        !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") { found = 1 }
-        found { print; if ($0 == "}") exit }' "$1"
+    awk -v name="$2" -f extract.awk "$1"
 }
 
 fail=0

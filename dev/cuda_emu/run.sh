@@ -5,8 +5,8 @@
 # classifier, the GRU's step kernels, and the small ones (RMSNorm forward, the naive
 # attention's softmax and ALiBi passes, SwiGLU, the embedding, the GRU's layout and bias
 # kernels, the gradient norm, the loss sum, AdamW); and the host functions around cuBLAS
-# (the matmuls, the naive attention) against emu.h's cuBLAS, whose one-line kernel
-# launches are rewritten into emu_launch calls. Their source is cut out of train_gpt.cu by name at each run
+# (the matmuls, the naive attention) against emu.h's cuBLAS, their kernel launches
+# rewritten by transform.py. Their source is cut out of train_gpt.cu by name at each run
 # (nothing is copied), so a change to a kernel is tested here without a GPU. Prints one
 # PASS/FAIL line per case and "N passed, N failed, N skipped"; skipped without a C++20 g++.
 cd "$(dirname "$0")" || exit 1
@@ -24,17 +24,10 @@ learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 {
     grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
     for fn in $FUNCS; do
-        # from the signature (with a template line just before it) to the first line "}",
-        # or the signature line alone when it holds the whole function (declarations skipped)
-        awk -v name="$fn" '
-            !found && $0 ~ ("^(__global__|__device__|static)([^(]|__launch_bounds__\\([A-Z_0-9]*\\))*[ *]" name "\\(") && $0 !~ /;$/ {
-                found = 1; if (prev ~ /^template/) print prev; print; if ($0 ~ /}$/) exit; next }
-            found { print; if ($0 == "}") exit }
-            { prev = $0 }' "$SRC"
+        awk -v name="$fn" -f ../cuda/extract.awk "$SRC"
     done
-} | sed -E -e 's/extern __shared__ float ([a-z_]+)\[\];/float *\1 = emu_dynamic_smem;/' \
-        -e 's/([A-Za-z_0-9]+)<<<([^>]*), ([^>,]*)>>>\((.*)\);$/emu_launch(dim3(\2), dim3(\3), 0, [\&] { \1(\4); });/' \
-        > "$tmp/kernels.inc"
+} > "$tmp/cut.cu"
+python3 transform.py "$tmp/cut.cu" > "$tmp/kernels.inc" || exit 1  # launches and dynamic shared memory, as for the trainer
 for fn in $FUNCS; do
     grep -qE "[ *]$fn\(" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done

@@ -1,4 +1,4 @@
-"""train_gpt.cu as C++ for the CPU emulation (dev/cuda_emu/trainer.sh):
+"""train_gpt.cu (or kernels cut out of it) as C++ for the CPU emulation (trainer.sh, run.sh):
 
     python3 dev/cuda_emu/transform.py train_gpt.cu > train_gpt_emu.cpp
 
