@@ -1826,10 +1826,11 @@ static cudaDeviceProp gpu_init(void) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--dump_case") == 0) {  // test_gpt's GPU-vs-CPU check
-        int attention = ATTN_NAIVE;
-        if (argc == 6 && strcmp(argv[4], "--attention") == 0 && strcmp(argv[5], "flash") == 0) attention = ATTN_FLASH;
-        else if (argc != 4 && !(argc == 6 && strcmp(argv[4], "--attention") == 0 && strcmp(argv[5], "naive") == 0))
-            fail("usage: %s --dump_case CASE_FILE OUT_FILE [--attention naive|flash]", argv[0]);
+        int attention = ATTN_N;  // ATTN_N: not given right
+        if (argc == 4) attention = ATTN_NAIVE;
+        else if (argc == 6 && strcmp(argv[4], "--attention") == 0)
+            for (attention = 0; attention < ATTN_N && strcmp(argv[5], ATTN_NAMES[attention]) != 0; attention++) {}
+        if (attention == ATTN_N) fail("usage: %s --dump_case CASE_FILE OUT_FILE [--attention naive|flash]", argv[0]);
         gpu_init();
         dump_case(argv[2], argv[3], attention);
         return 0;

@@ -6,7 +6,7 @@
 #     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdefgh
 #
 #   a  build: nvidia-smi, nvcc, make all test_gpt (CPU trainer, both CUDA builds, dev/cuda)
-#   b  ./test_gpt: GPU vs CPU on 11 cases, both builds
+#   b  ./test_gpt: GPU vs CPU on 12 cases, both builds, both training attention paths
 #   c  compute-sanitizer memcheck on short runs of both builds, three configurations
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against

@@ -220,32 +220,29 @@ static inline void shard_token_counts(const char *pattern, double *largest, doub
 static inline int *val_stream_load(const char *pattern, int vocab_size, long *n_out, unsigned char **mask_out) {
     ShardList s = shards_glob(pattern, "--val_data");
     long total = 0;
-    int *all = NULL;
-    unsigned char *mask = NULL;  // made at the first masked shard; the shards before it count every token
+    int *all = NULL, masked = 0;
+    unsigned char *mask = NULL;  // every shard's (all ones without one); dropped if none has one
     for (int i = 0; i < s.n_files; i++) {
         long n;
         unsigned char *m = NULL;
         int *t = shard_load(s.files[i], vocab_size, &n, &m);
         all = (int *)realloc(all, (total + n) * sizeof(int));
-        if (!all) fail("out of memory loading validation data");
+        mask = (unsigned char *)realloc(mask, total + n);
+        if (!all || !mask) fail("out of memory loading validation data");
         memcpy(all + total, t, n * sizeof(int));
-        if (m && !mask) {
-            mask = (unsigned char *)xmalloc(total + n);
-            memset(mask, 1, total);
-        } else if (mask) {
-            mask = (unsigned char *)realloc(mask, total + n);
-            if (!mask) fail("out of memory loading validation data");
-        }
-        if (mask) {
-            if (m) memcpy(mask + total, m, n);
-            else memset(mask + total, 1, n);
-        }
+        if (m) memcpy(mask + total, m, n);
+        else memset(mask + total, 1, n);
+        masked |= m != NULL;
         total += n;
         free(t);
         free(m);
         free(s.files[i]);
     }
     free(s.files);
+    if (!masked) {
+        free(mask);
+        mask = NULL;
+    }
     *n_out = total;
     *mask_out = mask;
     return all;
