@@ -9,7 +9,6 @@
 // real hardware shows; what it checks is indexing, bounds, barriers and the arithmetic.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <barrier>
 #include <cfloat>
 #include <cmath>
