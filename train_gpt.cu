@@ -99,6 +99,25 @@ __device__ float block_max(float v) {
     return total;
 }
 
+// 128-bit packs: 8 bf16 or 4 fp32 moved with one load/store instruction. The pointer
+// must be 16-byte aligned (each file checks its layout before using a packed version).
+template <class T>
+struct alignas(16) Pack128 {
+    static constexpr int N = 16 / sizeof(T);
+    T v[N];
+};
+template <class T>
+__device__ __forceinline__ Pack128<T> load128(const T *p) {
+    Pack128<T> r;
+    *reinterpret_cast<int4 *>(r.v) = *reinterpret_cast<const int4 *>(p);
+    return r;
+}
+template <class T>
+__device__ __forceinline__ void store128(T *p, const Pack128<T> &r) {
+    *reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(r.v);
+}
+#define XVEC (Pack128<floatX>::N)  // floatX elements per 128 bits: 8 (bf16) or 4 (fp32)
+
 // ----------------------------------------------------------------------------
 // matmul (cuBLAS). Row-major X (r,c) is column-major X^T, so each call below is the
 // column-major form of the row-major product in its comment.
@@ -823,30 +842,90 @@ __global__ void residual_forward_kernel(floatX *out, const floatX *a, const floa
 }
 
 // ----------------------------------------------------------------------------
-// fused classifier, one block per row: softmax over the V real columns, the loss, and
-// dlogits written in place (no second logits buffer); padded columns get 0. With weights
-// (N), row i's dloss is weights[i] (loss masks).
+// fused classifier, one block of 1024 per row, two passes over the row in 128-bit packs
+// (Vp is a multiple of 128, so rows are 16-byte aligned): the max and the sum of
+// exp(x - max) together (the running sum rescaled whenever the max grows), then dlogits
+// written in place (no second logits buffer). Only the V real columns enter the softmax
+// (V ends mid-pack: the padded columns in the last pack are masked); the padded ones get
+// 0. With weights (N), row i's dloss is weights[i] (loss masks).
 //                                                             mirrors classifier_forward_backward
-__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, const float *weights, int N, int V,
-                                  int Vp, float dloss, int backward) {
+
+// (m, s) = (max, sum of exp(x - max)) merged with (m2, s2)
+__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
+    float mn = fmaxf(m, m2);
+    s = s * expf(m - mn) + s2 * expf(m2 - mn);  // -FLT_MAX (empty) never makes inf - inf
+    m = mn;
+}
+// the merge over the block (blockDim.x a multiple of 32); every thread gets it
+__device__ void block_online_reduce(float &m, float &s) {
+    __shared__ float sm[32], ssum[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    __syncthreads();
+    if (lane == 0) {
+        sm[warp] = m;
+        ssum[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < nw ? sm[lane] : -FLT_MAX;
+        s = lane < nw ? ssum[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
+            online_merge(m, s, m2, s2);
+        }
+        if (lane == 0) {
+            sm[0] = m;
+            ssum[0] = s;
+        }
+    }
+    __syncthreads();
+    m = sm[0];
+    s = ssum[0];
+}
+
+// logits (N,Vp) in place, losses (N), targets (N); grid N, block 1024
+__global__ void __launch_bounds__(1024) classifier_kernel(floatX *logits, float *losses, const int *targets,
+                                                          const float *weights, int N, int V, int Vp, float dloss,
+                                                          int backward) {
     int row = blockIdx.x;
     if (row >= N) return;
     floatX *l = logits + (size_t)row * Vp;
-    float maxv = -FLT_MAX;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) maxv = fmaxf(maxv, to_f(l[c]));
-    maxv = block_max(maxv);
-    float sum = 0.0f;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) sum += expf(to_f(l[c]) - maxv);
-    float lse = maxv + logf(block_sum(sum));
-    int target = targets[row];
-    float lt = to_f(l[target]);
-    __syncthreads();  // every thread has read l[target] before it is overwritten
+    int npack = Vp / XVEC, target = targets[row];
+    float lt = threadIdx.x == 0 ? to_f(l[target]) : 0.0f;  // read before any thread writes
+    float m = -FLT_MAX, s = 0.0f;
+    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
+        Pack128<floatX> p = load128(l + (size_t)i * XVEC);
+        int c0 = i * XVEC;
+        float pm = -FLT_MAX;
+#pragma unroll
+        for (int e = 0; e < XVEC; e++)
+            if (c0 + e < V) pm = fmaxf(pm, to_f(p.v[e]));
+        if (pm > m) {
+            s *= expf(m - pm);
+            m = pm;
+        }
+#pragma unroll
+        for (int e = 0; e < XVEC; e++)
+            if (c0 + e < V) s += expf(to_f(p.v[e]) - m);
+    }
+    block_online_reduce(m, s);  // its barriers also order thread 0's read of l[target] before the writes
+    float lse = m + logf(s);
     if (threadIdx.x == 0) losses[row] = lse - lt;
     if (!backward) return;
     if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
-    for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
-        float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-        l[c] = to_x(d);
+    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
+        Pack128<floatX> p = load128(l + (size_t)i * XVEC), o;
+        int c0 = i * XVEC;
+#pragma unroll
+        for (int e = 0; e < XVEC; e++) {
+            int c = c0 + e;
+            o.v[e] = to_x(c < V ? (expf(to_f(p.v[e]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f);
+        }
+        store128(l + (size_t)i * XVEC, o);
     }
 }
 
@@ -1196,7 +1275,7 @@ static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
     LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, c->C, c->rms_eps);
     matmul_forward(a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp);
     if (with_loss) {
-        classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, NULL, N, c->V, c->Vp, 0.0f, 0);
+        classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, NULL, N, c->V, c->Vp, 0.0f, 0);
         cudaCheck(cudaGetLastError());
     }
 }
@@ -1206,7 +1285,7 @@ static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
 static void head_backward(GPT *g, Acts *a, const floatX *xL, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
-    classifier_kernel<<<N, 512>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
+    classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
     cudaCheck(cudaGetLastError());
     matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
     rmsnorm_backward(a->dres, G(g, P_FINAL_NORM), a->dw_part, a->dC, xL, P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);

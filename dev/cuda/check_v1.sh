@@ -8,6 +8,7 @@ set -u
 cd "$(dirname "$0")" || exit 1
 SRC=../../train_gpt.cu
 PAIRS="common.h:warp_sum common.h:warp_max common.h:block_sum common.h:block_max
+common.h:Pack128 common.h:load128 common.h:store128
 rope.cu:rope_kernel
 rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel rmsnorm.cu:rmsnorm_dw_kernel rmsnorm.cu:rmsnorm_backward
 attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
@@ -18,7 +19,7 @@ attention_backward.cu:alibi_slope attention_backward.cu:flash_backward_dot_kerne
 attention_backward.cu:flash_backward_kv_kernel attention_backward.cu:flash_backward_q_kernel
 attention_backward.cu:flash_backward_smem attention_backward.cu:flash_backward_hd attention_backward.cu:flash_attention_backward
 swiglu.cu:swiglu_forward_kernel swiglu.cu:swiglu_backward_kernel
-classifier.cu:classifier_kernel
+classifier.cu:online_merge classifier.cu:block_online_reduce classifier.cu:classifier_kernel
 adamw.cu:adamw_kernel"
 
 extract() {  # extract FILE NAME

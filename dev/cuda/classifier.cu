@@ -3,11 +3,12 @@
 // lse - logit[target], and (backward) dlogits = (softmax - onehot(target)) * dloss written
 // in place, with 0 in the padded columns.
 //
-//   v1  train_gpt.cu's classifier_kernel: one block of 512 per row, three passes over the
-//       row (max, sum of exp, write), scalar loads
-//   v2  one block of 1024 per row, two passes: an online max-and-sum (rescaling the running
-//       sum when the max grows) in one pass, then the write; 128-bit loads/stores
-//   v3  as v2, with the row cached in shared memory during the statistics pass: the
+//   v1  train_gpt.cu's classifier_kernel: one block of 1024 per row, two passes: an online
+//       max-and-sum (rescaling the running sum when the max grows) in one pass, then the
+//       write; 128-bit loads/stores
+//   v2  the trainer's former kernel: one block of 512 per row, three passes over the row
+//       (max, sum of exp, write), scalar loads
+//   v3  as v1, with the row cached in shared memory during the statistics pass: the
 //       logits are read from memory once and written once
 //
 // Validation on random logits (NaN in the padded columns, so reading them fails) against
@@ -42,36 +43,13 @@ static void classifier_cpu(float *logits, float *losses, const int *targets, int
 
 // ----------------------------------------------------------------------------
 // v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-__global__ void classifier_kernel(floatX *logits, float *losses, const int *targets, const float *weights, int N, int V,
-                                  int Vp, float dloss, int backward) {
-    int row = blockIdx.x;
-    if (row >= N) return;
-    floatX *l = logits + (size_t)row * Vp;
-    float maxv = -FLT_MAX;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) maxv = fmaxf(maxv, to_f(l[c]));
-    maxv = block_max(maxv);
-    float sum = 0.0f;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) sum += expf(to_f(l[c]) - maxv);
-    float lse = maxv + logf(block_sum(sum));
-    int target = targets[row];
-    float lt = to_f(l[target]);
-    __syncthreads();  // every thread has read l[target] before it is overwritten
-    if (threadIdx.x == 0) losses[row] = lse - lt;
-    if (!backward) return;
-    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
-    for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
-        float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-        l[c] = to_x(d);
-    }
-}
-
-// ----------------------------------------------------------------------------
-// (max, sum of exp(x - max)) pairs: merging, and a block-wide merge every thread receives
+// (m, s) = (max, sum of exp(x - max)) merged with (m2, s2)
 __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
     float mn = fmaxf(m, m2);
     s = s * expf(m - mn) + s2 * expf(m2 - mn);  // -FLT_MAX (empty) never makes inf - inf
     m = mn;
 }
+// the merge over the block (blockDim.x a multiple of 32); every thread gets it
 __device__ void block_online_reduce(float &m, float &s) {
     __shared__ float sm[32], ssum[32];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
@@ -102,48 +80,74 @@ __device__ void block_online_reduce(float &m, float &s) {
     s = ssum[0];
 }
 
-// v2: online max/sum in one pass, then the write pass; Vp % XVEC == 0 (Vp is a multiple of 128)
-__global__ void __launch_bounds__(1024) classifier_kernel_v2(floatX *logits, float *losses, const int *targets, int N,
-                                                             int V, int Vp, float dloss, int backward) {
+// logits (N,Vp) in place, losses (N), targets (N); grid N, block 1024
+__global__ void __launch_bounds__(1024) classifier_kernel(floatX *logits, float *losses, const int *targets,
+                                                          const float *weights, int N, int V, int Vp, float dloss,
+                                                          int backward) {
     int row = blockIdx.x;
     if (row >= N) return;
     floatX *l = logits + (size_t)row * Vp;
-    int nch = Vp / XVEC, target = targets[row];
-    float lt = threadIdx.x == 0 ? to_f(l[target]) : 0.0f;  // read before the reduction's barriers
+    int npack = Vp / XVEC, target = targets[row];
+    float lt = threadIdx.x == 0 ? to_f(l[target]) : 0.0f;  // read before any thread writes
     float m = -FLT_MAX, s = 0.0f;
-    for (int ch = threadIdx.x; ch < nch; ch += blockDim.x) {
-        Pack128<floatX> p = load128(l + (size_t)ch * XVEC);
-        int c0 = ch * XVEC;
-        float cm = -FLT_MAX;
+    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
+        Pack128<floatX> p = load128(l + (size_t)i * XVEC);
+        int c0 = i * XVEC;
+        float pm = -FLT_MAX;
 #pragma unroll
-        for (int k = 0; k < XVEC; k++)
-            if (c0 + k < V) cm = fmaxf(cm, to_f(p.v[k]));
-        if (cm > m) {
-            s *= expf(m - cm);
-            m = cm;
+        for (int e = 0; e < XVEC; e++)
+            if (c0 + e < V) pm = fmaxf(pm, to_f(p.v[e]));
+        if (pm > m) {
+            s *= expf(m - pm);
+            m = pm;
         }
 #pragma unroll
-        for (int k = 0; k < XVEC; k++)
-            if (c0 + k < V) s += expf(to_f(p.v[k]) - m);
+        for (int e = 0; e < XVEC; e++)
+            if (c0 + e < V) s += expf(to_f(p.v[e]) - m);
     }
-    block_online_reduce(m, s);
+    block_online_reduce(m, s);  // its barriers also order thread 0's read of l[target] before the writes
     float lse = m + logf(s);
     if (threadIdx.x == 0) losses[row] = lse - lt;
     if (!backward) return;
-    for (int ch = threadIdx.x; ch < nch; ch += blockDim.x) {
-        Pack128<floatX> p = load128(l + (size_t)ch * XVEC), o;
-        int c0 = ch * XVEC;
+    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
+    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
+        Pack128<floatX> p = load128(l + (size_t)i * XVEC), o;
+        int c0 = i * XVEC;
 #pragma unroll
-        for (int k = 0; k < XVEC; k++) {
-            int c = c0 + k;
-            float d = c < V ? (expf(to_f(p.v[k]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-            o.v[k] = to_x(d);
+        for (int e = 0; e < XVEC; e++) {
+            int c = c0 + e;
+            o.v[e] = to_x(c < V ? (expf(to_f(p.v[e]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f);
         }
-        store128(l + (size_t)ch * XVEC, o);
+        store128(l + (size_t)i * XVEC, o);
     }
 }
 
-// v3: the row cached in shared memory (dynamic, Vp * sizeof(floatX): 98 KiB for bf16 and
+// ----------------------------------------------------------------------------
+// v2: the trainer's former kernel, three passes (max, sum, write) with scalar loads
+__global__ void classifier_kernel_v2(floatX *logits, float *losses, const int *targets, const float *weights, int N,
+                                     int V, int Vp, float dloss, int backward) {
+    int row = blockIdx.x;
+    if (row >= N) return;
+    floatX *l = logits + (size_t)row * Vp;
+    float maxv = -FLT_MAX;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) maxv = fmaxf(maxv, to_f(l[c]));
+    maxv = block_max(maxv);
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) sum += expf(to_f(l[c]) - maxv);
+    float lse = maxv + logf(block_sum(sum));
+    int target = targets[row];
+    float lt = to_f(l[target]);
+    __syncthreads();  // every thread has read l[target] before it is overwritten
+    if (threadIdx.x == 0) losses[row] = lse - lt;
+    if (!backward) return;
+    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
+    for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
+        float d = c < V ? (expf(to_f(l[c]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+        l[c] = to_x(d);
+    }
+}
+
+// v3: v1 with the row cached in shared memory (dynamic, Vp * sizeof(floatX): 98 KiB for bf16 and
 // Vp 50304, two blocks per H100/H200 SM). Each thread re-reads only the packs it wrote, so
 // the cache needs no extra barrier. (A register cache was tried first: the compiler keeps the
 // converted fp32 values alive across the reduction and spills.)
@@ -195,23 +199,23 @@ __global__ void __launch_bounds__(1024) classifier_kernel_v3(floatX *logits, flo
 
 #define NV 3
 static const char *const VERSIONS[NV + 1] = {
-    "", "train_gpt.cu's classifier_kernel: block of 512 per row, 3 passes (max, sum, write), scalar loads",
-    "block of 1024 per row, online max+sum in one pass then the write pass, 128-bit loads/stores",
-    "as v2 with the row cached in shared memory: logits read from memory once, written once"};
+    "", "train_gpt.cu's classifier_kernel: block of 1024 per row, online max+sum in one pass then the write pass, 128-bit loads/stores",
+    "the former trainer kernel: block of 512 per row, 3 passes (max, sum, write), scalar loads",
+    "as v1 with the row cached in shared memory: logits read from memory once, written once"};
 
 static size_t v3_smem(int Vp) { return (size_t)Vp * sizeof(floatX); }
 static bool supported(int v, int Vp) {
-    if (v == 1) return true;
+    if (v == 2) return true;
     if (Vp % XVEC) return false;
-    return v == 2 || v3_smem(Vp) + 1024 <= device_prop().sharedMemPerBlockOptin;  // + the reduction's static smem
+    return v == 1 || v3_smem(Vp) + 1024 <= device_prop().sharedMemPerBlockOptin;  // + the reduction's static smem
 }
 
 static void classifier_run(int v, floatX *logits, float *losses, const int *targets, int N, int V, int Vp, float dloss,
                            int backward) {
     if (v == 1) {
-        classifier_kernel<<<N, 512>>>(logits, losses, targets, NULL, N, V, Vp, dloss, backward);
+        classifier_kernel<<<N, 1024>>>(logits, losses, targets, NULL, N, V, Vp, dloss, backward);
     } else if (v == 2) {
-        classifier_kernel_v2<<<N, 1024>>>(logits, losses, targets, N, V, Vp, dloss, backward);
+        classifier_kernel_v2<<<N, 512>>>(logits, losses, targets, NULL, N, V, Vp, dloss, backward);
     } else {
         static size_t configured = 0;
         size_t smem = v3_smem(Vp);

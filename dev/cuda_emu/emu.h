@@ -25,6 +25,11 @@ struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
+// the 16-byte vector that 128-bit loads and stores go through (Pack128); may_alias, as the
+// kernels move floats and bf16 through it like CUDA code does
+struct __attribute__((may_alias, aligned(16))) int4 {
+    int x, y, z, w;
+};
 thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 static std::barrier<> *emu_block_barrier;

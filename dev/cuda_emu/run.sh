@@ -13,23 +13,24 @@ cd "$(dirname "$0")" || exit 1
 SRC=${SRC:-../../train_gpt.cu}  # SRC=path: another copy of the trainer (to see a broken kernel fail)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-FUNCS="ceil_div warp_sum warp_max block_sum block_max alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
+FUNCS="ceil_div warp_sum warp_max block_sum block_max Pack128 load128 store128 alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
-attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel classifier_kernel sigmoid_f
+attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel online_merge block_online_reduce
+classifier_kernel sigmoid_f
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
 alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
 matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward learned_forward_kernel
 learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 {
-    grep -E '^#define (FLASH_|ATT_MAX_HD)' "$SRC"
+    grep -E '^#define (FLASH_|ATT_MAX_HD|XVEC)' "$SRC"
     for fn in $FUNCS; do
         awk -v name="$fn" -f ../cuda/extract.awk "$SRC"
     done
 } > "$tmp/cut.cu"
 python3 transform.py "$tmp/cut.cu" > "$tmp/kernels.inc" || exit 1  # launches and dynamic shared memory, as for the trainer
 for fn in $FUNCS; do
-    grep -qE "[ *]$fn\(" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+    grep -qE "[ *]$fn(\(| \{)" "$tmp/kernels.inc" || { echo "FAIL: $fn not found in train_gpt.cu"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done
 # every kernel of the trainer is checked here: a new one must join FUNCS (and get a case)
 for k in $(grep -E '^__global__' "$SRC" | sed -E 's/^__global__ void (__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(.*/\2/'); do

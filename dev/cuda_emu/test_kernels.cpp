@@ -257,11 +257,13 @@ static void test_sinusoidal(int B, int T, int C, float alpha) {
     report(what, names, errs, 1);
 }
 
-// ---- the classifier: losses, dlogits in place (per-target weights or dloss), padding 0 ----
+// ---- the classifier: losses, dlogits in place (per-target weights or dloss), padding 0;
+// forward only: losses, logits untouched ----
 static void test_classifier(int N, int V, int Vp, int weighted) {
     std::vector<float> logits = randn((size_t)N * Vp, 3.0f), w(N);
     std::vector<int> targets(N);
     for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : (int)rng_below(&rng, (uint32_t)V), w[i] = 0.1f * (i % 3);
+    for (int c = 0; c < V; c++) logits[c] = 0.01f * c;  // row 0's max grows at every column: the running sum rescales
     for (int i = 0; i < N; i++)
         for (int c = V; c < Vp; c++) logits[(size_t)i * Vp + c] = NAN;  // padding: never read, written 0
     std::vector<double> want_d((size_t)N * Vp, 0.0), want_l(N);
@@ -275,15 +277,19 @@ static void test_classifier(int N, int V, int Vp, int weighted) {
         want_l[i] = lse - l[targets[i]];
         for (int c = 0; c < V; c++) want_d[(size_t)i * Vp + c] = (exp(l[c] - lse) - (c == targets[i])) * d;
     }
-    std::vector<float> losses(N, NAN);
-    emu_launch(dim3(N), dim3(512), 0, [&] {
+    std::vector<float> fwd = logits, fwd_losses(N, NAN), losses(N, NAN);
+    emu_launch(dim3(N), dim3(1024), 0, [&] {
+        classifier_kernel(fwd.data(), fwd_losses.data(), targets.data(), NULL, N, V, Vp, dloss, 0);
+    });
+    double untouched = memcmp(fwd.data(), logits.data(), fwd.size() * sizeof(float)) ? INFINITY : 0.0;  // NaN bits too
+    emu_launch(dim3(N), dim3(1024), 0, [&] {
         classifier_kernel(logits.data(), losses.data(), targets.data(), weighted ? w.data() : NULL, N, V, Vp, dloss, 1);
     });
-    const char *names[2] = {"losses", "dlogits"};
-    double errs[2] = {rel(losses, want_l), rel(logits, want_d)};
+    const char *names[4] = {"forward-only losses", "forward-only logits changed", "losses", "dlogits"};
+    double errs[4] = {rel(fwd_losses, want_l), untouched, rel(losses, want_l), rel(logits, want_d)};
     char what[128];
     snprintf(what, sizeof(what), "classifier N %d V %d Vp %d%s", N, V, Vp, weighted ? ", per-target weights" : "");
-    report(what, names, errs, 2);
+    report(what, names, errs, 4);
 }
 
 // ---- the GRU's step: the forward against torch.nn.GRU's equations in double, the backward
@@ -574,6 +580,7 @@ int main() {
     test_sinusoidal(2, 50, 64, 4.0f);
     test_classifier(5, 257, 384, 0);
     test_classifier(4, 1000, 1024, 1);
+    test_classifier(2, 50277, 50304, 0);  // the GPT-2/NeoX vocabulary, V ending mid-pack
     test_gru(3, 40);
     test_small();
     test_matmuls(7, 5, 3);
