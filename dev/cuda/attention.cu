@@ -5,9 +5,10 @@
 //   v1  train_gpt.cu's training path (attention_forward): scores through cuBLAS (strided-
 //       batched GEMM per head), softmax_forward_kernel in place on the (B,NH,T,T) matrix
 //       (kept for the backward), then P V through cuBLAS. Full T x T GEMMs.
-//   v2  train_gpt.cu's evaluation kernel (attention_forward_online_kernel): one warp per
-//       query row, online softmax over key blocks of 32 (one key per lane), K/V read from
-//       global memory, no (T,T) matrix
+//   v2  train_gpt.cu's evaluation kernel (attention_forward_online_kernel): a block of 4
+//       warps owns 16 query rows of one (b,h); K/V tiles of 32 keys loaded coalesced into
+//       shared memory (fp32) serve all 16; per row, one key per lane for the scores, online
+//       softmax per tile, the output accumulators in registers; no (T,T) matrix
 //   v3  flash-style on CUDA cores (fp32 math): a block of 64 threads owns 64 query rows
 //       of one (b,h), one row per thread with q and the output accumulator in registers;
 //       K/V tiles of 32 keys staged in shared memory (fp32) and read as broadcasts; online
@@ -160,58 +161,103 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
 // ----------------------------------------------------------------------------
 // v2: copied from train_gpt.cu (its KV-cache offset, window and entropy inputs are unused here)
 #define ATT_MAX_HD 256
-__global__ void attention_forward_online_kernel(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B,
-                                                int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window,
-                                                float *entropy, float ent_scale, float alibi_alpha) {
-    extern __shared__ float qs[];  // (warps per block, hd)
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_RPW 4                          // query rows per warp
+#define ATT_ROWS (ATT_WARPS * ATT_RPW)     // query rows per block
+#define ATT_TILE 32                        // keys per tile: one per lane
+// y (B,Tq,NH,hd), q (B,Tq,NH,hd), k, v (B,Tk,NKV,hd). Grid (Tq/ATT_ROWS, NH, B), ATT_THREADS threads.
+__global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
+    floatX *y, const floatX *q, const floatX *k, const floatX *v, int Tq, int Tk, int q_offset, int NH, int NKV, int hd,
+    int window, float *entropy, float ent_scale, float alibi_alpha) {
+    extern __shared__ float sm[];
+    float *qs = sm, *ks = qs + ATT_ROWS * hd, *vs = ks + ATT_TILE * (hd + 1);  // (ATT_ROWS,hd), (ATT_TILE,hd+1), (ATT_TILE,hd)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + warp;  // over (B,Tq,NH)
-    if (row >= (size_t)B * Tq * NH) return;
-    int h = (int)(row % NH), t = (int)((row / NH) % Tq), b = (int)(row / ((size_t)NH * Tq));
-    int kvh = h / (NH / NKV), last = q_offset + t;
-    int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+    int t0 = blockIdx.x * ATT_ROWS, h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int nrows = min(ATT_ROWS, Tq - t0);
     float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
-    float *qw = qs + warp * hd;
-    const floatX *qr = q + row * hd;
-    for (int i = lane; i < hd; i += 32) qw[i] = to_f(qr[i]) * scale;
-    __syncwarp();
-    float acc[ATT_MAX_HD / 32];
+    for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x)
+        qs[i] = to_f(q[(((size_t)b * Tq + t0 + i / hd) * NH + h) * hd + i % hd]) * scale;
+    int hi = q_offset + t0 + nrows - 1;                                           // the block's last key
+    int lo = window && q_offset + t0 - window + 1 > 0 ? q_offset + t0 - window + 1 : 0;  // its first row's first key
+    float acc[ATT_RPW][ATT_MAX_HD / 32], m[ATT_RPW], l[ATT_RPW], xsum[ATT_RPW];
 #pragma unroll
-    for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] = 0.0f;
-    float m = -FLT_MAX, l = 0.0f, xsum = 0.0f;
+    for (int i = 0; i < ATT_RPW; i++) {
+        m[i] = -FLT_MAX;
+        l[i] = xsum[i] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[i][r] = 0.0f;
+    }
     size_t kstride = (size_t)NKV * hd;
     const floatX *kb = k + ((size_t)b * Tk * NKV + kvh) * hd, *vb = v + ((size_t)b * Tk * NKV + kvh) * hd;
-    for (int s0 = first; s0 <= last; s0 += 32) {
-        int s = s0 + lane;
-        float score = -FLT_MAX;
-        if (s <= last) {
-            const floatX *ks = kb + s * kstride;
-            score = 0.0f;
-            for (int i = 0; i < hd; i++) score += qw[i] * to_f(ks[i]);
-            score -= bias * (float)(last - s);
+    for (int s0 = lo; s0 <= hi; s0 += ATT_TILE) {
+        __syncthreads();  // the previous tile is consumed (and the queries are stored)
+        for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
+            int j = i / hd, c = i % hd, s = s0 + j;
+            ks[j * (hd + 1) + c] = s <= hi ? to_f(kb[s * kstride + c]) : 0.0f;
+            vs[i] = s <= hi ? to_f(vb[s * kstride + c]) : 0.0f;
         }
-        float m_new = fmaxf(m, warp_max(score));
-        float p = s <= last ? expf(score - m_new) : 0.0f;
-        float corr = expf(m - m_new);
-        l = l * corr + warp_sum(p);
-        xsum = xsum * corr + warp_sum(s <= last ? p * score : 0.0f);
+        __syncthreads();
 #pragma unroll
-        for (int r = 0; r < ATT_MAX_HD / 32; r++) acc[r] *= corr;
-        int n = last - s0 + 1 < 32 ? last - s0 + 1 : 32;
-        for (int j = 0; j < n; j++) {
-            float pj = __shfl_sync(0xffffffff, p, j);
-            const floatX *vs = vb + (s0 + j) * kstride;
+        for (int i = 0; i < ATT_RPW; i++) {
+            int r = warp + i * ATT_WARPS, last = q_offset + t0 + r;
+            int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+            if (r >= nrows || s0 > last || s0 + ATT_TILE <= first) continue;  // the whole warp skips
+            int s = s0 + lane;
+            bool in = s >= first && s <= last;
+            float score = -FLT_MAX;
+            if (in) {
+                const float *qr = qs + r * hd, *kr = ks + lane * (hd + 1);
+                score = 0.0f;
+                for (int c = 0; c < hd; c++) score += qr[c] * kr[c];
+                score -= bias * (float)(last - s);
+            }
+            float m_new = fmaxf(m[i], warp_max(score));
+            float p = in ? expf(score - m_new) : 0.0f;
+            float corr = expf(m[i] - m_new);
+            l[i] = l[i] * corr + warp_sum(p);
+            xsum[i] = xsum[i] * corr + warp_sum(in ? p * score : 0.0f);
 #pragma unroll
-            for (int r = 0; r < ATT_MAX_HD / 32; r++)  // fixed bounds: acc stays in registers
-                if (r * 32 + lane < hd) acc[r] += pj * to_f(vs[r * 32 + lane]);
+            for (int c = 0; c < ATT_MAX_HD / 32; c++) acc[i][c] *= corr;
+            int j1 = min(last - s0, ATT_TILE - 1);
+            for (int j = max(first - s0, 0); j <= j1; j++) {
+                float pj = __shfl_sync(0xffffffff, p, j);
+                const float *vr = vs + j * hd;
+#pragma unroll
+                for (int c = 0; c < ATT_MAX_HD / 32; c++)  // fixed bounds: acc stays in registers
+                    if (c * 32 + lane < hd) acc[i][c] += pj * vr[c * 32 + lane];
+            }
+            m[i] = m_new;
         }
-        m = m_new;
     }
-    floatX *yr = y + row * hd;
 #pragma unroll
-    for (int r = 0; r < ATT_MAX_HD / 32; r++)
-        if (r * 32 + lane < hd) yr[r * 32 + lane] = to_x(acc[r] / l);
-    if (entropy && lane == 0) atomicAdd(&entropy[t], ent_scale * (m + logf(l) - xsum / l));
+    for (int i = 0; i < ATT_RPW; i++) {
+        int r = warp + i * ATT_WARPS;
+        if (r >= nrows) continue;
+        floatX *yr = y + (((size_t)b * Tq + t0 + r) * NH + h) * hd;
+#pragma unroll
+        for (int c = 0; c < ATT_MAX_HD / 32; c++)
+            if (c * 32 + lane < hd) yr[c * 32 + lane] = to_x(acc[i][c] / l[i]);
+        if (entropy && lane == 0) atomicAdd(&entropy[t0 + r], ent_scale * (m[i] + logf(l[i]) - xsum[i] / l[i]));
+    }
+}
+
+static size_t attention_online_smem(int hd) {
+    return ((size_t)ATT_ROWS * hd + (size_t)ATT_TILE * (hd + 1) + (size_t)ATT_TILE * hd) * sizeof(float);
+}
+
+static void attention_forward_online(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B, int Tq, int Tk,
+                                     int q_offset, int NH, int NKV, int hd, int window, float *entropy,
+                                     float ent_scale, float alibi_alpha) {
+    size_t smem = attention_online_smem(hd);
+    static size_t opted = 0;  // above 48 KiB (hd > 128) a kernel must opt in to dynamic shared memory
+    if (smem > 48 * 1024 && smem > opted) {
+        opted = attention_online_smem(ATT_MAX_HD);
+        cudaCheck(cudaFuncSetAttribute(attention_forward_online_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)opted));
+    }
+    attention_forward_online_kernel<<<dim3(ceil_div(Tq, ATT_ROWS), NH, B), ATT_THREADS, smem>>>(
+        y, q, k, v, Tq, Tk, q_offset, NH, NKV, hd, window, entropy, ent_scale, alibi_alpha);
+    cudaCheck(cudaGetLastError());
 }
 
 // ----------------------------------------------------------------------------
@@ -564,7 +610,7 @@ static void flash_attention_forward(floatX *y, float *lse, const floatX *q, cons
 #define NV 5
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's training path: cuBLAS scores + softmax_forward_kernel on (B,NH,T,T) + cuBLAS P V",
-    "train_gpt.cu's evaluation kernel: warp per query row, online softmax over key blocks of 32",
+    "train_gpt.cu's evaluation kernel: 16 query rows per block, K/V tiles of 32 in shared memory, online softmax",
     "flash-style on CUDA cores: thread per query row, K/V tiles of 32 in shared memory, online softmax",
     "flash-style on tensor cores: bf16 WMMA, 4 warps x 16 rows, K/V tiles of 64, online softmax (bf16 only)",
     "train_gpt.cu's --attention flash forward: thread per query row, K/V tiles of 32, softmax per 16 keys, lse kept"};
@@ -610,10 +656,8 @@ static void attention_run(int ver, floatX *y, floatX *att, float *lse, const flo
     } else if (ver == 1) {
         attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, 0.0f);
     } else if (ver == 2) {
-        size_t rows = (size_t)B * T * NH;
         // as gpt_forward runs it for a whole sequence: no KV cache, no window, no entropy
-        attention_forward_online_kernel<<<ceil_div(rows, 4), 128, 4 * hd * sizeof(float)>>>(y, q, k, v, B, T, T, 0, NH,
-                                                                                             NKV, hd, 0, NULL, 0.0f, 0.0f);
+        attention_forward_online(y, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 0.0f, 0.0f);
     } else if (ver == 3) {
         dim3 grid(ceil_div(T, FA3_BQ), NH, B);
         if (hd == 32) attention_forward_kernel_v3<32><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);

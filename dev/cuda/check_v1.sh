@@ -12,7 +12,8 @@ common.h:Pack128 common.h:load128 common.h:store128
 rope.cu:rope_kernel
 rmsnorm.cu:rmsnorm_forward_kernel rmsnorm.cu:rmsnorm_backward_kernel rmsnorm.cu:rmsnorm_dw_kernel rmsnorm.cu:rmsnorm_backward
 attention.cu:softmax_forward_kernel attention.cu:gemm_batched attention.cu:attention_forward
-attention.cu:attention_forward_online_kernel attention.cu:alibi_slope attention.cu:alibi_bias_kernel
+attention.cu:attention_forward_online_kernel attention.cu:attention_online_smem attention.cu:attention_forward_online
+attention.cu:alibi_slope attention.cu:alibi_bias_kernel
 attention.cu:flash_forward_kernel attention.cu:flash_forward_hd attention.cu:flash_attention_forward
 attention_backward.cu:softmax_backward_kernel attention_backward.cu:gemm_batched attention_backward.cu:attention_backward
 attention_backward.cu:alibi_slope attention_backward.cu:flash_backward_dot_kernel attention_backward.cu:flash_load_rows

@@ -15,7 +15,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 FUNCS="ceil_div warp_sum warp_max block_sum block_max Pack128 load128 store128 alibi_slope flash_forward_kernel flash_backward_dot_kernel flash_load_rows
 flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_backward_kernel rmsnorm_dw_kernel
-attention_forward_online_kernel rope_kernel token_position sinusoidal_kernel online_merge block_online_reduce
+attention_forward_online_kernel attention_online_smem attention_forward_online rope_kernel token_position sinusoidal_kernel online_merge block_online_reduce
 classifier_kernel sigmoid_f
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
 alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
@@ -23,7 +23,7 @@ transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
 matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward learned_forward_kernel
 learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 {
-    grep -E '^#define (FLASH_|ATT_MAX_HD|XVEC)' "$SRC"
+    grep -E '^#define (FLASH_|ATT_|XVEC)' "$SRC"
     for fn in $FUNCS; do
         awk -v name="$fn" -f ../cuda/extract.awk "$SRC"
     done

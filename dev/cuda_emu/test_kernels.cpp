@@ -13,6 +13,8 @@ static const float ONE = 1.0f, ZERO = 0.0f;
 #define cublasCheck(x) do { if ((x) != CUBLAS_STATUS_SUCCESS) exit(1); } while (0)
 #define cudaCheck(x) (void)(x)
 inline int cudaGetLastError() { return 0; }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+template <class F> inline int cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return 0; }
 #include "kernels.inc"
 
 static int n_pass, n_fail;
@@ -151,41 +153,42 @@ static void test_rmsnorm(int N, int C, int accumulate) {
     report(what, names, errs, 2);
 }
 
-// ---- the evaluation's attention: KV-cache offset, window, entropy, ALiBi ----
-static void test_online(int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha) {
-    size_t nq = (size_t)Tq * NH * hd, nk = (size_t)Tk * NKV * hd;
+// ---- the evaluation's attention (attention_forward_online, as gpt_forward calls it):
+// KV-cache offset, window, entropy, ALiBi ----
+static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha) {
+    size_t nq = (size_t)B * Tq * NH * hd, nk = (size_t)B * Tk * NKV * hd;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent(Tq, 0.0f);
     std::vector<double> ry(nq, 0), rent(Tq, 0);
     int group = NH / NKV;
-    float ent_scale = 1.0f / NH;
-    for (int h = 0; h < NH; h++)
-        for (int t = 0; t < Tq; t++) {
-            int kvh = h / group, last = q_offset + t, first = window && last - window + 1 > 0 ? last - window + 1 : 0;
-            double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0;
-            std::vector<double> x(last + 1);
-            for (int s = first; s <= last; s++) {
-                double d = 0;
-                for (int c = 0; c < hd; c++) d += (double)q[((size_t)t * NH + h) * hd + c] * k[((size_t)s * NKV + kvh) * hd + c];
-                x[s] = d / sqrt((double)hd) - bias * (last - s);
-                m = std::max(m, x[s]);
+    float ent_scale = 1.0f / (B * NH);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++) {
+                int kvh = h / group, last = q_offset + t, first = window && last - window + 1 > 0 ? last - window + 1 : 0;
+                double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0;
+                std::vector<double> x(last + 1);
+                const float *qt = &q[(((size_t)b * Tq + t) * NH + h) * hd];
+                for (int s = first; s <= last; s++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double)qt[c] * k[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
+                    x[s] = d / sqrt((double)hd) - bias * (last - s);
+                    m = std::max(m, x[s]);
+                }
+                for (int s = first; s <= last; s++) l += exp(x[s] - m);
+                for (int s = first; s <= last; s++) {
+                    double p = exp(x[s] - m) / l;
+                    rent[t] -= ent_scale * p * log(p);
+                    for (int c = 0; c < hd; c++)
+                        ry[(((size_t)b * Tq + t) * NH + h) * hd + c] += p * v[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
+                }
             }
-            for (int s = first; s <= last; s++) l += exp(x[s] - m);
-            for (int s = first; s <= last; s++) {
-                double p = exp(x[s] - m) / l;
-                rent[t] -= ent_scale * p * log(p);
-                for (int c = 0; c < hd; c++) ry[((size_t)t * NH + h) * hd + c] += p * v[((size_t)s * NKV + kvh) * hd + c];
-            }
-        }
-    size_t rows = (size_t)Tq * NH;
-    emu_launch(dim3((rows + 3) / 4), dim3(128), 4 * hd * sizeof(float), [&] {
-        attention_forward_online_kernel(y.data(), q.data(), k.data(), v.data(), 1, Tq, Tk, q_offset, NH, NKV, hd, window,
-                                        ent.data(), ent_scale, alpha);
-    });
+    attention_forward_online(y.data(), q.data(), k.data(), v.data(), B, Tq, Tk, q_offset, NH, NKV, hd, window, ent.data(),
+                             ent_scale, alpha);
     const char *names[2] = {"y", "entropy"};
     double errs[2] = {rel(y, ry), rel(ent, rent)};
     char what[160];
-    snprintf(what, sizeof(what), "evaluation attention Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", Tq, Tk,
-             q_offset, NH, NKV, hd, window, alpha > 0 ? ", ALiBi" : "");
+    snprintf(what, sizeof(what), "evaluation attention B %d Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", B, Tq,
+             Tk, q_offset, NH, NKV, hd, window, alpha > 0 ? ", ALiBi" : "");
     report(what, names, errs, 2);
 }
 
@@ -570,10 +573,11 @@ int main() {
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(13, 33, 0);
     test_rmsnorm(8, 384, 1);
-    test_online(50, 50, 0, 4, 2, 32, 0, 0.0f);   // a whole sequence
-    test_online(1, 77, 76, 4, 2, 64, 0, 0.0f);   // one token against a KV cache
-    test_online(64, 64, 0, 2, 1, 16, 16, 1.0f);  // a band of 16, ALiBi
-    test_online(40, 40, 0, 2, 2, 160, 0, 0.0f);  // hd 160 (> 128: more than four accumulators per lane)
+    test_online(2, 50, 50, 0, 4, 2, 32, 0, 0.0f);     // whole sequences, GQA, 4 blocks of rows
+    test_online(1, 1, 77, 76, 4, 2, 64, 0, 0.0f);     // one token against a KV cache
+    test_online(1, 20, 70, 50, 2, 1, 48, 0, 0.0f);    // a chunk of 20 after 50 cached keys
+    test_online(1, 100, 100, 0, 2, 1, 16, 40, 1.0f);  // a band of 40 (tiles skipped before it), ALiBi
+    test_online(1, 40, 40, 0, 2, 2, 256, 0, 0.0f);    // hd 256 (ATT_MAX_HD: 8 accumulators per lane and row)
     test_rope(2, 37, 3, 16, 1.0f, 0);
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
