@@ -957,8 +957,10 @@ static float *test_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
 
 static void test_kernels(void) {
     // the packed GEMM equals the one-fmaf-chain definition bit for bit, on odd shapes, in
-    // every transposition, with and without accumulation, across KC (256) and NC (3072) blocks
-    int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 129}, {127, 129, 17}, {129, 127, 1}, {13, 600, 33}, {5, 300, 3100}, {37, 790, 1061}};
+    // every transposition, with and without accumulation, across KC (384) and NC (512) blocks;
+    // 48 rows are whole panels of every ISA's MR (12, 6, 8): a plain A is then read in place only
+    int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 129}, {127, 129, 17}, {129, 127, 1}, {13, 600, 33}, {5, 300, 3100}, {37, 790, 1061},
+                       {48, 800, 70}};
     int n_shapes = (int)(sizeof(shapes) / sizeof(shapes[0])), worst_shape = -1, cases = 0;
     for (int si = 0; si < n_shapes; si++)
         for (int v = 0; v < 8; v++) {

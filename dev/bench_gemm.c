@@ -1,7 +1,9 @@
 // The CPU GEMM (llmc/gemm.h) alone, in GFLOP/s and as a share of the FMA peak that
 // dev/peak_flops.c measured in the same `make bench` run (passed as the first argument).
 // Shapes: the LM head of the 10m bench case (B*T = 2048 tokens, C = 384, Vp = 50304) in
-// its three products, and a square 1024 product.
+// its three products, a square 1024 product, and every linear product of one training
+// micro-batch of the tiny bench case (forward and backward, timed as one): the most the
+// trainer could reach on that model if everything but these products took no time.
 //   gcc -O3 -march=native -fopenmp -ffp-contract=off -I. dev/bench_gemm.c -o bench_gemm -lm
 //   ./bench_gemm PEAK_GFLOPS [threads]
 #define _DEFAULT_SOURCE
@@ -45,6 +47,39 @@ static void bench(const char *name, int kind, int N, int K, int M, double peak) 
     free(out);
 }
 
+// All linear products of one micro-batch of N tokens (forward: out = x W^T per weight; backward:
+// dx = dout W and dW += dout^T x), for L layers of the model's shape and the tied head.
+static void bench_model(const char *name, int N, int C, int QD, int KD, int F, int Vp, int L, double peak) {
+    int shapes[][2] = {{C, QD}, {C, KD}, {C, KD}, {QD, C}, {C, F}, {C, F}, {F, C}};  // (in, out) per layer
+    int ns = (int)(sizeof(shapes) / sizeof(shapes[0])), big = F > Vp ? F : Vp;
+    size_t most = (size_t)N * (big > QD ? big : QD);
+    float *x = random_matrix(most, 1), *dout = random_matrix(most, 2), *out = (float *)xcalloc(most, sizeof(float));
+    float *W = random_matrix((size_t)big * big, 3), *dW = (float *)xcalloc((size_t)big * big, sizeof(float));
+    double flops = 0, best = 1e30;
+    for (int rep = 0; rep < 4; rep++) {
+        flops = 0;
+        double t0 = now();
+        for (int l = 0; l <= L; l++)
+            for (int s = 0; s < (l < L ? ns : 1); s++) {
+                int in = l < L ? shapes[s][0] : C, o = l < L ? shapes[s][1] : Vp;
+                gemm_nt(out, x, W, N, in, o);            // forward
+                gemm_nn(out, dout, W, N, o, in, 0, 0);   // dx
+                gemm_nn(dW, dout, x, o, N, in, 1, 1);    // dW
+                flops += 6.0 * N * in * o;
+            }
+        double dt = now() - t0;
+        if (rep > 0 && dt < best) best = dt;
+    }
+    double gflops = flops / best / 1e9;
+    printf("%-44s %3d products | %7.1f ms | %6.1f GFLOP/s | %5.1f%% of peak\n", name, 3 * (ns * L + 1), best * 1e3, gflops,
+           100 * gflops / peak);
+    free(x);
+    free(dout);
+    free(out);
+    free(W);
+    free(dW);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) fail("usage: %s PEAK_GFLOPS [threads]", argv[0]);
     double peak = atof(argv[1]);
@@ -55,5 +90,6 @@ int main(int argc, char **argv) {
     bench("LM head backward: dx = dlogits wte", NN, 2048, 50304, 384, peak);
     bench("LM head backward: dwte += dlogits^T x", TN, 50304, 2048, 384, peak);
     bench("square", NN, 1024, 1024, 1024, peak);
+    bench_model("tiny, one micro-batch's linear products", 16 * 128, 128, 128, 64, 384, 384, 4, peak);
     return 0;
 }
