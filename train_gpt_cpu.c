@@ -338,15 +338,15 @@ static void attention_backward(float *dq, float *dk, float *dv, const float *dy,
 // ----------------------------------------------------------------------------
 // SwiGLU: h = silu(gate) * up, silu(g) = g * sigmoid(g). gate, up, h (N,F)
 
-#define SWIGLU_CHUNK 1024  // elements per exp_array call (a stack buffer of exp(-g))
+#define SWIGLU_CHUNK 1024  // elements per exp_array call
 
 static void swiglu_forward(float *h, const float *gate, const float *up, size_t n) {
 #pragma omp parallel for
     for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
         size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
-        float e[SWIGLU_CHUNK] = {0};  // exp(-g)
+        float *e = h + i0;  // exp(-g), then h
         exp_array(e, gate + i0, -1.0f, 0.0f, m);
-        for (size_t j = 0; j < m; j++) h[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
+        for (size_t j = 0; j < m; j++) e[j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
     }
 }
 
@@ -355,11 +355,10 @@ static void swiglu_backward(float *dgate, float *dup, const float *dh, const flo
 #pragma omp parallel for
     for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
         size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
-        float e[SWIGLU_CHUNK] = {0};
-        exp_array(e, gate + i0, -1.0f, 0.0f, m);
+        exp_array(dgate + i0, gate + i0, -1.0f, 0.0f, m);  // exp(-g), then dgate
         for (size_t j = 0; j < m; j++) {
             size_t i = i0 + j;
-            float g = gate[i], sg = 1.0f / (1.0f + e[j]);
+            float g = gate[i], sg = 1.0f / (1.0f + dgate[i]);
             dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
             dup[i] = dh[i] * g * sg;
         }
