@@ -880,32 +880,39 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
 // ----------------------------------------------------------------------------
 // optimizer
 
+// sqrt of the sum of squared gradients, in fixed blocks (each in order, then the blocks in
+// order): the same bits for any thread count
+#define NORM_BLOCK 65536
 static float grad_global_norm(const GPT *g) {
-    double s = 0.0;
-    for (size_t i = 0; i < g->n_params; i++) s += (double)g->grads_mem[i] * g->grads_mem[i];
+    size_t nb = (g->n_params + NORM_BLOCK - 1) / NORM_BLOCK;
+    double *part = (double *)xmalloc(nb * sizeof(double)), s = 0.0;
+#pragma omp parallel for
+    for (size_t b = 0; b < nb; b++) {
+        size_t end = (b + 1) * NORM_BLOCK < g->n_params ? (b + 1) * NORM_BLOCK : g->n_params;
+        double sb = 0.0;
+        for (size_t i = b * NORM_BLOCK; i < end; i++) sb += (double)g->grads_mem[i] * g->grads_mem[i];
+        part[b] = sb;
+    }
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    free(part);
     return (float)sqrt(s);
 }
 
-// Scale gradients so their global norm (computed before) is at most clip (0 disables).
-static void clip_gradients(GPT *g, float norm, float clip) {
-    if (clip > 0 && norm > clip) {
-        float scale = clip / (norm + 1e-6f);
-        for (size_t i = 0; i < g->n_params; i++) g->grads_mem[i] *= scale;
-    }
-}
-
-// AdamW (decoupled weight decay on matrices only); t is the 1-based step count.
-static void adamw_update(GPT *g, float lr, int t) {
+// AdamW (decoupled weight decay on matrices only) on the gradients times clip_scale (the
+// global-norm clip); t is the 1-based step count.
+static void adamw_update(GPT *g, float lr, int t, float clip_scale) {
     const Config *c = &g->cfg;
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
+#pragma omp parallel
     for (int k = 0; k < NP; k++) {
         float wd = PARAM_DECAY[k] ? c->weight_decay : 0.0f;
         float *p = g->params[k], *gr = g->grads[k], *m = g->m[k], *v = g->v[k];
         size_t n = g->shapes[k].numel;
-#pragma omp parallel for
+#pragma omp for nowait
         for (size_t i = 0; i < n; i++) {
-            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gr[i];
-            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gr[i] * gr[i];
+            float gi = gr[i] * clip_scale;  // exact when clip_scale is 1
+            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gi;
+            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gi * gi;
             float mhat = m[i] / bc1, vhat = v[i] / bc2;
             p[i] -= lr * (mhat / (sqrtf(vhat) + c->adam_eps) + wd * p[i]);
         }
@@ -944,8 +951,8 @@ static float compute_gradients(GPT *g, const int *rows, const float *weights, in
 
 // Clip with the norm compute_gradients gave, then AdamW; t is the 1-based step count.
 static void apply_update(GPT *g, float lr, int t, float norm) {
-    clip_gradients(g, norm, g->cfg.grad_clip);
-    adamw_update(g, lr, t);
+    float clip = g->cfg.grad_clip;  // scale the gradients so their global norm is at most clip (0: off)
+    adamw_update(g, lr, t, clip > 0 && norm > clip ? clip / (norm + 1e-6f) : 1.0f);
 }
 
 // One optimizer step (the test cases): gradients, clip, AdamW. Returns the mean loss.

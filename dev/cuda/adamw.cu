@@ -22,7 +22,7 @@
 static const int DECAY[NPT] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // PARAM_DECAY: matrices only
 
 // ----------------------------------------------------------------------------
-// CPU reference (train_gpt_cpu.c's clip scaling + adamw_update, per tensor)
+// CPU reference (train_gpt_cpu.c's adamw_update with its clip scale, per tensor)
 static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<size_t> &sizes, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int t, float grad_scale) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
@@ -30,7 +30,7 @@ static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<
     for (size_t k = 0; k < sizes.size(); k++) {
         float wd = DECAY[k] ? weight_decay : 0.0f;
         for (size_t i = o; i < o + sizes[k]; i++) {
-            g[i] *= grad_scale;  // clip_gradients
+            g[i] *= grad_scale;  // the global-norm clip
             m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
             v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
             float mhat = m[i] / bc1, vhat = v[i] / bc2;
