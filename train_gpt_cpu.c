@@ -114,35 +114,32 @@ static void rmsnorm_forward(float *out, float *rstd, const float *x, const float
 }
 
 // dx (+)= rstd * (dout*w - xhat * mean(dout*w*xhat)),  dw += sum_i dout*xhat
-// dw is summed in fixed blocks of rows (each block's rows in order, then the blocks in
-// order), so it does not depend on the thread count, and dout and x are read once.
-#define RMSNORM_BLOCK 64
+#define RMSNORM_DW_COLS 64  // dw: columns per task
 static void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                              const float *rstd, int N, int C, int accumulate) {
-    static float *part;  // (blocks, C) partial sums of dw, grown once
-    static size_t cap;
-    int nb = (N + RMSNORM_BLOCK - 1) / RMSNORM_BLOCK;
-    part = gemm_buffer(part, &cap, (size_t)nb * C);
 #pragma omp parallel for
-    for (int b = 0; b < nb; b++) {
-        float *pb = part + (size_t)b * C;
-        memset(pb, 0, C * sizeof(float));
-        for (int i = b * RMSNORM_BLOCK; i < N && i < (b + 1) * RMSNORM_BLOCK; i++) {
-            const float *xi = x + (size_t)i * C, *g = dout + (size_t)i * C;
-            float r = rstd[i], dot = 0.0f;
-            for (int c = 0; c < C; c++) dot += g[c] * w[c] * xi[c] * r;
-            dot /= C;
-            float *d = dx + (size_t)i * C;
-            for (int c = 0; c < C; c++) {
-                float v = r * (g[c] * w[c] - xi[c] * r * dot);
-                d[c] = accumulate ? d[c] + v : v;
-                pb[c] += g[c] * xi[c] * r;
-            }
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C, *g = dout + (size_t)i * C;
+        float r = rstd[i], dot = 0.0f;
+        for (int c = 0; c < C; c++) dot += g[c] * w[c] * xi[c] * r;
+        dot /= C;
+        float *d = dx + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            float v = r * (g[c] * w[c] - xi[c] * r * dot);
+            d[c] = accumulate ? d[c] + v : v;
         }
     }
-    for (int b = 1; b < nb; b++)
-        for (int c = 0; c < C; c++) part[c] += part[(size_t)b * C + c];
-    for (int c = 0; c < C; c++) dw[c] += part[c];
+    // dw: a task per block of columns adds the rows in order, reading them contiguously
+#pragma omp parallel for
+    for (int c0 = 0; c0 < C; c0 += RMSNORM_DW_COLS) {
+        int nc = C - c0 < RMSNORM_DW_COLS ? C - c0 : RMSNORM_DW_COLS;
+        float s[RMSNORM_DW_COLS] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *g = dout + (size_t)i * C + c0, *xi = x + (size_t)i * C + c0;
+            for (int c = 0; c < nc; c++) s[c] += g[c] * xi[c] * rstd[i];
+        }
+        for (int c = 0; c < nc; c++) dw[c0 + c] += s[c];
+    }
 }
 
 // ----------------------------------------------------------------------------
