@@ -975,6 +975,36 @@ static void test_kernels(void) {
         }
     check(worst_shape < 0, "GEMM equals its definition bit for bit on odd shapes, every transposition, accumulating or not",
           "%d cases%s", cases, worst_shape >= 0 ? ", a mismatch" : "");
+    // the serial product (attention's), in place with row strides, equals the definition bit
+    // for bit in each of its shapes (triangular inputs zero where the shape says), edge tiles included
+    int serial_cases = 0, serial_bad = 0;
+    for (int v = 0; v < 16; v++) {
+        int shape = v & 3, acc = (v >> 2) & 1, at = (v >> 3) & 1;
+        if ((shape == GEMM_LOWER_A && at) || (shape == GEMM_UPPER_A && !at)) continue;  // as attention uses them
+        int N = 29, M = shape == GEMM_CAUSAL_OUT ? 29 : 45, K = shape == GEMM_LOWER_A || shape == GEMM_UPPER_A ? 29 : 300;
+        int lda = (at ? N : K) + 3, ldb = M + 5, ldc = M + 2;
+        float *A = test_matrix((size_t)(at ? K : N) * lda, 11 + v), *Bm = test_matrix((size_t)K * ldb, 12 + v);
+        float *out = test_matrix((size_t)N * ldc, 13), *a = xmalloc((size_t)N * K * 4), *b = xmalloc((size_t)K * M * 4);
+        float *want = xmalloc((size_t)N * M * 4);
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < K; k++) {
+                float *e = at ? &A[(size_t)k * lda + r] : &A[(size_t)r * lda + k];
+                if ((shape == GEMM_LOWER_A && k > r) || (shape == GEMM_UPPER_A && k < r)) *e = 0.0f;
+                a[(size_t)r * K + k] = *e;
+            }
+        for (int k = 0; k < K; k++) memcpy(b + (size_t)k * M, Bm + (size_t)k * ldb, M * 4);
+        for (int r = 0; r < N; r++) memcpy(want + (size_t)r * M, out + (size_t)r * ldc, M * 4);
+        gemm_reference(want, a, b, N, K, M, acc, 0, 0);
+        Gemm g = {out, A, Bm, ldc, lda, ldb, K, acc, shape, at};
+        gemm_serial(&g, N, M);
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < M; c++)
+                if (!(shape == GEMM_CAUSAL_OUT && c > r) && memcmp(&out[(size_t)r * ldc + c], &want[(size_t)r * M + c], 4)) serial_bad++;
+        serial_cases++;
+        free(A); free(Bm); free(out); free(a); free(b); free(want);
+    }
+    check(serial_bad == 0, "serial GEMM (attention's shapes, strided, in place) equals its definition bit for bit",
+          "%d cases, %d elements differ", serial_cases, serial_bad);
     // exp against double-precision exp: within 1 ulp on [-87.3, 88.7], vector = scalar path
     size_t n = 1000000;
     float *x = test_matrix(n, 7), *y = (float *)xmalloc(n * sizeof(float));

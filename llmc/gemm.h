@@ -5,67 +5,6 @@
 #include <omp.h>
 #endif
 
-// matmul: one tiled kernel, out (N,M) (+)= A (N,K) . Bm (K,M), row-major with row
-// strides lda, ldb, ldc. Each output element is summed by one thread in a fixed order,
-// so results do not depend on the thread count (resume is bit-exact). The build turns
-// off implicit fused multiply-adds (RoPE angles must round like the GPU's), so the
-// kernel asks for them explicitly with fmaf.
-// Attention uses the triangular shapes: CAUSAL_OUT computes only tiles that touch
-// s <= t; LOWER_A / UPPER_A skip the zero half of a triangular A.
-
-enum { GEMM_FULL, GEMM_CAUSAL_OUT, GEMM_LOWER_A, GEMM_UPPER_A };
-typedef struct {
-    float *out;
-    const float *A, *Bm;
-    int ldc, lda, ldb, K, accumulate, shape;
-    int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
-} Gemm;
-
-#define GEMM_RB 8   // rows of A per tile
-#define GEMM_CB 32  // columns of Bm per tile: 8x32 accumulators fit in AVX-512 registers
-
-static inline void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
-    if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) {  // wholly above the diagonal
-        if (!g->accumulate)
-            for (int r = 0; r < nr; r++) memset(g->out + (size_t)(r0 + r) * g->ldc + c0, 0, nc * sizeof(float));
-        return;
-    }
-    int k_lo = g->shape == GEMM_UPPER_A ? r0 : 0;
-    int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
-    float acc[GEMM_RB][GEMM_CB] = {{0.0f}};
-    if (g->accumulate)
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) acc[r][c] = g->out[(size_t)(r0 + r) * g->ldc + c0 + c];
-    size_t a_row = g->a_trans ? 1 : (size_t)g->lda, a_col = g->a_trans ? (size_t)g->lda : 1;
-    if (nr == GEMM_RB && nc == GEMM_CB) {
-        const float *a = g->A + r0 * a_row;
-        for (int k = k_lo; k < k_hi; k++) {
-            const float *b = g->Bm + (size_t)k * g->ldb + c0;
-            float av[GEMM_RB];
-            for (int r = 0; r < GEMM_RB; r++) av[r] = a[r * a_row + k * a_col];
-            for (int r = 0; r < GEMM_RB; r++)
-#pragma omp simd
-                for (int c = 0; c < GEMM_CB; c++) acc[r][c] = fmaf(av[r], b[c], acc[r][c]);
-        }
-    } else {
-        for (int r = 0; r < nr; r++)
-            for (int k = k_lo; k < k_hi; k++) {
-                float a = g->A[(r0 + r) * a_row + k * a_col];
-                const float *b = g->Bm + (size_t)k * g->ldb + c0;
-                for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
-            }
-    }
-    for (int r = 0; r < nr; r++)
-        for (int c = 0; c < nc; c++) g->out[(size_t)(r0 + r) * g->ldc + c0 + c] = acc[r][c];
-}
-
-// one thread (called inside parallel loops)
-static inline void gemm_serial(const Gemm *g, int N, int M) {
-    for (int c0 = 0; c0 < M; c0 += GEMM_CB)
-        for (int r0 = 0; r0 < N; r0 += GEMM_RB)
-            gemm_tile(g, r0, N - r0 < GEMM_RB ? N - r0 : GEMM_RB, c0, M - c0 < GEMM_CB ? M - c0 : GEMM_CB);
-}
-
 // ----------------------------------------------------------------------------
 // The packed product: the linear layers, most of the model's FLOPs.
 //   out (N,M) (+)= op(A) (N,K) . op(B) (K,M), all row-major and contiguous, where op(A)
@@ -107,7 +46,7 @@ static inline void gemm_serial(const Gemm *g, int N, int M) {
 #define GEMM_NR (16 * GEMM_NV)
 // the AVX-512 kernel: tile (nr <= MR, nc <= NR) of out at o (row stride ldo); next: the
 // next tile this thread computes (full rows), prefetched, or NULL
-static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int kc, float *o,
+static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int b_ks, int kc, float *o,
                                                                int ldo, int nr, int nc, int load, const float *next) {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
@@ -120,7 +59,7 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++)
             acc[r][v] = load && r < nr ? _mm512_maskz_loadu_ps(mask[v], o + (size_t)r * ldo + 16 * v) : _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++, ap += a_ks, bp += GEMM_NR) {
+    for (int k = 0; k < kc; k++, ap += a_ks, bp += b_ks) {
         if (k < GEMM_MR && next)  // the next tile's row k, spread over the first iterations
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++) _mm_prefetch((const char *)(next + (size_t)k * ldo + 16 * v), _MM_HINT_T0);
@@ -145,7 +84,7 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
 #define GEMM_MR 6
 #define GEMM_NR 16
 // the AVX2 kernel: tile (nr <= 6, nc <= 16) of out at o (row stride ldo)
-static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int kc, float *o,
+static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int b_ks, int kc, float *o,
                                                                int ldo, int nr, int nc, int load, const float *next) {
     (void)next;
     __m256 acc[GEMM_MR][2];
@@ -157,7 +96,7 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
         acc[r][0] = in ? _mm256_maskload_ps(o + (size_t)r * ldo, m0) : _mm256_setzero_ps();
         acc[r][1] = in ? _mm256_maskload_ps(o + (size_t)r * ldo + 8, m1) : _mm256_setzero_ps();
     }
-    for (int k = 0; k < kc; k++, ap += a_ks, bp += GEMM_NR) {
+    for (int k = 0; k < kc; k++, ap += a_ks, bp += b_ks) {
         __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < GEMM_MR; r++) {
@@ -177,13 +116,13 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
 #define GEMM_MR 8
 #define GEMM_NR 16
 // the portable kernel: tile (nr <= 8, nc <= 16) of out at o (row stride ldo)
-static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int kc, float *o,
+static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int b_ks, int kc, float *o,
                                                                int ldo, int nr, int nc, int load, const float *next) {
     (void)next;
     float acc[GEMM_MR][GEMM_NR] = {{0.0f}};
     for (int r = 0; r < nr && load; r++)
         for (int c = 0; c < nc; c++) acc[r][c] = o[(size_t)r * ldo + c];
-    for (int k = 0; k < kc; k++, ap += a_ks, bp += GEMM_NR)
+    for (int k = 0; k < kc; k++, ap += a_ks, bp += b_ks)
         for (int r = 0; r < GEMM_MR; r++)
 #pragma omp simd
             for (int c = 0; c < GEMM_NR; c++) acc[r][c] = fmaf(ap[r * a_rs], bp[c], acc[r][c]);
@@ -286,9 +225,9 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
                         const float *bp = Bp + (size_t)q * GEMM_NR * kc;
                         float *o = out + (size_t)i * M + j;
                         if (p < p0)  // in place: element (r,k) at A[(i + r) * K + k0 + k]
-                            gemm_kernel(A + (size_t)i * K + k0, K, 1, bp, kc, o, M, nr, nc, load, next);
+                            gemm_kernel(A + (size_t)i * K + k0, K, 1, bp, GEMM_NR, kc, o, M, nr, nc, load, next);
                         else  // packed: element (r,k) at Ap[k * MR + r]
-                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, kc, o, M, nr, nc, load, next);
+                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, GEMM_NR, kc, o, M, nr, nc, load, next);
                     }
                 }
             }
@@ -305,6 +244,59 @@ static inline void gemm_nn(float *out, const float *A, const float *B, int N, in
 // out (N,M) = A (N,K) . Bt^T, Bt stored (M,K): a bias-free nn.Linear with Bt its weight
 static inline void gemm_nt(float *out, const float *A, const float *Bt, int N, int K, int M) {
     gemm(out, A, Bt, N, K, M, 0, 0, 1);
+}
+
+// ----------------------------------------------------------------------------
+// The serial product: attention's per-(b,h) products, called by one thread inside a parallel
+// loop. out (N,M) (+)= op(A) . Bm with row strides ldc, lda, ldb, read in place (no
+// packing); op(A) is A or, with a_trans, A stored transposed. Each element is out
+// (accumulate) or 0 followed by fmaf over k in order, as in the packed product.
+// Attention's triangular shapes: CAUSAL_OUT computes only tiles that touch s <= t (the
+// softmax overwrites the rest of each row); LOWER_A / UPPER_A skip the zero half of a
+// triangular op(A) (skipping a term 0 * b leaves the sum unchanged).
+
+enum { GEMM_FULL, GEMM_CAUSAL_OUT, GEMM_LOWER_A, GEMM_UPPER_A };
+typedef struct {
+    float *out;
+    const float *A, *Bm;
+    int ldc, lda, ldb, K, accumulate, shape;
+    int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
+} Gemm;
+
+#define GEMM_EDGE_KC 128  // k per step of an edge tile (its stack copies of A and B)
+
+// The MR x NR tile of out at (r0, c0), nr <= MR rows and nc <= NR columns: whole tiles run
+// the register kernel on A and Bm in place; edge tiles copy their rows of op(A) (and a
+// partial panel of Bm) to the stack, zero-padded, GEMM_EDGE_KC values of k at a time.
+static inline void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
+    float *o = g->out + (size_t)r0 * g->ldc + c0;
+    if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) return;  // wholly above the diagonal
+    int k_lo = g->shape == GEMM_UPPER_A ? r0 : 0;
+    int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
+    int a_rs = g->a_trans ? 1 : g->lda, a_ks = g->a_trans ? g->lda : 1;  // strides of op(A)'s rows and k
+    const float *a = g->A + (size_t)r0 * a_rs + (size_t)k_lo * a_ks, *b = g->Bm + (size_t)k_lo * g->ldb + c0;
+    if (nr == GEMM_MR && nc == GEMM_NR) {
+        gemm_kernel(a, a_rs, a_ks, b, g->ldb, k_hi - k_lo, o, g->ldc, nr, nc, g->accumulate, NULL);
+        return;
+    }
+    float ap[GEMM_EDGE_KC * GEMM_MR], bp[GEMM_EDGE_KC * GEMM_NR];
+    for (int k0 = k_lo; k0 < k_hi || k0 == k_lo; k0 += GEMM_EDGE_KC) {
+        int kc = k_hi - k0 < GEMM_EDGE_KC ? k_hi - k0 : GEMM_EDGE_KC;
+        for (int k = 0; k < kc; k++)
+            for (int r = 0; r < GEMM_MR; r++) ap[k * GEMM_MR + r] = r < nr ? a[(size_t)r * a_rs + (size_t)(k0 - k_lo + k) * a_ks] : 0.0f;
+        const float *bk = b + (size_t)(k0 - k_lo) * g->ldb;
+        if (nc < GEMM_NR)
+            for (int k = 0; k < kc; k++)
+                for (int c = 0; c < GEMM_NR; c++) bp[k * GEMM_NR + c] = c < nc ? bk[(size_t)k * g->ldb + c] : 0.0f;
+        gemm_kernel(ap, 1, GEMM_MR, nc < GEMM_NR ? bp : bk, nc < GEMM_NR ? GEMM_NR : g->ldb, kc, o, g->ldc, nr, nc,
+                    g->accumulate || k0 > k_lo, NULL);
+    }
+}
+
+static inline void gemm_serial(const Gemm *g, int N, int M) {
+    for (int c0 = 0; c0 < M; c0 += GEMM_NR)
+        for (int r0 = 0; r0 < N; r0 += GEMM_MR)
+            gemm_tile(g, r0, N - r0 < GEMM_MR ? N - r0 : GEMM_MR, c0, M - c0 < GEMM_NR ? M - c0 : GEMM_NR);
 }
 
 // The definition, for the tests: out (N,M) (+)= op(A) . op(B), one fmaf chain per element.
