@@ -5,15 +5,21 @@
 //   v1  train_gpt.cu's --attention naive (attention_backward): dP = dY V^T per head through
 //       cuBLAS into (B,NH,T,T), softmax_backward_kernel in place, then dQ = dS K,
 //       dK += dS^T Q, dV += P^T dY through cuBLAS. Reads the forward's probabilities P.
-//   v2  train_gpt.cu's --attention flash (flash_attention_backward): D = rowsum(dY * Y),
-//       then a dK/dV kernel (a thread per key, the group's heads summed in registers) and a
-//       dQ kernel (a thread per query), both recomputing P from the forward's lse (B,NH,T).
-//       CUDA cores, fp32 math. Also takes ALiBi (the bias is recomputed with P).
+//   v2  train_gpt.cu's --attention flash of the fp32 build (flash_backward_cuda_cores): D =
+//       rowsum(dY * Y), then a dK/dV kernel (a thread per key, the group's heads summed in
+//       registers) and a dQ kernel (a thread per query), both recomputing P from the
+//       forward's lse (B,NH,T). CUDA cores, fp32 math. Also takes ALiBi (the bias is
+//       recomputed with P).
+//   v3  train_gpt.cu's --attention flash of the bf16 build (flash_backward_tensor_cores; bf16
+//       only): D as v2, then a dK/dV kernel (4 warps x 16 keys; S^T = K Q^T, dP^T = V dY^T,
+//       dV += P^T dY, dK += dS^T Q, the group's heads summed in fp32 accumulator fragments)
+//       and a dQ kernel (4 warps x 16 queries; dQ += dS K), every product on tensor cores
+//       (WMMA 16x16x16, fp32 accumulation), P and dS in fp32 then bf16 for the products.
 //
 // Validation on random q, k, v, dy against the CPU reference (attention_backward of
 // train_gpt_cpu.c, serial), outputs poisoned with NaN first: GQA, T off every tile (1000),
-// MQA with hd 128, hd 32 with ALiBi at alpha 8. The forward's P, y and lse come from the
-// CPU, rounded to what the trainer keeps (P and y in floatX, lse in fp32).
+// MQA with hd 128, hd 32 with ALiBi at alpha 8, hd 48 with ALiBi. The forward's P, y and
+// lse come from the CPU, rounded to what the trainer keeps (P and y in floatX, lse in fp32).
 // Benchmark: the 10M preset, B=16 T=2048 NH=NKV=6 hd=64. TFLOP/s counts the causal work
 // of the four products (8 * B * NH * hd * T(T+1)/2), the same for both versions.
 //
@@ -310,9 +316,9 @@ static void flash_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D
     cudaCheck(cudaGetLastError());
 }
 
-static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
-                                     const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                     int NH, int NKV, int hd, float alibi_alpha) {
+static void flash_backward_cuda_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                      const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                      int NH, int NKV, int hd, float alibi_alpha) {
     size_t rows = (size_t)B * T * NH;
     flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
     cudaCheck(cudaGetLastError());
@@ -322,12 +328,305 @@ static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *
 }
 
 // ----------------------------------------------------------------------------
+// v3: train_gpt.cu's --attention flash backward, bf16 build: tensor cores (copied; make
+// check-v1 verifies the copy)
+#ifndef ENABLE_FP32
+#include <mma.h>
+#define FTC_WARPS 4
+#define FTC_THREADS (FTC_WARPS * 32)
+#define FTC_ROWS (FTC_WARPS * 16)  // a block's own rows
+#define FTC_TILE 64                // rows of the other side per tile
+#define FTC_LDS (FTC_TILE + 4)     // leading dimension of the fp32 scratch (16, FTC_TILE) of a warp
+#define FTC_LDP (FTC_TILE + 8)     // and of its bf16 probabilities or dS (16, FTC_TILE)
+
+
+// Byte sizes of the dynamic shared memory regions; every region and every 16-row or
+// 16-column offset in one is a multiple of 32 bytes (WMMA's pointer alignment).
+template <int HDP>
+struct FtcSmem {
+    static constexpr int LDH = HDP + 8;                                       // bf16 tiles (64, HDP)
+    static constexpr int LDO = HDP + 4;                                       // fp32 (16, HDP) per warp
+    static constexpr size_t TILE = (size_t)FTC_TILE * LDH * sizeof(floatX);   // one bf16 tile
+    static constexpr size_t VEC = FTC_TILE * sizeof(float);                   // lse or D of a tile
+    static constexpr size_t SCR = (size_t)FTC_WARPS * 16 * FTC_LDS * sizeof(float);   // fp32 scratch, all warps
+    static constexpr size_t PB = (size_t)FTC_WARPS * 16 * FTC_LDP * sizeof(floatX);   // bf16 scratch, all warps
+    static constexpr size_t OUT = (size_t)FTC_WARPS * 16 * LDO * sizeof(float);       // fp32 (16, HDP), all warps
+    static constexpr size_t fwd = 2 * TILE + SCR + PB + OUT;         // K, V, S, P, O (Q staged in O first)
+    static constexpr size_t kv = 4 * TILE + 2 * VEC + 2 * SCR + 2 * PB;  // K, V, Q, dY, lse, D, S^T, dP^T, P^T, dS^T
+    static constexpr size_t q = 4 * TILE + 2 * VEC + 2 * SCR + PB;       // Q, dY, K, V, lse, D, S, dP, dS
+    static_assert(FTC_ROWS == FTC_TILE && HDP % 16 == 0, "diagonal tiles; whole WMMA tiles");
+    static_assert(OUT >= TILE && 2 * SCR >= OUT, "Q is staged in O's region; the output in S's and dP's");
+    static_assert(TILE % 32 == 0 && SCR % 32 == 0 && PB % 32 == 0 && OUT % 32 == 0 && (16 * LDH * 2) % 32 == 0 &&
+                      (16 * LDO * 4) % 32 == 0, "32-byte aligned regions and 16-row offsets");
+};
+
+template <int HDP>
+__device__ void flash_tc_load_tile(floatX *dst, const floatX *src, int b, int r0, int T, int H, int h, int hd) {
+    const floatX *base = src + ((size_t)b * T * H + h) * hd;  // row t at base + t * H * hd
+    if (hd % 8 == 0) {
+        for (int i = threadIdx.x; i < FTC_TILE * HDP / 8; i += blockDim.x) {
+            int r = i / (HDP / 8), c = i % (HDP / 8) * 8, t = r0 + r;
+            int4 val = make_int4(0, 0, 0, 0);
+            if (t < T && c < hd) val = *reinterpret_cast<const int4 *>(base + (size_t)t * H * hd + c);
+            *reinterpret_cast<int4 *>(dst + r * (HDP + 8) + c) = val;
+        }
+    } else {
+        for (int i = threadIdx.x; i < FTC_TILE * HDP; i += blockDim.x) {
+            int r = i / HDP, c = i % HDP, t = r0 + r;
+            dst[r * (HDP + 8) + c] = t < T && c < hd ? base[(size_t)t * H * hd + c] : to_x(0.0f);
+        }
+    }
+}
+
+__device__ void flash_tc_write_rows(floatX *dst, const float *src, int ld, int b, int r0, int T, int H, int h, int hd) {
+    for (int i = threadIdx.x % 32; i < 16 * hd; i += 32) {
+        int r = i / hd, c = i % hd, t = r0 + r;
+        if (t < T) dst[(((size_t)b * T + t) * H + h) * hd + c] = to_x(src[r * ld + c]);
+    }
+}
+
+template <int HDP>
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
+                                                                           const float *lse, const float *D,
+                                                                           const floatX *q, const floatX *k,
+                                                                           const floatX *v, int T, int NH, int NKV,
+                                                                           int hd, float alibi_alpha) {
+    using namespace nvcuda;
+    typedef FtcSmem<HDP> L;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Ks = (floatX *)smem, *Vs = (floatX *)(smem + L::TILE);                       // own keys (FTC_ROWS, LDH)
+    floatX *Qs = (floatX *)(smem + 2 * L::TILE), *dYs = (floatX *)(smem + 3 * L::TILE);  // (FTC_TILE, LDH)
+    float *lses = (float *)(smem + 4 * L::TILE), *Ds = lses + FTC_TILE;                 // (FTC_TILE)
+    float *STs = (float *)(smem + 4 * L::TILE + 2 * L::VEC), *DPs = STs + FTC_WARPS * 16 * FTC_LDS;  // per warp (16, FTC_LDS)
+    floatX *PTs = (floatX *)(smem + 4 * L::TILE + 2 * L::VEC + 2 * L::SCR), *DSs = PTs + FTC_WARPS * 16 * FTC_LDP;
+    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int s0 = blockIdx.x * FTC_ROWS, sw = s0 + warp * 16;  // the first keys see the most queries
+    float scale = 1.0f / sqrtf((float)hd);
+    float *STw = STs + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
+    floatX *PTw = PTs + warp * 16 * FTC_LDP, *DSw = DSs + warp * 16 * FTC_LDP;
+    flash_tc_load_tile<HDP>(Ks, k, b, s0, T, NKV, kvh, hd);
+    flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dkf[HDP / 16], dvf[HDP / 16];  // the warp's 16 keys
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) {
+        wmma::fill_fragment(dkf[d], 0.0f);
+        wmma::fill_fragment(dvf[d], 0.0f);
+    }
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        for (int t0 = s0; t0 < T; t0 += FTC_TILE) {
+            __syncthreads();  // the previous tile is consumed (and the own keys are loaded)
+            flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
+            flash_tc_load_tile<HDP>(dYs, dy, b, t0, T, NH, h, hd);
+            if (threadIdx.x < FTC_TILE) {
+                int t = t0 + threadIdx.x;
+                lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+                Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            // S^T_w (16 keys, FTC_TILE queries) = K_w Q^T and dP^T_w = V_w dY^T (the j loops are
+            // not unrolled: dK's and dV's accumulators take half the registers at HDP 128)
+#pragma unroll 1
+            for (int j = 0; j < FTC_TILE / 16; j++) {
+                wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
+                wmma::fill_fragment(sf, 0.0f);
+                wmma::fill_fragment(pf, 0.0f);
+#pragma unroll
+                for (int d = 0; d < HDP / 16; d++) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> ka, va;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> qb, dyb;
+                    wmma::load_matrix_sync(ka, Ks + warp * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::load_matrix_sync(qb, Qs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(sf, ka, qb, sf);
+                    wmma::load_matrix_sync(va, Vs + warp * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::load_matrix_sync(dyb, dYs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(pf, va, dyb, pf);
+                }
+                wmma::store_matrix_sync(STw + j * 16, sf, FTC_LDS, wmma::mem_row_major);
+                wmma::store_matrix_sync(DPw + j * 16, pf, FTC_LDS, wmma::mem_row_major);
+            }
+            __syncwarp();
+            for (int i = lane; i < 16 * FTC_TILE; i += 32) {
+                int kr = i / FTC_TILE, qc = i % FTC_TILE, s = sw + kr, t = t0 + qc;
+                float p = 0.0f, ds = 0.0f;
+                if (s <= t && t < T) {  // key s is seen by queries t >= s
+                    p = expf(STw[kr * FTC_LDS + qc] * scale - bias * (float)(t - s) - lses[qc]);
+                    ds = p * (DPw[kr * FTC_LDS + qc] - Ds[qc]) * scale;
+                }
+                PTw[kr * FTC_LDP + qc] = to_x(p);
+                DSw[kr * FTC_LDP + qc] = to_x(ds);
+            }
+            __syncwarp();
+            // dV_w += P^T_w dY, dK_w += dS^T_w Q
+#pragma unroll 1
+            for (int j = 0; j < FTC_TILE / 16; j++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> pa, dsa;
+                wmma::load_matrix_sync(pa, PTw + j * 16, FTC_LDP);
+                wmma::load_matrix_sync(dsa, DSw + j * 16, FTC_LDP);
+#pragma unroll
+                for (int d = 0; d < HDP / 16; d++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> dyb, qb;
+                    wmma::load_matrix_sync(dyb, dYs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(dvf[d], pa, dyb, dvf[d]);
+                    wmma::load_matrix_sync(qb, Qs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(dkf[d], dsa, qb, dkf[d]);
+                }
+            }
+        }
+    }
+    __syncthreads();  // every warp is done with the scratch: S^T's and dP^T's regions stage the output
+    float *Ow = STs + warp * 16 * L::LDO;
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dkf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dk, Ow, L::LDO, b, sw, T, NKV, kvh, hd);
+    __syncwarp();
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dvf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dv, Ow, L::LDO, b, sw, T, NKV, kvh, hd);
+}
+
+template <int HDP>
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
+                                                                          const float *D, const floatX *q,
+                                                                          const floatX *k, const floatX *v, int T, int NH,
+                                                                          int NKV, int hd, float alibi_alpha) {
+    using namespace nvcuda;
+    typedef FtcSmem<HDP> L;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Qs = (floatX *)smem, *dYs = (floatX *)(smem + L::TILE);                     // own queries (FTC_ROWS, LDH)
+    floatX *Ks = (floatX *)(smem + 2 * L::TILE), *Vs = (floatX *)(smem + 3 * L::TILE);  // (FTC_TILE, LDH)
+    float *lses = (float *)(smem + 4 * L::TILE), *Ds = lses + FTC_ROWS;                // (FTC_ROWS)
+    float *Ss = (float *)(smem + 4 * L::TILE + 2 * L::VEC), *DPs = Ss + FTC_WARPS * 16 * FTC_LDS;  // per warp (16, FTC_LDS)
+    floatX *DSs = (floatX *)(smem + 4 * L::TILE + 2 * L::VEC + 2 * L::SCR);            // per warp (16, FTC_LDP)
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FTC_ROWS, tw = t0 + warp * 16, last = min(t0 + FTC_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float *Sw = Ss + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
+    floatX *DSw = DSs + warp * 16 * FTC_LDP;
+    flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
+    flash_tc_load_tile<HDP>(dYs, dy, b, t0, T, NH, h, hd);
+    if (threadIdx.x < FTC_ROWS) {
+        int t = t0 + threadIdx.x;
+        lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+        Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+    }
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dqf[HDP / 16];  // the warp's 16 queries
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::fill_fragment(dqf[d], 0.0f);
+    for (int s0 = 0; s0 <= last; s0 += FTC_TILE) {
+        __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+        flash_tc_load_tile<HDP>(Ks, k, b, s0, T, NKV, kvh, hd);
+        flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
+        __syncthreads();
+        // S_w (16, FTC_TILE) = Q_w K^T and dP_w = dY_w V^T
+#pragma unroll
+        for (int j = 0; j < FTC_TILE / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
+            wmma::fill_fragment(sf, 0.0f);
+            wmma::fill_fragment(pf, 0.0f);
+#pragma unroll
+            for (int d = 0; d < HDP / 16; d++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> qa, dya;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> kb, vb;
+                wmma::load_matrix_sync(qa, Qs + warp * 16 * L::LDH + d * 16, L::LDH);
+                wmma::load_matrix_sync(kb, Ks + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(sf, qa, kb, sf);
+                wmma::load_matrix_sync(dya, dYs + warp * 16 * L::LDH + d * 16, L::LDH);
+                wmma::load_matrix_sync(vb, Vs + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(pf, dya, vb, pf);
+            }
+            wmma::store_matrix_sync(Sw + j * 16, sf, FTC_LDS, wmma::mem_row_major);
+            wmma::store_matrix_sync(DPw + j * 16, pf, FTC_LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int i = lane; i < 16 * FTC_TILE; i += 32) {
+            int qr = i / FTC_TILE, kc = i % FTC_TILE, t = tw + qr, s = s0 + kc;
+            float ds = 0.0f;
+            if (s <= t && t < T) {  // causal
+                float p = expf(Sw[qr * FTC_LDS + kc] * scale - bias * (float)(t - s) - lses[warp * 16 + qr]);
+                ds = p * (DPw[qr * FTC_LDS + kc] - Ds[warp * 16 + qr]) * scale;
+            }
+            DSw[qr * FTC_LDP + kc] = to_x(ds);
+        }
+        __syncwarp();
+        // dQ_w += dS_w (16, FTC_TILE) K (FTC_TILE, HDP)
+#pragma unroll
+        for (int j = 0; j < FTC_TILE / 16; j++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> dsa;
+            wmma::load_matrix_sync(dsa, DSw + j * 16, FTC_LDP);
+#pragma unroll
+            for (int d = 0; d < HDP / 16; d++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> kb;
+                wmma::load_matrix_sync(kb, Ks + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(dqf[d], dsa, kb, dqf[d]);
+            }
+        }
+    }
+    __syncthreads();  // every warp is done with the scratch: S's and dP's regions stage the output
+    float *Ow = Ss + warp * 16 * L::LDO;
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dqf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dq, Ow, L::LDO, b, tw, T, NH, h, hd);
+}
+
+template <int HDP>
+static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
+                                 const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
+                                 int hd, float alibi_alpha) {
+    static bool opted = false;
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FtcSmem<HDP>::kv));
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_q_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FtcSmem<HDP>::q));
+        opted = true;
+    }
+    flash_tc_backward_kv_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NKV, B), FTC_THREADS, FtcSmem<HDP>::kv>>>(
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+    flash_tc_backward_q_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::q>>>(
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+static void flash_backward_tensor_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                        const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                        int NH, int NKV, int hd, float alibi_alpha) {
+    size_t rows = (size_t)B * T * NH;
+    flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
+    cudaCheck(cudaGetLastError());
+    if (hd <= 32) flash_tc_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_tc_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_tc_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+#endif
+
+// ----------------------------------------------------------------------------
 // launchers
 
-#define NV 2
+#define NV 3
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's --attention naive: cuBLAS dP into (B,NH,T,T), softmax_backward_kernel, cuBLAS dQ, dK, dV",
-    "train_gpt.cu's --attention flash: D = rowsum(dY Y), dK/dV and dQ kernels recomputing P from lse (CUDA cores)"};
+    "train_gpt.cu's --attention flash, fp32 build: D = rowsum(dY Y), dK/dV and dQ kernels recomputing P from lse (CUDA cores)",
+    "train_gpt.cu's --attention flash, bf16 build: the same passes on tensor cores (WMMA), 4 warps x 16 rows, tiles of 64"};
+
+static bool supported(int v, int hd, const char **why) {
+    *why = "";
+    if (v >= 2 && hd > FLASH_MAX_HD) { *why = "hd > 128"; return false; }
+#ifdef ENABLE_FP32
+    if (v == 3) { *why = "bf16 tensor cores (bf16 build only)"; return false; }
+#else
+    if (v == 3) {
+        size_t bytes = hd <= 32 ? FtcSmem<32>::kv : hd <= 64 ? FtcSmem<64>::kv : FtcSmem<128>::kv;
+        if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
+    }
+#endif
+    return true;
+}
 
 // Everything one version reads: the forward's P (v1), y and lse (v2), and D scratch (v2).
 typedef struct {
@@ -337,7 +636,11 @@ typedef struct {
 
 static void backward_run(int ver, const Bufs &d, int B, int T, int NH, int NKV, int hd, float alibi_alpha) {
     if (ver == 1) attention_backward(d.dq, d.dk, d.dv, d.datt, d.dy, d.att, d.q, d.k, d.v, B, T, NH, NKV, hd);
-    else flash_attention_backward(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (ver == 2)
+        flash_backward_cuda_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, alibi_alpha);
+#ifndef ENABLE_FP32
+    else flash_backward_tensor_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, alibi_alpha);
+#endif
     cudaCheck(cudaGetLastError());
 }
 
@@ -374,6 +677,7 @@ int main(int argc, char **argv) {
         {1, 1000, 6, 6, 64, 0.0f},  // T not a multiple of any tile
         {1, 200, 4, 1, 128, 0.0f},  // MQA, hd 128
         {2, 100, 4, 2, 32, 8.0f},   // ALiBi at PosAug's alpha 8, hd 32
+        {1, 300, 4, 2, 48, 1.0f},   // hd 48 (padded to 64 by v3), ALiBi
     };
     Rng rng = rng_make(1337, 7);
     printf("validation (tolerance: norm rel %.0e for %s outputs)\n", FX_TOL, PRECISION_NAME);
@@ -410,6 +714,12 @@ int main(int argc, char **argv) {
         upload_f(d.lse, lse);
         printf("  case B=%d T=%d NH=%d NKV=%d hd=%d alibi alpha %g\n", c.B, c.T, c.NH, c.NKV, c.hd, c.alibi_alpha);
         for (int ver = first; ver <= last; ver++) {
+            const char *why;
+            if (!supported(ver, c.hd, &why)) {
+                printf("   v%d: not supported (%s)\n", ver, why);
+                vd.skipped[ver] = 1;
+                continue;
+            }
             printf("   v%d:\n", ver);
             vd.ran[ver] = 1;
             poison(d.dq, nq * sizeof(floatX));
@@ -447,7 +757,8 @@ int main(int argc, char **argv) {
         std::vector<float> l(nl, 10.0f);
         upload_f(d.lse, l);
         for (int ver = first; ver <= last; ver++) {
-            if (vd.failed[ver]) continue;
+            const char *why;
+            if (vd.failed[ver] || !supported(ver, c.hd, &why)) continue;
             float us = bench_us([&] { backward_run(ver, d, c.B, c.T, c.NH, c.NKV, c.hd, 0.0f); }, [] {}, 3, 20);
             report_tflops("attention_backward", ver, "", us, flops);
         }

@@ -1,5 +1,6 @@
 // dev/cuda_emu/emu.h: just enough of CUDA to run train_gpt.cu's kernel bodies on the CPU,
-// unchanged, in fp32 (floatX = float, as in train_gpt_fp32). One block at a time; its
+// unchanged, in fp32 (floatX = float, as in train_gpt_fp32; test_kernels.cpp also compiles
+// them with floatX = __nv_bfloat16, as in train_gpt). One block at a time; its
 // threads are std::threads, __syncthreads() a barrier over them, a thread that returns
 // leaves the barrier (as on the GPU). __shared__ arrays are function statics (one block
 // runs at a time, so they are the block's), dynamic shared memory a buffer filled with NaN
@@ -7,6 +8,8 @@
 // warp_sum, warp_max, __shfl_sync) meet at a barrier per warp: all 32 lanes must take part,
 // as the full mask 0xffffffff requires on the GPU. Slow, and blind to races that only
 // real hardware shows; what it checks is indexing, bounds, barriers and the arithmetic.
+// For the bf16 build's kernels: __nv_bfloat16 with round-to-nearest-even conversions, and a
+// minimal nvcuda::wmma (below).
 #pragma once
 #include <algorithm>
 #include <barrier>
@@ -15,8 +18,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 using std::max;
 using std::min;
@@ -30,6 +35,7 @@ struct dim3 {
 struct __attribute__((may_alias, aligned(16))) int4 {
     int x, y, z, w;
 };
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 static std::barrier<> *emu_block_barrier;
@@ -43,6 +49,7 @@ static std::mutex emu_atomic;
 #define __forceinline__ inline
 #define __launch_bounds__(x)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() emu_block_barrier->arrive_and_wait()
 #ifndef EMU_WHOLE_TRAINER  // the trainer defines these itself
 typedef float floatX;
@@ -85,6 +92,9 @@ inline float atomicAdd(float *p, float v) {
     return old;
 }
 
+// dynamic shared memory starts 128-byte aligned (the kernels declare __align__(128))
+static float *emu_align128(float *p) { return (float *)(((uintptr_t)p + 127) / 128 * 128); }
+
 // kernel<<<grid, block, smem>>>(...) becomes emu_launch(grid, block, smem, [&] { kernel(...); })
 template <class F>
 static void emu_launch(dim3 grid, dim3 block, size_t smem, F body) {
@@ -92,12 +102,12 @@ static void emu_launch(dim3 grid, dim3 block, size_t smem, F body) {
     blockDim = block;
     unsigned nt = block.x * block.y * block.z;
     if (nt % 32) { fprintf(stderr, "emu_launch: %u threads is not whole warps\n", nt); exit(2); }
-    std::vector<float> dyn(smem / sizeof(float) + 1);
+    std::vector<float> dyn(smem / sizeof(float) + 33);
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 std::fill(dyn.begin(), dyn.end(), NAN);
-                emu_dynamic_smem = dyn.data();
+                emu_dynamic_smem = emu_align128(dyn.data());
                 std::barrier<> bar(nt);
                 emu_block_barrier = &bar;
                 std::vector<std::barrier<> *> warps;
@@ -121,8 +131,8 @@ template <class F>
 static void emu_launch_serial(dim3 grid, dim3 block, size_t smem, F body) {
     gridDim = grid;
     blockDim = block;
-    std::vector<float> dyn(smem / sizeof(float) + 1, NAN);
-    emu_dynamic_smem = dyn.data();
+    std::vector<float> dyn(smem / sizeof(float) + 33, NAN);
+    emu_dynamic_smem = emu_align128(dyn.data());
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++)
@@ -132,6 +142,108 @@ static void emu_launch_serial(dim3 grid, dim3 block, size_t smem, F body) {
                     body();
                 }
 }
+
+// ----------------------------------------------------------------------------
+// bf16: the upper 16 bits of an fp32; float -> bf16 rounds to nearest even (as
+// __float2bfloat16 does), NaN stays NaN. Values only: no arithmetic on the type.
+struct __nv_bfloat16 {
+    unsigned short x;
+};
+inline float __bfloat162float(__nv_bfloat16 v) {
+    uint32_t u = (uint32_t)v.x << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline __nv_bfloat16 __float2bfloat16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{(unsigned short)((u >> 16) | 0x40)};  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even (overflow gives inf)
+    return __nv_bfloat16{(unsigned short)(u >> 16)};
+}
+
+// ----------------------------------------------------------------------------
+// nvcuda::wmma, the m16n16k16 shape with bf16 a/b and fp32 accumulators only. The model:
+// every lane of the warp holds the whole tile (num_elements = 256; on the GPU each lane
+// holds 8 of them in an unspecified layout, so a kernel may touch x[i] only in ways that
+// do not depend on the layout, e.g. the same operation on every element). The _sync calls
+// are warp-collective: all 32 lanes must make them (each meets the others at the warp's
+// barrier on entry, so what the warp wrote before the call is visible to it; the GPU needs
+// a __syncwarp() there, which this model does not check). A store writes each lane's share
+// (elements lane, lane + 32, ...) and does not wait: reading what other lanes stored needs
+// a __syncwarp(), as on the GPU. Pointers must be 32-byte aligned and leading dimensions
+// multiples of 16 bytes (checked: the GPU requires both). mma_sync multiplies exactly (bf16
+// products fit in fp32) and adds in fp32, in k order.
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "only m16n16k16");
+    static_assert(std::is_same<Use, accumulator>::value ? std::is_same<T, float>::value
+                                                        : std::is_same<T, __nv_bfloat16>::value,
+                  "bf16 a/b, fp32 accumulators");
+    static constexpr int num_elements = 256;
+    T x[256];  // element (i, j) of the 16 x 16 tile at x[16 i + j] (a: i = m, j = k; b: i = k, j = n)
+};
+inline void emu_wmma_check(const void *p, unsigned ldm, size_t elem, const char *what) {
+    if ((uintptr_t)p % 32 || (ldm * elem) % 16) {
+        fprintf(stderr, "FAIL: wmma::%s: pointer %p not 32-byte aligned or ldm %u not a multiple of 16 bytes\n", what, p,
+                ldm);
+        exit(1);
+    }
+}
+template <class Use, class Layout>
+inline void load_matrix_sync(fragment<Use, 16, 16, 16, __nv_bfloat16, Layout> &f, const __nv_bfloat16 *p, unsigned ldm) {
+    static_assert(std::is_same<Layout, row_major>::value || std::is_same<Layout, col_major>::value, "a/b need a layout");
+    emu_wmma_check(p, ldm, 2, "load_matrix_sync");
+    emu_warp_barrier[emu_warp()]->arrive_and_wait();
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            f.x[16 * i + j] = std::is_same<Layout, row_major>::value ? p[(size_t)i * ldm + j] : p[i + (size_t)j * ldm];
+}
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm, layout_t layout) {
+    emu_wmma_check(p, ldm, 4, "load_matrix_sync");
+    emu_warp_barrier[emu_warp()]->arrive_and_wait();
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) f.x[16 * i + j] = layout == mem_row_major ? p[(size_t)i * ldm + j] : p[i + (size_t)j * ldm];
+}
+inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t layout) {
+    emu_wmma_check(p, ldm, 4, "store_matrix_sync");
+    emu_warp_barrier[emu_warp()]->arrive_and_wait();
+    for (int e = emu_lane(); e < 256; e += 32) {
+        int i = e / 16, j = e % 16;
+        (layout == mem_row_major ? p[(size_t)i * ldm + j] : p[i + (size_t)j * ldm]) = f.x[e];
+    }
+}
+inline void emu_set(float &e, float v) { e = v; }
+inline void emu_set(__nv_bfloat16 &e, float v) { e = __float2bfloat16(v); }
+template <class Use, class T, class Layout>
+inline void fill_fragment(fragment<Use, 16, 16, 16, T, Layout> &f, float v) {
+    for (T &e : f.x) emu_set(e, v);
+}
+template <class La, class Lb>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, La> &a,
+                     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, Lb> &b,
+                     const fragment<accumulator, 16, 16, 16, float> &c) {
+    emu_warp_barrier[emu_warp()]->arrive_and_wait();
+    float r[256];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = c.x[16 * i + j];
+            for (int k = 0; k < 16; k++) s += __bfloat162float(a.x[16 * i + k]) * __bfloat162float(b.x[16 * k + j]);
+            r[16 * i + j] = s;
+        }
+    memcpy(d.x, r, sizeof(r));
+}
+}  // namespace wmma
+}  // namespace nvcuda
 
 // ----------------------------------------------------------------------------
 // cuBLAS's two products as the trainer calls them, with their documented column-major

@@ -4,8 +4,6 @@
 #pragma once
 #define EMU_WHOLE_TRAINER
 #include "emu.h"
-struct __nv_bfloat16 { unsigned short x; };
-inline float __bfloat162float(__nv_bfloat16 v) { unsigned u = (unsigned)v.x << 16; float f; memcpy(&f, &u, 4); return f; }
 typedef int cudaError_t;
 #define cudaSuccess 0
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };

@@ -1,8 +1,10 @@
-// dev/cuda_emu/test_kernels.cpp: train_gpt.cu's kernels (cut out by run.sh into kernels.inc)
-// run through emu.h against double-precision references. The launch shapes repeat the
-// trainer's host functions (flash_forward_hd, flash_backward_hd, rmsnorm_backward, the
-// evaluation's launch in gpt_forward). Outputs start as NaN, so an element no thread
-// writes fails; the tolerance is the fp32 one of test_gpt (norm-relative 1e-5).
+// dev/cuda_emu/test_kernels.cpp: train_gpt.cu's kernels (cut out by run.sh into kernels.inc
+// and kernels_tc.inc) run through emu.h against double-precision references. The launch
+// shapes repeat the trainer's host functions (flash_forward_hd, flash_backward_hd,
+// rmsnorm_backward), or the host functions themselves run (attention_forward_online, the
+// tensor-core flash attention, the matmuls). Outputs start as NaN, so an element no thread
+// writes fails; the tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and
+// TOL_BF16 for bf16 outputs (references computed from the bf16-rounded inputs).
 #include "../../llmc/rng.h"
 #include "../../llmc/schedule.h"
 #include "emu.h"
@@ -15,7 +17,20 @@ static const float ONE = 1.0f, ZERO = 0.0f;
 inline int cudaGetLastError() { return 0; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 template <class F> inline int cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return 0; }
+namespace fp32 {  // the kernels as the fp32 build compiles them (emu.h: floatX = float)
 #include "kernels.inc"
+}  // namespace fp32
+// the bf16 build: the same kernels compiled with floatX = __nv_bfloat16, and the tensor-core
+// flash attention, which exists in that build only
+namespace bf16 {
+typedef __nv_bfloat16 floatX;
+inline float to_f(float v) { return v; }
+inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+inline __nv_bfloat16 to_x(float v) { return __float2bfloat16(v); }
+#include "kernels.inc"
+#include "kernels_tc.inc"
+}  // namespace bf16
+using namespace fp32;
 
 static int n_pass, n_fail;
 static Rng rng = rng_make(2026, 11);
@@ -36,17 +51,34 @@ static double rel(const std::vector<float> &got, const std::vector<double> &want
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
-static void report(const char *what, const char *names[], const double *errs, int n) {
-    double worst = 0;
+// one line per case; output i passes below tols[i] (1e-5 for every output when tols is NULL)
+static void report(const char *what, const char *names[], const double *errs, int n, const double *tols = NULL) {
+    bool ok = true;
     char msg[512] = "";
     for (int i = 0; i < n; i++) {
-        worst = std::max(worst, errs[i]);
+        double tol = tols ? tols[i] : 1e-5;
+        ok &= errs[i] < tol;
         snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s%s %.1e", i ? ", " : "", names[i], errs[i]);
+        if (tols) snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (tol %.0e)", tol);
     }
-    bool ok = worst < 1e-5;
-    printf("%s: %s: rel err %s (tol 1e-5)\n", ok ? "PASS" : "FAIL", what, msg);
+    printf("%s: %s: rel err %s%s\n", ok ? "PASS" : "FAIL", what, msg, tols ? "" : " (tol 1e-5)");
     (ok ? n_pass : n_fail)++;
 }
+
+// bf16 data: round-to-nearest-even conversions (emu.h), NaN as the poison
+#define TOL_BF16 5e-3  // bf16 outputs: 8 significant bits, ~2e-3 per rounding (the outputs; P and dS in attention)
+static const __nv_bfloat16 BF16_NAN = {0xFFFF};
+static std::vector<__nv_bfloat16> to_bf16(const std::vector<float> &v) {
+    std::vector<__nv_bfloat16> r(v.size());
+    for (size_t i = 0; i < v.size(); i++) r[i] = __float2bfloat16(v[i]);
+    return r;
+}
+static std::vector<float> from_bf16(const std::vector<__nv_bfloat16> &v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); i++) r[i] = __bfloat162float(v[i]);
+    return r;
+}
+static void round_bf16(std::vector<float> &v) { v = from_bf16(to_bf16(v)); }
 static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
     int c = 1;
     while (c * 2 <= n) c *= 2;
@@ -123,6 +155,29 @@ static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
     snprintf(what, sizeof(what), "flash attention B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
              alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
     report(what, names, errs, 5);
+}
+
+// ---- the bf16 build's flash attention on tensor cores (emu.h's WMMA), against double
+// precision from the same bf16 inputs: y, dq, dk, dv (bf16) at TOL_BF16, lse (fp32) at
+// 1e-5; the forward's y and lse feed the backward, as in training ----
+static void test_flash_tc(int B, int T, int NH, int NKV, int hd, float alpha) {
+    size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq), lse(nl, NAN), D(nl, NAN);
+    for (std::vector<float> *x : {&q, &k, &v, &dy}) round_bf16(*x);
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
+    std::vector<__nv_bfloat16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), dyb = to_bf16(dy);
+    std::vector<__nv_bfloat16> y(nq, BF16_NAN), dq(nq, BF16_NAN), dk(nk, BF16_NAN), dv(nk, BF16_NAN);
+    bf16::flash_forward_tensor_cores(y.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, alpha);
+    bf16::flash_backward_tensor_cores(dq.data(), dk.data(), dv.data(), D.data(), dyb.data(), y.data(), lse.data(),
+                                      qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, alpha);
+    const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
+    double errs[5] = {rel(from_bf16(y), ref.y), rel(lse, ref.lse), rel(from_bf16(dq), ref.dq), rel(from_bf16(dk), ref.dk),
+                      rel(from_bf16(dv), ref.dv)};
+    double tols[5] = {TOL_BF16, 1e-5, TOL_BF16, TOL_BF16, TOL_BF16};
+    char what[160];
+    snprintf(what, sizeof(what), "flash attention on tensor cores (bf16) B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
+             alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
+    report(what, names, errs, 5, tols);
 }
 
 // ---- RMSNorm backward: dx (accumulating or not) and the deterministic dw ----
@@ -261,12 +316,14 @@ static void test_sinusoidal(int B, int T, int C, float alpha) {
 }
 
 // ---- the classifier: losses, dlogits in place (per-target weights or dloss), padding 0;
-// forward only: losses, logits untouched ----
-static void test_classifier(int N, int V, int Vp, int weighted) {
+// forward only: losses, logits untouched. In the fp32 build, or in the bf16 build (inputs
+// rounded to bf16 first: the reference reads what the kernel reads) ----
+static void test_classifier(int N, int V, int Vp, int weighted, int bf16_build) {
     std::vector<float> logits = randn((size_t)N * Vp, 3.0f), w(N);
     std::vector<int> targets(N);
     for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : (int)rng_below(&rng, (uint32_t)V), w[i] = 0.1f * (i % 3);
     for (int c = 0; c < V; c++) logits[c] = 0.01f * c;  // row 0's max grows at every column: the running sum rescales
+    if (bf16_build) round_bf16(logits);
     for (int i = 0; i < N; i++)
         for (int c = V; c < Vp; c++) logits[(size_t)i * Vp + c] = NAN;  // padding: never read, written 0
     std::vector<double> want_d((size_t)N * Vp, 0.0), want_l(N);
@@ -280,19 +337,28 @@ static void test_classifier(int N, int V, int Vp, int weighted) {
         want_l[i] = lse - l[targets[i]];
         for (int c = 0; c < V; c++) want_d[(size_t)i * Vp + c] = (exp(l[c] - lse) - (c == targets[i])) * d;
     }
+    auto run = [&](std::vector<float> &x, std::vector<float> &losses, const float *wt, int backward) {
+        if (!bf16_build) {
+            emu_launch(dim3(N), dim3(1024), 0, [&] { classifier_kernel(x.data(), losses.data(), targets.data(), wt, N, V, Vp, dloss, backward); });
+            return;
+        }
+        std::vector<__nv_bfloat16> xb = to_bf16(x);
+        emu_launch(dim3(N), dim3(1024), 0, [&] { bf16::classifier_kernel(xb.data(), losses.data(), targets.data(), wt, N, V, Vp, dloss, backward); });
+        x = from_bf16(xb);
+    };
     std::vector<float> fwd = logits, fwd_losses(N, NAN), losses(N, NAN);
-    emu_launch(dim3(N), dim3(1024), 0, [&] {
-        classifier_kernel(fwd.data(), fwd_losses.data(), targets.data(), NULL, N, V, Vp, dloss, 0);
-    });
-    double untouched = memcmp(fwd.data(), logits.data(), fwd.size() * sizeof(float)) ? INFINITY : 0.0;  // NaN bits too
-    emu_launch(dim3(N), dim3(1024), 0, [&] {
-        classifier_kernel(logits.data(), losses.data(), targets.data(), weighted ? w.data() : NULL, N, V, Vp, dloss, 1);
-    });
+    run(fwd, fwd_losses, NULL, 0);
+    double changed = 0;  // forward only: every logit as it was (the padding still NaN)
+    for (size_t i = 0; i < fwd.size(); i++)
+        if (!(fwd[i] == logits[i] || (std::isnan(fwd[i]) && std::isnan(logits[i])))) changed = INFINITY;
+    run(logits, losses, weighted ? w.data() : NULL, 1);
     const char *names[4] = {"forward-only losses", "forward-only logits changed", "losses", "dlogits"};
-    double errs[4] = {rel(fwd_losses, want_l), untouched, rel(losses, want_l), rel(logits, want_d)};
+    double errs[4] = {rel(fwd_losses, want_l), changed, rel(losses, want_l), rel(logits, want_d)};
+    double tols[4] = {1e-5, 1e-5, 1e-5, bf16_build ? TOL_BF16 : 1e-5};
     char what[128];
-    snprintf(what, sizeof(what), "classifier N %d V %d Vp %d%s", N, V, Vp, weighted ? ", per-target weights" : "");
-    report(what, names, errs, 4);
+    snprintf(what, sizeof(what), "classifier%s N %d V %d Vp %d%s", bf16_build ? " (bf16)" : "", N, V, Vp,
+             weighted ? ", per-target weights" : "");
+    report(what, names, errs, 4, tols);
 }
 
 // ---- the GRU's step: the forward against torch.nn.GRU's equations in double, the backward
@@ -570,6 +636,13 @@ int main() {
     test_flash(2, 64, 2, 2, 8, 8.0f);    // ALiBi at alpha 8, one block
     test_flash(1, 1, 2, 1, 32, 0.0f);    // T 1
     test_flash(1, 200, 8, 2, 48, 0.0f);  // hd 48 (the deep preset), several blocks
+    test_flash_tc(2, 100, 6, 2, 16, 0.0f);  // the same shapes in bf16 on tensor cores
+    test_flash_tc(1, 130, 4, 4, 64, 1.0f);
+    test_flash_tc(1, 70, 4, 1, 128, 0.0f);
+    test_flash_tc(2, 64, 2, 2, 8, 8.0f);
+    test_flash_tc(1, 1, 2, 1, 32, 0.0f);
+    test_flash_tc(1, 200, 8, 2, 48, 0.0f);
+    test_flash_tc(1, 90, 2, 1, 20, 0.0f);  // hd 20: rows not 16-byte aligned, element loads
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(13, 33, 0);
     test_rmsnorm(8, 384, 1);
@@ -582,9 +655,11 @@ int main() {
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
     test_sinusoidal(2, 50, 64, 4.0f);
-    test_classifier(5, 257, 384, 0);
-    test_classifier(4, 1000, 1024, 1);
-    test_classifier(2, 50277, 50304, 0);  // the GPT-2/NeoX vocabulary, V ending mid-pack
+    test_classifier(5, 257, 384, 0, 0);
+    test_classifier(4, 1000, 1024, 1, 0);
+    test_classifier(2, 50277, 50304, 0, 0);  // the GPT-2/NeoX vocabulary, V ending mid-pack
+    test_classifier(3, 257, 384, 1, 1);      // bf16: packs of 8
+    test_classifier(2, 50277, 50304, 0, 1);
     test_gru(3, 40);
     test_small();
     test_matmuls(7, 5, 3);

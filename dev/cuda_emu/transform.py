@@ -5,12 +5,13 @@
 Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
 `emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); })`, or emu_launch_serial
 (the threads one after another, much faster) for a kernel whose body has no barrier and no
-warp operation; `extern __shared__ float x[];` becomes a pointer to the emulator's buffer.
+warp operation (shuffles, WMMA); `extern __shared__ [__align__(N)] float x[];` (or unsigned
+char) becomes a pointer to the emulator's buffer.
 The kernels launched through LAUNCH_ELEMS are elementwise, LAUNCH_ROWS's are RMSNorm's."""
 import re
 import sys
 
-SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|warp_sum|warp_max|block_sum|block_max")
+SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|warp_sum|warp_max|block_sum|block_max|wmma::")
 KERNEL = re.compile(r"^__global__ void (?:__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(", re.M)
 
 
@@ -55,8 +56,9 @@ def callee_start(s, j):
 
 def main():
     src = open(sys.argv[1]).read()
-    threaded = set()  # kernels whose threads must run together
+    threaded, defined = set(), set()  # kernels whose threads must run together; kernels defined here
     for m in KERNEL.finditer(src):
+        defined.add(m.group(1))
         if SYNC.search(src[m.end():src.find("\n}\n", m.end())]):
             threaded.add(m.group(1))
     out, i = [], 0
@@ -65,13 +67,15 @@ def main():
         cfg, q = split_top(src[j + 3:e]), close_paren(src, e + 3)
         callee = src[start:j]
         name = re.match(r"[A-Za-z_0-9]+", callee).group(0)
-        together = "(rows)" in cfg[0] if name == "kernel" else name in threaded
+        # a kernel defined elsewhere (another cut of run.sh) runs threaded: always correct
+        together = "(rows)" in cfg[0] if name == "kernel" else name in threaded or name not in defined
         out.append(src[i:start])
         out.append("%s(dim3(%s), dim3(%s), %s, [&] { %s(%s); })" % ("emu_launch" if together else "emu_launch_serial",
                    cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0", callee, src[e + 4:q]))
         i = q + 1
     out.append(src[i:])
-    sys.stdout.write(re.sub(r"extern __shared__ float ([a-z_]+)\[\];", r"float *\1 = emu_dynamic_smem;", "".join(out)))
+    sys.stdout.write(re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(float|unsigned char) ([a-z_]+)\[\];",
+                            r"\1 *\2 = (\1 *)emu_dynamic_smem;", "".join(out)))
 
 
 if __name__ == "__main__":
