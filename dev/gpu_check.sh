@@ -7,7 +7,8 @@
 #
 #   a  build: nvidia-smi, nvcc, make all test_gpt (CPU trainer, both CUDA builds, dev/cuda)
 #   b  ./test_gpt: GPU vs CPU on 12 cases, both builds, both training attention paths
-#   c  compute-sanitizer memcheck on short runs of both builds, three configurations
+#   c  compute-sanitizer memcheck on short runs of both builds, three configurations (the
+#      third with --attention flash: tensor cores in the bf16 build)
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
 #      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed
@@ -132,7 +133,7 @@ step_c() {
     # the tool refusing the device or the runtime (no such text comes from the trainers)
     local unsupported='not supported|unsupported|Internal Sanitizer Error|Sanitizer.*fail'
     local n=0 bad=0 cfg bin rc errs t
-    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random"; do
+    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash"; do
         for bin in ./train_gpt_fp32 ./train_gpt; do
             n=$((n + 1))
             t=$SECONDS
