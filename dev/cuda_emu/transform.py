@@ -4,15 +4,22 @@
 
 Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
 `emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); })`, or emu_launch_serial
-(the threads one after another, much faster) for a kernel whose body has no barrier and no
-warp operation (shuffles, WMMA); `extern __shared__ [__align__(N)] float x[];` (or unsigned
-char) becomes a pointer to the emulator's buffer.
+(the threads one after another, much faster) for a kernel with no barrier and no warp
+operation (shuffles, WMMA), in its body or in the __device__ functions it calls;
+`extern __shared__ [__align__(N)] float x[];` (or unsigned char) becomes a pointer to the
+emulator's buffer.
 The kernels launched through LAUNCH_ELEMS are elementwise, LAUNCH_ROWS's are RMSNorm's."""
 import re
 import sys
 
-SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|warp_sum|warp_max|block_sum|block_max|wmma::")
+SYNC = r"__syncthreads|__syncwarp|__shfl|wmma::"  # and every __device__ function that reaches one
 KERNEL = re.compile(r"^__global__ void (?:__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(", re.M)
+DEVICE = re.compile(r"^__device__ [^(;]*?([A-Za-z_0-9]+)\(", re.M)
+
+
+def body(src, m):
+    """The text of the function whose signature match m is, up to its closing line."""
+    return src[m.end():src.find("\n}\n", m.end())]
 
 
 def split_top(s):
@@ -56,10 +63,18 @@ def callee_start(s, j):
 
 def main():
     src = open(sys.argv[1]).read()
+    device = {m.group(1): body(src, m) for m in DEVICE.finditer(src)}
+    syncing = set()  # __device__ functions that synchronize, directly or through another one
+    while True:
+        sync = "|".join([SYNC] + [r"\b%s\(" % f for f in sorted(syncing)])
+        more = {f for f, b in device.items() if f not in syncing and re.search(sync, b)}
+        if not more:
+            break
+        syncing |= more
     threaded, defined = set(), set()  # kernels whose threads must run together; kernels defined here
     for m in KERNEL.finditer(src):
         defined.add(m.group(1))
-        if SYNC.search(src[m.end():src.find("\n}\n", m.end())]):
+        if re.search(sync, body(src, m)):
             threaded.add(m.group(1))
     out, i = [], 0
     while (j := src.find("<<<", i)) >= 0:
