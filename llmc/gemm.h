@@ -263,11 +263,12 @@ typedef struct {
     int a_trans;  // A is stored transposed: element (r,k) at A[k * lda + r]
 } Gemm;
 
-#define GEMM_EDGE_KC 128  // k per step of an edge tile (its stack copies of A and B)
+#define GEMM_EDGE_KC 128  // k per step of an edge tile (its stack copy of the partial operand)
 
-// The MR x NR tile of out at (r0, c0), nr <= MR rows and nc <= NR columns: whole tiles run
-// the register kernel on A and Bm in place; edge tiles copy their rows of op(A) (and a
-// partial panel of Bm) to the stack, zero-padded, GEMM_EDGE_KC values of k at a time.
+// The MR x NR tile of out at (r0, c0), nr <= MR rows and nc <= NR columns: the register
+// kernel on A and Bm in place; at the edges the partial operand (fewer than MR rows of
+// op(A), fewer than NR columns of Bm) is copied to the stack, zero-padded, GEMM_EDGE_KC
+// values of k at a time.
 static inline void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
     float *o = g->out + (size_t)r0 * g->ldc + c0;
     if (g->shape == GEMM_CAUSAL_OUT && c0 > r0 + nr - 1) return;  // wholly above the diagonal
@@ -275,22 +276,23 @@ static inline void gemm_tile(const Gemm *g, int r0, int nr, int c0, int nc) {
     int k_hi = g->shape == GEMM_LOWER_A && r0 + nr < g->K ? r0 + nr : g->K;
     int a_rs = g->a_trans ? 1 : g->lda, a_ks = g->a_trans ? g->lda : 1;  // strides of op(A)'s rows and k
     const float *a = g->A + (size_t)r0 * a_rs + (size_t)k_lo * a_ks, *b = g->Bm + (size_t)k_lo * g->ldb + c0;
-    if (nr == GEMM_MR && nc == GEMM_NR) {
-        gemm_kernel(a, a_rs, a_ks, b, g->ldb, k_hi - k_lo, o, g->ldc, nr, nc, g->accumulate, NULL);
+    int a_edge = nr < GEMM_MR, b_edge = nc < GEMM_NR, kn = k_hi - k_lo;
+    if (!a_edge && !b_edge) {
+        gemm_kernel(a, a_rs, a_ks, b, g->ldb, kn, o, g->ldc, nr, nc, g->accumulate, NULL);
         return;
     }
     float ap[GEMM_EDGE_KC * GEMM_MR], bp[GEMM_EDGE_KC * GEMM_NR];
-    for (int k0 = k_lo; k0 < k_hi || k0 == k_lo; k0 += GEMM_EDGE_KC) {
-        int kc = k_hi - k0 < GEMM_EDGE_KC ? k_hi - k0 : GEMM_EDGE_KC;
-        for (int k = 0; k < kc; k++)
-            for (int r = 0; r < GEMM_MR; r++) ap[k * GEMM_MR + r] = r < nr ? a[(size_t)r * a_rs + (size_t)(k0 - k_lo + k) * a_ks] : 0.0f;
-        const float *bk = b + (size_t)(k0 - k_lo) * g->ldb;
-        if (nc < GEMM_NR)
-            for (int k = 0; k < kc; k++)
-                for (int c = 0; c < GEMM_NR; c++) bp[k * GEMM_NR + c] = c < nc ? bk[(size_t)k * g->ldb + c] : 0.0f;
-        gemm_kernel(ap, 1, GEMM_MR, nc < GEMM_NR ? bp : bk, nc < GEMM_NR ? GEMM_NR : g->ldb, kc, o, g->ldc, nr, nc,
-                    g->accumulate || k0 > k_lo, NULL);
-    }
+    int k0 = 0;
+    do {  // once at least: kn may be 0 (out = 0 or unchanged)
+        int kc = kn - k0 < GEMM_EDGE_KC ? kn - k0 : GEMM_EDGE_KC;
+        const float *ak = a + (size_t)k0 * a_ks, *bk = b + (size_t)k0 * g->ldb;
+        for (int k = 0; a_edge && k < kc; k++)
+            for (int r = 0; r < GEMM_MR; r++) ap[k * GEMM_MR + r] = r < nr ? ak[(size_t)r * a_rs + (size_t)k * a_ks] : 0.0f;
+        for (int k = 0; b_edge && k < kc; k++)
+            for (int c = 0; c < GEMM_NR; c++) bp[k * GEMM_NR + c] = c < nc ? bk[(size_t)k * g->ldb + c] : 0.0f;
+        gemm_kernel(a_edge ? ap : ak, a_edge ? 1 : a_rs, a_edge ? GEMM_MR : a_ks, b_edge ? bp : bk, b_edge ? GEMM_NR : g->ldb,
+                    kc, o, g->ldc, nr, nc, g->accumulate || k0 > 0, NULL);
+    } while ((k0 += GEMM_EDGE_KC) < kn);
 }
 
 static inline void gemm_serial(const Gemm *g, int N, int M) {
