@@ -918,6 +918,35 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
     flash_tc_write_rows(y, Ow, L::LDO, b, t0 + warp * 16, T, NH, h, hd);
 }
 
+// The backward's two score products of a warp: S (16, FTC_TILE) = A1 B1^T and P = A2 B2^T, for
+// A1, A2 the warp's 16 rows and B1, B2 whole tiles (bf16, leading dimension HDP + 8), into
+// fp32 scratch with leading dimension FTC_LDS. The j loop is not unrolled: in dK/dV, dK's
+// and dV's accumulators take half the registers at HDP 128.
+template <int HDP>
+__device__ void flash_tc_scores(float *S, float *P, const floatX *a1, const floatX *b1, const floatX *a2, const floatX *b2) {
+    using namespace nvcuda;
+    const int ld = FtcSmem<HDP>::LDH;
+#pragma unroll 1
+    for (int j = 0; j < FTC_TILE / 16; j++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
+        wmma::fill_fragment(sf, 0.0f);
+        wmma::fill_fragment(pf, 0.0f);
+#pragma unroll
+        for (int d = 0; d < HDP / 16; d++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> fb;  // B (row, d) row-major is B^T
+            wmma::load_matrix_sync(fa, a1 + d * 16, ld);
+            wmma::load_matrix_sync(fb, b1 + j * 16 * ld + d * 16, ld);
+            wmma::mma_sync(sf, fa, fb, sf);
+            wmma::load_matrix_sync(fa, a2 + d * 16, ld);
+            wmma::load_matrix_sync(fb, b2 + j * 16 * ld + d * 16, ld);
+            wmma::mma_sync(pf, fa, fb, pf);
+        }
+        wmma::store_matrix_sync(S + j * 16, sf, FTC_LDS, wmma::mem_row_major);
+        wmma::store_matrix_sync(P + j * 16, pf, FTC_LDS, wmma::mem_row_major);
+    }
+}
+
 // dk, dv (B,T,NKV,hd), overwritten. Grid (T/FTC_ROWS, NKV, B): a block owns FTC_ROWS keys,
 // 16 per warp, and walks the query tiles t0 >= its first key of every head of its group.
 template <int HDP>
@@ -959,27 +988,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
                 Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
             }
             __syncthreads();
-            // S^T_w (16 keys, FTC_TILE queries) = K_w Q^T and dP^T_w = V_w dY^T (the j loops are
-            // not unrolled: dK's and dV's accumulators take half the registers at HDP 128)
-#pragma unroll 1
-            for (int j = 0; j < FTC_TILE / 16; j++) {
-                wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
-                wmma::fill_fragment(sf, 0.0f);
-                wmma::fill_fragment(pf, 0.0f);
-#pragma unroll
-                for (int d = 0; d < HDP / 16; d++) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> ka, va;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> qb, dyb;
-                    wmma::load_matrix_sync(ka, Ks + warp * 16 * L::LDH + d * 16, L::LDH);
-                    wmma::load_matrix_sync(qb, Qs + j * 16 * L::LDH + d * 16, L::LDH);
-                    wmma::mma_sync(sf, ka, qb, sf);
-                    wmma::load_matrix_sync(va, Vs + warp * 16 * L::LDH + d * 16, L::LDH);
-                    wmma::load_matrix_sync(dyb, dYs + j * 16 * L::LDH + d * 16, L::LDH);
-                    wmma::mma_sync(pf, va, dyb, pf);
-                }
-                wmma::store_matrix_sync(STw + j * 16, sf, FTC_LDS, wmma::mem_row_major);
-                wmma::store_matrix_sync(DPw + j * 16, pf, FTC_LDS, wmma::mem_row_major);
-            }
+            // S^T_w (16 keys, FTC_TILE queries) = K_w Q^T and dP^T_w = V_w dY^T
+            flash_tc_scores<HDP>(STw, DPw, Ks + warp * 16 * L::LDH, Qs, Vs + warp * 16 * L::LDH, dYs);
             __syncwarp();
             for (int i = lane; i < 16 * FTC_TILE; i += 32) {
                 int kr = i / FTC_TILE, qc = i % FTC_TILE, s = sw + kr, t = t0 + qc;
@@ -1059,25 +1069,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
         flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
         __syncthreads();
         // S_w (16, FTC_TILE) = Q_w K^T and dP_w = dY_w V^T
-#pragma unroll
-        for (int j = 0; j < FTC_TILE / 16; j++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
-            wmma::fill_fragment(sf, 0.0f);
-            wmma::fill_fragment(pf, 0.0f);
-#pragma unroll
-            for (int d = 0; d < HDP / 16; d++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> qa, dya;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> kb, vb;
-                wmma::load_matrix_sync(qa, Qs + warp * 16 * L::LDH + d * 16, L::LDH);
-                wmma::load_matrix_sync(kb, Ks + j * 16 * L::LDH + d * 16, L::LDH);
-                wmma::mma_sync(sf, qa, kb, sf);
-                wmma::load_matrix_sync(dya, dYs + warp * 16 * L::LDH + d * 16, L::LDH);
-                wmma::load_matrix_sync(vb, Vs + j * 16 * L::LDH + d * 16, L::LDH);
-                wmma::mma_sync(pf, dya, vb, pf);
-            }
-            wmma::store_matrix_sync(Sw + j * 16, sf, FTC_LDS, wmma::mem_row_major);
-            wmma::store_matrix_sync(DPw + j * 16, pf, FTC_LDS, wmma::mem_row_major);
-        }
+        flash_tc_scores<HDP>(Sw, DPw, Qs + warp * 16 * L::LDH, Ks, dYs + warp * 16 * L::LDH, Vs);
         __syncwarp();
         for (int i = lane; i < 16 * FTC_TILE; i += 32) {
             int qr = i / FTC_TILE, kc = i % FTC_TILE, t = tw + qr, s = s0 + kc;

@@ -26,7 +26,7 @@ transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
 matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward learned_forward_kernel
 learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
 # the bf16 build's tensor-core flash attention (test_kernels.cpp runs these in bf16 only)
-TC_FUNCS="FtcSmem flash_tc_load_tile flash_tc_write_rows flash_tc_forward_kernel flash_tc_backward_kv_kernel
+TC_FUNCS="FtcSmem flash_tc_load_tile flash_tc_write_rows flash_tc_forward_kernel flash_tc_scores flash_tc_backward_kv_kernel
 flash_tc_backward_q_kernel flash_tc_forward_hd flash_tc_backward_hd flash_forward_tensor_cores flash_backward_tensor_cores"
 cut_funcs() {  # cut_funcs NAME...: the defines and the functions, launches rewritten
     {
