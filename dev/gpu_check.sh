@@ -22,7 +22,8 @@
 # indented under it) and DIR/full.log (every command with its output, in order); run
 # folders go to a temporary folder under /tmp. Each command has a time limit and is cut at
 # BUDGET seconds (default 560), no step starts in the last 20 s, and a failing step never
-# stops the next one. If the machine stays warm, a second call can run the steps left
+# stops the next one. b, c and d (nothing timed) run side by side, c's six runs too, for
+# at most PAR_BUDGET seconds (default 240); e to i run one after another on an idle GPU. If the machine stays warm, a second call can run the steps left
 # (e.g. STEPS "afgh": "a" is then only a make that finds everything built).
 # shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
 set -uo pipefail
@@ -55,6 +56,23 @@ run() {
     local rc=${PIPESTATUS[0]}
     echo "(exit $rc, $((SECONDS - t)) s)" >> "$FULL"
     return "$rc"
+}
+# run_to LIMIT BASE CMD...: CMD under timeout, for running in the background: the command
+# line and output to BASE.log, its status to BASE.rc, its seconds to BASE.s
+run_to() {
+    local limit=$1 base=$2 left=$((BUDGET - SECONDS)) t=$SECONDS
+    shift 2
+    ((limit > left)) && limit=$left
+    echo "\$ $* (limit ${limit}s)" > "$base.log"
+    if ((limit < 5)); then
+        echo "not run: the time budget is spent" >> "$base.log"
+        echo 124 > "$base.rc"
+    else
+        timeout -k 5 "$limit" "$@" >> "$base.log" 2>&1
+        echo $? > "$base.rc"
+    fi
+    echo $((SECONDS - t)) > "$base.s"
+    echo "(exit $(cat "$base.rc"), $(cat "$base.s") s)" >> "$base.log"
 }
 step_start() {
     NAME=$1
@@ -106,7 +124,7 @@ step_a() {
     run 60 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
     local torch_line
     torch_line=$(grep -m1 '^torch' "$tmp/out")
-    run 300 make -k -j16 all test_gpt
+    run 300 make -k -j16 all cuda  # cuda: both trainers and dev/cuda's variants, bf16 and fp32
     local rc=$? missing="" b
     for b in train_gpt_cpu test_gpt train_gpt train_gpt_fp32; do [ -x "$b" ] || missing+=" $b"; done
     grep -E 'error:|\*\*\*' "$tmp/out" | head -n 20 | detail
@@ -132,21 +150,28 @@ step_c() {
     local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
     # the tool refusing the device or the runtime (no such text comes from the trainers)
     local unsupported='not supported|unsupported|Internal Sanitizer Error|Sanitizer.*fail'
-    local n=0 bad=0 cfg bin rc errs t
+    local n=0 bad=0 cfg bin rc errs labels=()
+    # the six runs side by side (each slow under the tool, none timed), then read in order
     for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash"; do
         for bin in ./train_gpt_fp32 ./train_gpt; do
             n=$((n + 1))
-            t=$SECONDS
-            run 120 "$san" --tool memcheck --error-exitcode 9 $bin $short $cfg --out_dir "$tmp/san$n"
-            rc=$?
-            errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/out" | grep -o '[0-9]*$')
-            if [ -z "$errs" ] && grep -qiE "$unsupported" "$tmp/out"; then
-                step_end - "sanitizer unavailable: $(grep -m1 -iE "$unsupported" "$tmp/out")"
-                return
-            fi
-            [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
-            echo "$bin ${cfg:-(default tiny)}: exit $rc, ${errs:-?} errors, $((SECONDS - t)) s" | detail
+            labels+=("$bin ${cfg:-(default tiny)}")
+            run_to 200 "$tmp/san$n" "$san" --tool memcheck --error-exitcode 9 $bin $short $cfg --out_dir "$tmp/san$n.d" &
         done
+    done
+    wait
+    for ((i = 1; i <= n; i++)); do
+        cat "$tmp/san$i.log" >> "$FULL"
+        rc=$(cat "$tmp/san$i.rc")
+        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/san$i.log" | grep -o '[0-9]*$')
+        if [ -z "$errs" ] && grep -qiE "$unsupported" "$tmp/san$i.log"; then
+            step_end - "sanitizer unavailable: $(grep -m1 -iE "$unsupported" "$tmp/san$i.log")"
+            return
+        fi
+        [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
+        echo "${labels[i - 1]}: exit $rc, ${errs:-?} errors, $(cat "$tmp/san$i.s") s" | detail
+        # the first errors the tool names, for a failing run
+        [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= (Invalid|Uninit|Race|Program hit|  *at |Error)' "$tmp/san$i.log" | detail
     done
     step_end $((bad > 0)) "$((n - bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
 }
@@ -282,11 +307,41 @@ step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both atten
     step_end $rc "micro-batch 16${mem}"
 }
 
+# the correctness steps b, c and d time nothing: they run side by side, each as a child
+# invocation with its own folder, at most PAR_BUDGET seconds (default 240); their summaries
+# and logs are then appended in order, before the timed steps start on an idle GPU
+run_side_by_side() {
+    local steps=$1 s limit=$((BUDGET - SECONDS - 20))
+    ((limit > ${PAR_BUDGET:-240})) && limit=${PAR_BUDGET:-240}
+    for ((i = 0; i < ${#steps}; i++)); do
+        s=${steps:i:1}
+        GPU_CHECK_CHILD=1 BUDGET=$limit bash dev/gpu_check.sh "$tmp/par_$s" "$s" > /dev/null 2>&1 &
+    done
+    wait
+    for ((i = 0; i < ${#steps}; i++)); do
+        s=${steps:i:1}
+        if [ -s "$tmp/par_$s/summary.txt" ]; then
+            tail -n +2 "$tmp/par_$s/summary.txt" | grep -v '^total ' | tee -a "$SUM"
+            cat "$tmp/par_$s/full.log" >> "$FULL"
+        else
+            echo "$s: the child invocation wrote no summary" | tee -a "$SUM"
+        fi
+    done
+}
+
 echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
+par=""
+if [ -z "${GPU_CHECK_CHILD:-}" ]; then
+    for s in b c d; do [[ $STEPS == *$s* ]] && par+=$s; done
+fi
 for s in a b c d e f g h i; do
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
+        continue
+    fi
+    if [[ -n $par && $par == *$s* ]]; then
+        [[ $s == "${par:0:1}" ]] && run_side_by_side "$par"
         continue
     fi
     "step_$s"
