@@ -50,8 +50,13 @@ typedef struct {
 // float64 run); a missing weight decay moves them by about 2e-3, a missing bias correction by more.
 static const Tolerances TOL_FP32 = {1e-5, 1e-5, 1e-5, 1e-5, 1e-4};
 // bf16 activations and matmul inputs (unit roundoff 2^-9 = 2e-3, compounded over about
-// ten roundings per layer): a wrong index or a missing term gives errors of order 1
-static const Tolerances TOL_BF16 = {3e-2, 1e-2, 5e-2, 1e-2, 1e-2};
+// ten roundings per layer): a wrong index or a missing term gives errors of order 1. The
+// basis is PyTorch's own bf16 autocast replay of the reference files (dev/bf16_drift.py):
+// logits <= 3.7e-3, loss 2.3e-5, grads 1.05e-2, losses 3.6e-5, grad norms 9.4e-4, and weights
+// after 10 AdamW steps 1.0-1.2e-2, 3.4e-2 for the sinusoidal case's wk: Adam divides by
+// sqrt(v), so rounding in near-zero gradients moves whole updates, which are 30-60% of the
+// weights' norm here. The optimizer itself is the fp32 build's, checked at 1e-4 above.
+static const Tolerances TOL_BF16 = {2e-2, 1e-3, 5e-2, 1e-2, 1e-1};
 
 static double rel_err_named(const TensorFile *got, const TensorFile *want, const char *name) {
     const TensorEntry *w = tf_find(want, name);

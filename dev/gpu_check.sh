@@ -17,12 +17,18 @@
 #   h  10M throughput of PyTorch with torch.compile (the slowest to start, so last)
 #   i  (only when named in STEPS) GPU memory of the 10M preset at micro-batch 16, naive
 #      and flash attention
+#   v  (only when named in STEPS) every dev/cuda kernel variant's validation, no benchmark
+#      (g without the timings: a rerun after a kernel fix)
+#
+# GPU_CHECK_COMMIT names the commit in the summary where the device's copy has no .git
+# (or a stale one): GPU_CHECK_COMMIT=$(git rev-parse --short HEAD), written out by hand
+# in the device tool's command.
 #
 # Writes DIR/summary.txt (per step one line: name, exit code, seconds, key numbers; details
 # indented under it) and DIR/full.log (every command with its output, in order); run
 # folders go to a temporary folder under /tmp. Each command has a time limit and is cut at
 # BUDGET seconds (default 560), no step starts in the last 20 s, and a failing step never
-# stops the next one. b, c and d (nothing timed) run side by side, c's six runs too, for
+# stops the next one. b, c, d and v (nothing timed) run side by side, c's six runs too, for
 # at most PAR_BUDGET seconds (default 240); e to i run one after another on an idle GPU. If the machine stays warm, a second call can run the steps left
 # (e.g. STEPS "afgh": "a" is then only a make that finds everything built).
 # shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
@@ -279,9 +285,23 @@ step_g() {
     step_start "g kernels-run"
     run 300 make -k kernels-run  # -k: the fp32 variants run even when a bf16 one fails
     local rc=$?
-    local pat=' v[0-9]+: (PASS|FAIL|SKIPPED)'
-    grep -E "^== |^device:|^ceiling:|$pat|version\(s\) FAILED|of measured|^error" "$tmp/out" | detail
-    step_end $rc "versions: $(grep -cE "$pat.*PASS" "$tmp/out") PASS, $(grep -cE "$pat.*FAIL" "$tmp/out") FAIL, $(grep -cE "$pat.*SKIPPED" "$tmp/out") skipped (bf16 and fp32 builds)"
+    grep -E "^== |^device:|^ceiling:| v[0-9]+: (PASS|FAIL|SKIPPED)|version\(s\) FAILED|of measured|^error" "$tmp/out" | detail
+    step_end $rc "$(verdicts)"
+}
+
+# the PASS / FAIL / SKIPPED verdict lines of dev/cuda's binaries in $tmp/out, counted
+verdicts() {
+    local v n=""
+    for v in PASS FAIL SKIPPED; do n+="$(grep -cE " v[0-9]+: $v" "$tmp/out") $v, "; done
+    echo "versions: ${n%, } (bf16 and fp32 builds)"
+}
+
+step_v() {
+    step_start "v kernels validate"
+    run 200 make -k -C dev/cuda validate
+    local rc=$?
+    grep -E "^== | v[0-9]+: (PASS|FAIL|SKIPPED)|version\(s\) FAILED| BAD$|worst element|^error" "$tmp/out" | detail
+    step_end $rc "$(verdicts)"
 }
 
 step_h() {
@@ -307,7 +327,7 @@ step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both atten
     step_end $rc "micro-batch 16${mem}"
 }
 
-# the correctness steps b, c and d time nothing: they run side by side, each as a child
+# the correctness steps b, c, d and v time nothing: they run side by side, each as a child
 # invocation with its own folder, at most PAR_BUDGET seconds (default 240); their summaries
 # and logs are then appended in order, before the timed steps start on an idle GPU
 run_side_by_side() {
@@ -329,12 +349,12 @@ run_side_by_side() {
     done
 }
 
-echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
+echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit ${GPU_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
 par=""
 if [ -z "${GPU_CHECK_CHILD:-}" ]; then
-    for s in b c d; do [[ $STEPS == *$s* ]] && par+=$s; done
+    for s in b c d v; do [[ $STEPS == *$s* ]] && par+=$s; done
 fi
-for s in a b c d e f g h i; do
+for s in a b c d v e f g h i; do
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
