@@ -1858,10 +1858,12 @@ static void test_yarn_bounds(const char *ref_path) {
 // A case file for --dump_case (random tokens, this project's init): the encoding pe,
 // QK-norm, and scheme >= 0 for a scheduled case (positions from pos_schedule_step; -1: the
 // alphas 8, 1/8, 8, 2).
-static void write_case(const char *path, int T, int pe, int qk_norm, int scheme, int rpe_layers) {
+// hd 16 (C 64, 4 heads over 2 KV heads) or 64 (C 128, 2 heads over 1: MQA, the 10m's head size)
+static void write_case(const char *path, int T, int pe, int qk_norm, int scheme, int rpe_layers, int hd) {
     Config c;
     config_defaults(&c);
     c.V = 257; c.C = 64; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 128; c.T = T; c.B = 2;
+    if (hd == 64) { c.C = 128; c.NH = 2; c.NKV = 1; c.F = 256; }
     c.pe = pe; c.qk_norm = qk_norm; c.rpe_max = 8 * T; c.pos_scheme = scheme < 0 ? POS_ROPE : scheme;
     round_vocab(&c);
     int micro = 2, steps = 4, warmup = 2;
@@ -1994,20 +1996,22 @@ static void test_gpu(const char *ref) {
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
     // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
     // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 12, NFILES = 7, GRU_CASE = 6 };
+    enum { NCASES = 13, NFILES = 7, GRU_CASE = 6 };
     const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
                                       "learned APE case", "QK-norm case", "GRU case", "long case", "RPE per-layer case",
-                                      "RFS case", "sinusoidal APE at RFS positions case", "learned APE at RPE positions case"};
+                                      "RFS case", "sinusoidal APE at RFS positions case", "learned APE at RPE positions case",
+                                      "head dim 64 case (MQA, T 100)"};
     char cases[NCASES][256];
     const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
                                  "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin"};
     for (int k = 0; k < NFILES; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
     for (int k = NFILES; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
-    write_case(cases[7], 512, PE_ROPE, 0, -1, 0);
-    write_case(cases[8], 64, PE_ROPE, 0, POS_RPE, 1);
-    write_case(cases[9], 64, PE_ROPE, 0, POS_RFS, 0);
-    write_case(cases[10], 64, PE_SINUSOIDAL, 0, POS_RFS, 0);
-    write_case(cases[11], 64, PE_LEARNED, 1, POS_RPE, 0);
+    write_case(cases[7], 512, PE_ROPE, 0, -1, 0, 16);
+    write_case(cases[8], 64, PE_ROPE, 0, POS_RPE, 1, 16);
+    write_case(cases[9], 64, PE_ROPE, 0, POS_RFS, 0, 16);
+    write_case(cases[10], 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16);
+    write_case(cases[11], 64, PE_LEARNED, 1, POS_RPE, 0, 16);
+    write_case(cases[12], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
     for (int k = NFILES; k < NCASES; k++) {
         char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];

@@ -19,6 +19,9 @@
 #      and flash attention
 #   v  (only when named in STEPS) every dev/cuda kernel variant's validation, no benchmark
 #      (g without the timings: a rerun after a kernel fix)
+#   r  (only when named) compute-sanitizer racecheck and synccheck, both builds, both
+#      attention paths, one short step each
+#   p  (only when named) Nsight Compute: each kernel's share of two 10m training steps
 #
 # GPU_CHECK_COMMIT names the commit in the summary where the device's copy has no .git
 # (or a stale one): GPU_CHECK_COMMIT=$(git rev-parse --short HEAD), written out by hand
@@ -28,7 +31,7 @@
 # indented under it) and DIR/full.log (every command with its output, in order); run
 # folders go to a temporary folder under /tmp. Each command has a time limit and is cut at
 # BUDGET seconds (default 560), no step starts in the last 20 s, and a failing step never
-# stops the next one. b, c, d and v (nothing timed) run side by side, c's six runs too, for
+# stops the next one. b, c, d, v and r (nothing timed) run side by side, c's six runs too, for
 # at most PAR_BUDGET seconds (default 240); e to i run one after another on an idle GPU. If the machine stays warm, a second call can run the steps left
 # (e.g. STEPS "afgh": "a" is then only a make that finds everything built).
 # shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
@@ -124,6 +127,9 @@ step_a() {
     run 20 nvidia-smi -L
     local gpu
     gpu=$(grep -m1 '^GPU' "$tmp/out" | sed 's/ (UUID.*//')
+    local drv=""
+    run 20 nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader &&
+        drv=$(head -n1 "$tmp/out" | awk -F', ' '{print "driver " $1 ", SM clock " $2 " (max " $3 "), memory clock " $4}')
     run 20 nvcc --version
     local nvcc
     nvcc=$(grep -o 'release [0-9.]*' "$tmp/out")
@@ -134,7 +140,7 @@ step_a() {
     local rc=$? missing="" b
     for b in train_gpt_cpu test_gpt train_gpt train_gpt_fp32; do [ -x "$b" ] || missing+=" $b"; done
     grep -E 'error:|\*\*\*' "$tmp/out" | head -n 20 | detail
-    step_end $rc "${gpu:-no GPU listed} | nvcc ${nvcc:-not found} | ${torch_line:-no torch}${missing:+ | missing:$missing}"
+    step_end $rc "${gpu:-no GPU listed} | ${drv:-no driver listed} | nvcc ${nvcc:-not found} | ${torch_line:-no torch}${missing:+ | missing:$missing}"
 }
 
 step_b() {
@@ -180,6 +186,66 @@ step_c() {
         [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= (Invalid|Uninit|Race|Program hit|  *at |Error)' "$tmp/san$i.log" | detail
     done
     step_end $((bad > 0)) "$((n - bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
+}
+
+step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the attention kernels
+    step_start "r racecheck+synccheck"
+    local san
+    san=$(command -v compute-sanitizer)
+    if [ -z "$san" ]; then
+        step_end - "sanitizer unavailable: compute-sanitizer not found"
+        return
+    fi
+    local short="--steps 1 --batch_size 2 --total_batch 2 --eval_len 256 --eval_n 1 --val_every 0 --gain_window 32"
+    local n=0 bad=0 tool bin att rc errs labels=()
+    for tool in racecheck synccheck; do
+        for bin in ./train_gpt ./train_gpt_fp32; do
+            for att in flash naive; do
+                n=$((n + 1))
+                labels+=("$tool $bin --attention $att")
+                run_to 200 "$tmp/r$n" "$san" --tool $tool --error-exitcode 9 $bin $short --attention $att \
+                    --out_dir "$tmp/r$n.d" &
+            done
+        done
+    done
+    wait
+    for ((i = 1; i <= n; i++)); do
+        cat "$tmp/r$i.log" >> "$FULL"
+        rc=$(cat "$tmp/r$i.rc")
+        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/r$i.log" | grep -o '[0-9]*$')
+        [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
+        echo "${labels[i - 1]}: exit $rc, ${errs:-?} errors, $(cat "$tmp/r$i.s") s" | detail
+        [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= ' "$tmp/r$i.log" | detail
+    done
+    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (racecheck and synccheck, both builds, both attention paths)"
+}
+
+step_p() {  # Nsight Compute: each kernel's time in two training steps of the 10m preset (micro-batch 4)
+    step_start "p profile 10m step"
+    make_shard
+    run 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv ./train_gpt --model 10m --vocab_size 50277 \
+        --batch_size 4 --total_batch 4 \
+        --train_data "$SHARD" --steps 2 --warmup 1 --val_every 0 --eval_len 0 --out_dir "$tmp/p"
+    local rc=$?
+    python3 - "$tmp/out" <<'PY' 2>&1 | detail
+import collections, csv, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+if not rows:
+    print("no ncu rows")
+    sys.exit()
+h = rows[0]
+name, value = h.index("Kernel Name"), h.index("Metric Value")
+t, c = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    k = r[name].split("(")[0][:60]
+    t[k] += float(r[value].replace(",", ""))
+    c[k] += 1
+total = sum(t.values())
+print(f"{sum(c.values())} kernels, {total / 1e6:.2f} ms of kernel time in 2 steps")
+for k, v in t.most_common(15):
+    print(f"{100 * v / total:5.1f}%  {v / 1e6:7.3f} ms  {c[k]:4d}x  {k}")
+PY
+    step_end $rc "$(sed -n 1p "$tmp/detail" | sed 's/^ *//')"
 }
 
 step_d() {
@@ -327,7 +393,7 @@ step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both atten
     step_end $rc "micro-batch 16${mem}"
 }
 
-# the correctness steps b, c, d and v time nothing: they run side by side, each as a child
+# the correctness steps b, c, d, v and r time nothing: they run side by side, each as a child
 # invocation with its own folder, at most PAR_BUDGET seconds (default 240); their summaries
 # and logs are then appended in order, before the timed steps start on an idle GPU
 run_side_by_side() {
@@ -352,9 +418,9 @@ run_side_by_side() {
 echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit ${GPU_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
 par=""
 if [ -z "${GPU_CHECK_CHILD:-}" ]; then
-    for s in b c d v; do [[ $STEPS == *$s* ]] && par+=$s; done
+    for s in b c d v r; do [[ $STEPS == *$s* ]] && par+=$s; done
 fi
-for s in a b c d v e f g h i; do
+for s in a b c d v r e f g h i p; do
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
