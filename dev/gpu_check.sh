@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Every check that needs an NVIDIA GPU (doc/gpu_runs.md, "checks waiting"), most important
-# first, in one command that fits one call of the device tool (10 minutes at most):
+# Every check that needs an NVIDIA GPU (doc/gpu_runs.md), most important first, in one
+# command that fits one call of the device tool (10 minutes at most):
 #
 #     bash dev/gpu_check.sh $OUT              # the device tool's run: $OUT comes back
 #     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdefgh
+#     GPU_CHECK_DRY=1 bash dev/gpu_check.sh DIR abcdefghivrp   # make test: the plan, no GPU
 #
-#   a  build: nvidia-smi, nvcc, make all test_gpt (CPU trainer, both CUDA builds, dev/cuda)
-#   b  ./test_gpt: GPU vs CPU on 12 cases, both builds, both training attention paths
+# Seconds each took on an H200 (2026-11-26) in brackets:
+#   a  build: nvidia-smi (GPU, driver, clocks), nvcc, make all cuda (CPU trainer, test_gpt,
+#      both CUDA builds, dev/cuda's variants) [61-64]
+#   b  ./test_gpt: GPU vs CPU on 13 cases, both builds, both training attention paths [37-43
+#      alone, 87 beside c and d]
 #   c  compute-sanitizer memcheck on short runs of both builds, three configurations (the
-#      third with --attention flash: tensor cores in the bf16 build)
-#   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU
+#      third with --attention flash: tensor cores in the bf16 build) [6-7 each, side by side]
+#   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU [51]
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
-#      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed
-#   f  PosAug's wall-clock overhead on the GPU (dev/overhead.sh)
-#   g  make kernels-run: every dev/cuda kernel variant's validation and bandwidth
-#   h  10M throughput of PyTorch with torch.compile (the slowest to start, so last)
+#      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed [29]
+#   f  PosAug's wall-clock overhead on the GPU (dev/overhead.sh) [21]
+#   g  make kernels-run: every dev/cuda kernel variant's validation and bandwidth [157]
+#   h  10M throughput of PyTorch with torch.compile [31]
 #   i  (only when named in STEPS) GPU memory of the 10M preset at micro-batch 16, naive
-#      and flash attention
-#   v  (only when named in STEPS) every dev/cuda kernel variant's validation, no benchmark
-#      (g without the timings: a rerun after a kernel fix)
-#   r  (only when named) compute-sanitizer racecheck and synccheck, both builds, both
-#      attention paths, one short step each
-#   p  (only when named) Nsight Compute: each kernel's share of two 10m training steps
+#      and flash attention [6]
+#   v  (only when named) every dev/cuda kernel variant's validation, no benchmark: g
+#      without the timings, for a rerun after a kernel fix [18]
+#   r  (only when named) compute-sanitizer racecheck (the flash kernels) and synccheck (both
+#      attention paths), both builds, one short step each [synccheck 8-12; racecheck over
+#      whole runs passed 99 s, so it is now limited to the flash kernels: not yet timed]
+#   p  (only when named) Nsight Compute: each kernel's share of two 10m training steps [15]
 #
 # GPU_CHECK_COMMIT names the commit in the summary where the device's copy has no .git
 # (or a stale one): GPU_CHECK_COMMIT=$(git rev-parse --short HEAD), written out by hand
@@ -31,15 +36,16 @@
 # indented under it) and DIR/full.log (every command with its output, in order); run
 # folders go to a temporary folder under /tmp. Each command has a time limit and is cut at
 # BUDGET seconds (default 560), no step starts in the last 20 s, and a failing step never
-# stops the next one. b, c, d, v and r (nothing timed) run side by side, c's six runs too, for
-# at most PAR_BUDGET seconds (default 240); e to i run one after another on an idle GPU. If the machine stays warm, a second call can run the steps left
-# (e.g. STEPS "afgh": "a" is then only a make that finds everything built).
+# stops the next one. b, c, d and v (nothing timed) run side by side, c's six runs too, for
+# at most PAR_BUDGET seconds (default 240); the others run one after another on an idle GPU.
+# A later call on a fresh machine needs "a" again (the build is not kept).
 # shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
 set -uo pipefail
 DIR=${1:-gpu_check}
 STEPS=${2:-abcdefgh}
 BUDGET=${BUDGET:-560}
 mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd)
+SELF=dev/$(basename "$0")
 cd "$(dirname "$0")/.." || exit 1
 SUM=$DIR/summary.txt
 FULL=$DIR/full.log
@@ -48,6 +54,73 @@ FULL=$DIR/full.log
 tmp=$(mktemp -d /tmp/gpu_check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+BUILD="all cuda"  # step a's make targets: everything the later steps run
+
+# GPU_CHECK_DRY=1 (make test's gpu-plan suite, no GPU needed): step a builds for real and
+# lists what `make -n -B $BUILD` would make; every later command is checked, not run: its
+# program is built by step a (or is a tracked script) and exists, the CUDA trainers accept
+# its flags (they parse them before looking for a GPU), make targets exist, scripts parse.
+# One PASS or FAIL line per command (children too, through DRY_LOG), then "N passed, N failed".
+DRY=${GPU_CHECK_DRY:-}
+if [ -n "$DRY" ] && ! command -v nvcc > /dev/null; then
+    echo "SKIP: the GPU check's plan: no nvcc on this machine, so step a cannot build"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+if [ -n "$DRY" ] && [ -z "${DRY_LOG:-}" ]; then
+    export DRY_LOG=$tmp/dry.log DRY_BUILT=$tmp/dry_built
+    : > "$DRY_LOG"
+    : > "$DRY_BUILT"
+fi
+dry_verdict() {  # OK TEXT: one line into DRY_LOG; returns 0 when OK is 0
+    if [ "$1" = 0 ]; then echo "PASS: $2" >> "$DRY_LOG"; else echo "FAIL: $2" >> "$DRY_LOG"; fi
+    return "$1"
+}
+# dry_check CMD...: the checks of one command (wrappers such as env, timeout,
+# compute-sanitizer and ncu are looked through to the program they run)
+dry_check() {
+    local args=("$@") i=0 prog out what="$*"
+    what=${what//$tmp/TMP}
+    case ${args[0]} in
+        *compute-sanitizer | ncu) command -v "${args[0]}" > /dev/null ||
+            echo "note: ${args[0]##*/} is not on this machine (it is on the device image): $what" >> "$DRY_LOG" ;;
+    esac
+    while ((i < ${#args[@]})); do
+        case ${args[i]} in ./* | python3 | make | bash | nvidia-smi | nvcc) break ;; esac
+        i=$((i + 1))
+    done
+    prog=${args[i]:-}
+    local rest=("${args[@]:i+1}")
+    case $prog in
+        nvidia-smi | nvcc)
+            command -v "$prog" > /dev/null || echo "note: $prog is not on this machine: $what" >> "$DRY_LOG"
+            return 0 ;;
+        python3)
+            [ "${rest[0]}" = -c ] && { dry_verdict 0 "inline Python: $what"; return; }
+            [ -f "${rest[0]}" ] && python3 -m py_compile "${rest[0]}" 2> /dev/null
+            dry_verdict $? "${rest[0]} exists and compiles: $what" ;;
+        bash)
+            [ -f "${rest[0]}" ] && bash -n "${rest[0]}"
+            dry_verdict $? "${rest[0]} exists and parses: $what" ;;
+        make)
+            make -n "${rest[@]}" > /dev/null 2>&1
+            dry_verdict $? "make knows the targets: $what" ;;
+        ./*)
+            if ! grep -qx "${prog#./}" "$DRY_BUILT"; then
+                dry_verdict 1 "$prog is not built by step a (make $BUILD): $what"
+            elif [ ! -x "$prog" ]; then
+                dry_verdict 1 "$prog is missing (step a failed?): $what"
+            elif [[ $prog == ./train_gpt || $prog == ./train_gpt_fp32 ]]; then
+                out=$(timeout 20 "$prog" "${rest[@]}" 2>&1)
+                # parsed: it went on to look for a GPU, or for a file an earlier step writes
+                grep -qE "no CUDA device found|cannot open tensor file '$tmp/" <<< "$out"
+                dry_verdict $? "$prog accepts the flags: $what${out:+ -> $(head -n1 <<< "$out")}"
+            else
+                dry_verdict 0 "$prog is built: $what"
+            fi ;;
+        *) dry_verdict 1 "no program found in: $what" ;;
+    esac
+}
 
 # run LIMIT CMD...: CMD under timeout (LIMIT seconds, cut to the budget left); its output
 # goes to full.log and to $tmp/out (the last command's, for the summary); returns its status
@@ -56,6 +129,11 @@ run() {
     shift
     ((limit > left)) && limit=$left
     echo "\$ $* (limit ${limit}s)" >> "$FULL"
+    if [ -n "$DRY" ]; then
+        : > "$tmp/out"
+        dry_check "$@"
+        return
+    fi
     if ((limit < 5)); then
         echo "not run: the time budget is spent" | tee "$tmp/out" >> "$FULL"
         return 124
@@ -73,7 +151,10 @@ run_to() {
     shift 2
     ((limit > left)) && limit=$left
     echo "\$ $* (limit ${limit}s)" > "$base.log"
-    if ((limit < 5)); then
+    if [ -n "$DRY" ]; then
+        dry_check "$@"
+        echo $? > "$base.rc"
+    elif ((limit < 5)); then
         echo "not run: the time budget is spent" >> "$base.log"
         echo 124 > "$base.rc"
     else
@@ -102,7 +183,7 @@ step_end() {
 # random tokens for the 50K-vocab preset (as dev/bench_cpu.sh), shared by e, f and h
 SHARD=$tmp/rand.bin
 make_shard() {
-    [ -f "$SHARD" ] || python3 data/shards.py --random 1000000 50277 "$SHARD"
+    [ -n "$DRY" ] || [ -f "$SHARD" ] || python3 data/shards.py --random 1000000 50277 "$SHARD"
 }
 # the 10M preset at w 2048 with a reduced batch: 32 sequences, micro-batch 4 (the preset's)
 C10M="--model 10m --vocab_size 50277 --batch_size 4 --total_batch 32"
@@ -136,8 +217,19 @@ step_a() {
     run 60 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
     local torch_line
     torch_line=$(grep -m1 '^torch' "$tmp/out")
-    run 300 make -k -j16 all cuda  # cuda: both trainers and dev/cuda's variants, bf16 and fp32
+    run 300 make -k -j16 $BUILD  # cuda: both trainers and dev/cuda's variants, bf16 and fp32
     local rc=$? missing="" b
+    if [ -n "$DRY" ]; then  # the build for real, and what it makes
+        make -k -j"$(nproc)" $BUILD > "$tmp/out" 2>&1
+        dry_verdict $? "step a's build: make $BUILD"
+        rc=$?
+        # (outside make's environment: under make test, make would name even the top folder)
+        env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n -B $BUILD 2>/dev/null | awk -v root="$PWD" '
+            /Entering directory/ { d = $NF; gsub(/[`'"'"']/, "", d); d = d == root ? "" : substr(d, length(root) + 2); next }
+            /Leaving directory/ { d = ""; next }
+            { for (i = 1; i < NF; i++) if ($i == "-o") print (d != "" ? d "/" : "") $(i + 1) }' > "$DRY_BUILT"
+        dry_verdict $((! $(grep -c . "$DRY_BUILT") > 0)) "make -n -B $BUILD lists what it builds ($(grep -c . "$DRY_BUILT") programs)"
+    fi
     for b in train_gpt_cpu test_gpt train_gpt train_gpt_fp32; do [ -x "$b" ] || missing+=" $b"; done
     grep -E 'error:|\*\*\*' "$tmp/out" | head -n 20 | detail
     step_end $rc "${gpu:-no GPU listed} | ${drv:-no driver listed} | nvcc ${nvcc:-not found} | ${torch_line:-no torch}${missing:+ | missing:$missing}"
@@ -154,7 +246,7 @@ step_b() {
 step_c() {
     step_start "c compute-sanitizer"
     local san
-    san=$(command -v compute-sanitizer)
+    san=$(command -v compute-sanitizer || { [ -n "$DRY" ] && echo compute-sanitizer; })
     if [ -z "$san" ]; then
         step_end - "sanitizer unavailable: compute-sanitizer not found"
         return
@@ -191,21 +283,25 @@ step_c() {
 step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the attention kernels
     step_start "r racecheck+synccheck"
     local san
-    san=$(command -v compute-sanitizer)
+    san=$(command -v compute-sanitizer || { [ -n "$DRY" ] && echo compute-sanitizer; })
     if [ -z "$san" ]; then
         step_end - "sanitizer unavailable: compute-sanitizer not found"
         return
     fi
     local short="--steps 1 --batch_size 2 --total_batch 2 --eval_len 256 --eval_n 1 --val_every 0 --gain_window 32"
-    local n=0 bad=0 tool bin att rc errs labels=()
-    for tool in racecheck synccheck; do
-        for bin in ./train_gpt ./train_gpt_fp32; do
-            for att in flash naive; do
-                n=$((n + 1))
-                labels+=("$tool $bin --attention $att")
-                run_to 200 "$tmp/r$n" "$san" --tool $tool --error-exitcode 9 $bin $short --attention $att \
-                    --out_dir "$tmp/r$n.d" &
-            done
+    local n=0 bad=0 bin att rc errs labels=()
+    # racecheck instruments every shared-memory access: over whole runs (cuBLAS included) it
+    # took more than 100 s each on an H200, so it watches the flash kernels only
+    for bin in ./train_gpt ./train_gpt_fp32; do
+        n=$((n + 1))
+        labels+=("racecheck $bin --attention flash (kernels named *flash*)")
+        run_to 150 "$tmp/r$n" "$san" --tool racecheck --kernel-name kns=flash --error-exitcode 9 $bin $short \
+            --attention flash --out_dir "$tmp/r$n.d" &
+        for att in flash naive; do
+            n=$((n + 1))
+            labels+=("synccheck $bin --attention $att")
+            run_to 100 "$tmp/r$n" "$san" --tool synccheck --error-exitcode 9 $bin $short --attention $att \
+                --out_dir "$tmp/r$n.d" &
         done
     done
     wait
@@ -217,7 +313,7 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
         echo "${labels[i - 1]}: exit $rc, ${errs:-?} errors, $(cat "$tmp/r$i.s") s" | detail
         [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= ' "$tmp/r$i.log" | detail
     done
-    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (racecheck and synccheck, both builds, both attention paths)"
+    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (racecheck on the flash kernels, synccheck on both paths; both builds)"
 }
 
 step_p() {  # Nsight Compute: each kernel's time in two training steps of the 10m preset (micro-batch 4)
@@ -393,7 +489,7 @@ step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both atten
     step_end $rc "micro-batch 16${mem}"
 }
 
-# the correctness steps b, c, d, v and r time nothing: they run side by side, each as a child
+# the correctness steps b, c, d and v time nothing: they run side by side, each as a child
 # invocation with its own folder, at most PAR_BUDGET seconds (default 240); their summaries
 # and logs are then appended in order, before the timed steps start on an idle GPU
 run_side_by_side() {
@@ -401,7 +497,7 @@ run_side_by_side() {
     ((limit > ${PAR_BUDGET:-240})) && limit=${PAR_BUDGET:-240}
     for ((i = 0; i < ${#steps}; i++)); do
         s=${steps:i:1}
-        GPU_CHECK_CHILD=1 BUDGET=$limit bash dev/gpu_check.sh "$tmp/par_$s" "$s" > /dev/null 2>&1 &
+        GPU_CHECK_CHILD=1 BUDGET=$limit bash "$SELF" "$tmp/par_$s" "$s" > /dev/null 2>&1 &
     done
     wait
     for ((i = 0; i < ${#steps}; i++)); do
@@ -418,9 +514,9 @@ run_side_by_side() {
 echo "gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') | commit ${GPU_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} | steps $STEPS | budget $BUDGET s" | tee -a "$SUM"
 par=""
 if [ -z "${GPU_CHECK_CHILD:-}" ]; then
-    for s in b c d v r; do [[ $STEPS == *$s* ]] && par+=$s; done
+    for s in b c d v; do [[ $STEPS == *$s* ]] && par+=$s; done
 fi
-for s in a b c d v r e f g h i p; do
+for s in a b c d v r e f g h i p; do  # r after the side-by-side ones: racecheck starves them
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
@@ -433,5 +529,12 @@ for s in a b c d v r e f g h i p; do
     "step_$s"
 done
 echo "total $SECONDS s" >> "$SUM"
+if [ -n "$DRY" ]; then
+    [ -n "${GPU_CHECK_CHILD:-}" ] && exit 0
+    cat "$DRY_LOG"
+    echo "$(grep -c '^PASS' "$DRY_LOG") passed, $(grep -c '^FAIL' "$DRY_LOG") failed"
+    ! grep -q '^FAIL' "$DRY_LOG"
+    exit
+fi
 echo
 cat "$SUM"

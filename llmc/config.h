@@ -205,7 +205,7 @@ static const ArgSpec ARGS[] = {
     A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
     A("--threads", ARG_INT, threads, "OpenMP threads (default: all cores)"),
     A("--max_memory", ARG_FLOAT, max_memory, "GiB of host memory this run may use (default: what the machine has available)"),
-    CHOICE("--attention", attention, ATTN_NAMES, ATTN_N, "train_gpt's training attention: naive (cuBLAS scores, default) or flash (no T x T matrix; unverified on a GPU); the CPU trainer has one path"),
+    CHOICE("--attention", attention, ATTN_NAMES, ATTN_N, "train_gpt's training attention: naive (cuBLAS scores, default, faster) or flash (no T x T matrix, less memory); the CPU trainer has one path"),
 };
 #undef A
 #define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))

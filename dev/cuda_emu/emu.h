@@ -145,9 +145,16 @@ static void emu_launch_serial(dim3 grid, dim3 block, size_t smem, F body) {
 
 // ----------------------------------------------------------------------------
 // bf16: the upper 16 bits of an fp32; float -> bf16 rounds to nearest even (as
-// __float2bfloat16 does), NaN stays NaN. Values only: no arithmetic on the type.
+// __float2bfloat16 does), NaN stays NaN. Values only: no arithmetic on the type, only the
+// explicit (float) cast that host code uses.
 struct __nv_bfloat16 {
     unsigned short x;
+    explicit operator float() const {
+        uint32_t u = (uint32_t)x << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
 };
 inline float __bfloat162float(__nv_bfloat16 v) {
     uint32_t u = (uint32_t)v.x << 16;

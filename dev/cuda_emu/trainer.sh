@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole fp32 GPU trainer on the CPU: train_gpt.cu compiled by g++ against runtime.h (the
-# CUDA runtime calls on host memory) and emu.h (kernels, cuBLAS), its launches rewritten by
-# transform.py; then --dump_case on case files, with each training attention path, compared
-# by tensor name with the CPU trainer's dump at test_gpt's fp32 tolerances.
+# The whole GPU trainer on the CPU: train_gpt.cu compiled by g++ against runtime.h (the CUDA
+# runtime calls on host memory) and emu.h (kernels, cuBLAS, bf16 and WMMA), its launches
+# rewritten by transform.py; then --dump_case on case files, with each training attention
+# path, compared by tensor name with the CPU trainer's dump at test_gpt's tolerances (TOL_FP32
+# for the fp32 build, TOL_BF16 for the bf16 one).
 #   bash dev/cuda_emu/trainer.sh [CASE ...]   default: test_tmp/case9.bin (written by ./test_gpt)
-# Minutes per case on 2 cores (a std::thread per CUDA thread), so not part of make test.
-# Ends with "N passed, N failed, N skipped".
+#   BUILDS="fp32 bf16" (default) or one of them
+# Minutes per case and path on 2 cores (a std::thread per CUDA thread), so not part of make
+# test. Ends with "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 tmp=$(mktemp -d)
@@ -16,41 +18,58 @@ for c in "${cases[@]}"; do
     [ -f "$c" ] || { echo "SKIP: $c does not exist (./test_gpt writes test_tmp/case*.bin)"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 done
 mkdir -p "$tmp/stub"
-for h in cuda_runtime.h cuda_bf16.h cublas_v2.h; do echo "#include \"$PWD/dev/cuda_emu/runtime.h\"" > "$tmp/stub/$h"; done
+for h in cuda_runtime.h cuda_bf16.h cublas_v2.h mma.h; do echo "#include \"$PWD/dev/cuda_emu/runtime.h\"" > "$tmp/stub/$h"; done
 python3 dev/cuda_emu/transform.py train_gpt.cu > "$tmp/train_gpt_emu.cpp" 2> "$tmp/transform.log" || { cat "$tmp/transform.log"; exit 1; }
-if ! g++ -std=c++20 -O2 -DENABLE_FP32 -w -ffp-contract=off -I"$tmp/stub" -I. -o "$tmp/train_gpt_emu" "$tmp/train_gpt_emu.cpp" -pthread 2> "$tmp/cc.log"; then
-    head -n 20 "$tmp/cc.log"
-    echo "FAIL: train_gpt.cu does not build for the CPU emulation"
-    echo "0 passed, 1 failed, 0 skipped"
-    exit 1
-fi
+for build in ${BUILDS:-fp32 bf16}; do
+    flag=""
+    [ "$build" = fp32 ] && flag=-DENABLE_FP32
+    if ! g++ -std=c++20 -O2 $flag -w -ffp-contract=off -I"$tmp/stub" -I. -o "$tmp/train_gpt_emu_$build" "$tmp/train_gpt_emu.cpp" \
+        -pthread 2> "$tmp/cc.log"; then
+        head -n 20 "$tmp/cc.log"
+        echo "FAIL: train_gpt.cu ($build build) does not build for the CPU emulation"
+        echo "0 passed, 1 failed, 0 skipped"
+        exit 1
+    fi
+done
 PY=python3
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 pass=0 fail=0
 for c in "${cases[@]}"; do
     ./train_gpt_cpu --dump_case "$c" "$tmp/cpu.bin" > /dev/null || { echo "FAIL: CPU dump of $c"; fail=$((fail + 1)); continue; }
-    for a in naive flash; do
-        t=$SECONDS
-        if ! "$tmp/train_gpt_emu" --dump_case "$c" "$tmp/emu.bin" --attention $a > "$tmp/emu.log" 2>&1; then
-            echo "FAIL: $c --attention $a: the emulated trainer failed: $(tail -n 3 "$tmp/emu.log")"
-            fail=$((fail + 1))
-            continue
-        fi
-        if $PY - "$tmp/emu.bin" "$tmp/cpu.bin" "$c --attention $a ($((SECONDS - t)) s)" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    for build in ${BUILDS:-fp32 bf16}; do
+        for a in naive flash; do
+            t=$SECONDS
+            if ! "$tmp/train_gpt_emu_$build" --dump_case "$c" "$tmp/emu.bin" --attention $a > "$tmp/emu.log" 2>&1; then
+                echo "FAIL: $c $build --attention $a: the emulated trainer failed: $(tail -n 3 "$tmp/emu.log")"
+                fail=$((fail + 1))
+                continue
+            fi
+            if $PY - "$tmp/emu.bin" "$tmp/cpu.bin" "$build" "$c --attention $a ($((SECONDS - t)) s)" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 import sys
 sys.path.insert(0, "dev")
 import numpy as np
 import tensorfile
 got, want = tensorfile.read(sys.argv[1]), tensorfile.read(sys.argv[2])
-tol = lambda k: 1e-4 if k.startswith("final.") else 1e-5  # test_gpt's TOL_FP32
+build = sys.argv[3]
+def tol(k):  # test_gpt.c's TOL_FP32 and TOL_BF16, by tensor name
+    if build == "fp32":
+        return 1e-4 if k.startswith("final.") else 1e-5
+    if k.startswith("final."):
+        return 1e-1
+    if k.startswith("grad."):
+        return 5e-2
+    return {"logits": 2e-2, "loss": 1e-3}.get(k, 1e-2)
 errs = {k: float(np.linalg.norm(np.asarray(got[k], np.float64) - np.asarray(want[k], np.float64)) /
                  (np.linalg.norm(np.asarray(want[k], np.float64)) + 1e-30)) for k in want if k in got}
 bad = sorted(k for k in errs if not errs[k] < tol(k)) + sorted(set(want) ^ set(got))
 worst = max(errs, key=lambda k: errs[k] / tol(k))
-print("%s: emulated GPU fp32 vs CPU, %s: %d tensors by name, worst %s %.1e (tol %.0e)%s" % (
-    "FAIL" if bad else "PASS", sys.argv[3], len(errs), worst, errs[worst], tol(worst), (": " + ", ".join(bad)) if bad else ""))
+show = ", ".join("%s %.1e" % (k, errs[k]) for k in ("logits", "loss", "losses", "grad_norms") if k in errs)
+print("%s: emulated GPU %s vs CPU, %s: %d tensors by name, worst %s %.1e (tol %.0e); %s%s" % (
+    "FAIL" if bad else "PASS", build, sys.argv[4], len(errs), worst, errs[worst], tol(worst), show,
+    (": " + ", ".join(bad)) if bad else ""))
 sys.exit(1 if bad else 0)
 PY
+        done
     done
 done
 echo "$pass passed, $fail failed, 0 skipped"
