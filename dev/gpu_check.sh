@@ -243,18 +243,44 @@ step_b() {
     step_end $rc "$(tail -n1 "$tmp/out") | GPU checks passed: $(grep -c '^PASS: GPU' "$tmp/out")"
 }
 
-step_c() {
-    step_start "c compute-sanitizer"
-    local san
+# find_sanitizer: compute-sanitizer's path into $san, or the step ends as unavailable (1)
+find_sanitizer() {
     san=$(command -v compute-sanitizer || { [ -n "$DRY" ] && echo compute-sanitizer; })
-    if [ -z "$san" ]; then
-        step_end - "sanitizer unavailable: compute-sanitizer not found"
-        return
-    fi
-    local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
+    [ -n "$san" ] && return 0
+    step_end - "sanitizer unavailable: compute-sanitizer not found"
+    return 1
+}
+
+# san_results BASE LABEL...: the background runs BASE1, BASE2, ... (run_to), read in order:
+# each log into full.log, a detail line each (the first errors of a failing one); sets
+# san_bad (runs not clean), or ends the step as unavailable when the tool refused (returns 1)
+san_results() {
+    local base=$1 i=0 rc errs label
+    shift
     # the tool refusing the device or the runtime (no such text comes from the trainers)
     local unsupported='not supported|unsupported|Internal Sanitizer Error|Sanitizer.*fail'
-    local n=0 bad=0 cfg bin rc errs labels=()
+    san_bad=0
+    for label in "$@"; do
+        i=$((i + 1))
+        cat "$base$i.log" >> "$FULL"
+        rc=$(cat "$base$i.rc")
+        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$base$i.log" | grep -o '[0-9]*$')
+        if [ -z "$errs" ] && grep -qiE "$unsupported" "$base$i.log"; then
+            step_end - "sanitizer unavailable: $(grep -m1 -iE "$unsupported" "$base$i.log")"
+            return 1
+        fi
+        [ "$rc" = 0 ] && [ "$errs" = 0 ] || san_bad=$((san_bad + 1))
+        echo "$label: exit $rc, ${errs:-?} errors, $(cat "$base$i.s") s" | detail
+        [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= ' "$base$i.log" | detail
+    done
+}
+
+step_c() {
+    step_start "c compute-sanitizer"
+    local san san_bad
+    find_sanitizer || return
+    local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
+    local n=0 cfg bin labels=()
     # the six runs side by side (each slow under the tool, none timed), then read in order
     for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash"; do
         for bin in ./train_gpt_fp32 ./train_gpt; do
@@ -264,32 +290,16 @@ step_c() {
         done
     done
     wait
-    for ((i = 1; i <= n; i++)); do
-        cat "$tmp/san$i.log" >> "$FULL"
-        rc=$(cat "$tmp/san$i.rc")
-        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/san$i.log" | grep -o '[0-9]*$')
-        if [ -z "$errs" ] && grep -qiE "$unsupported" "$tmp/san$i.log"; then
-            step_end - "sanitizer unavailable: $(grep -m1 -iE "$unsupported" "$tmp/san$i.log")"
-            return
-        fi
-        [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
-        echo "${labels[i - 1]}: exit $rc, ${errs:-?} errors, $(cat "$tmp/san$i.s") s" | detail
-        # the first errors the tool names, for a failing run
-        [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= (Invalid|Uninit|Race|Program hit|  *at |Error)' "$tmp/san$i.log" | detail
-    done
-    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
+    san_results "$tmp/san" "${labels[@]}" || return
+    step_end $((san_bad > 0)) "$((n - san_bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
 }
 
 step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the attention kernels
     step_start "r racecheck+synccheck"
-    local san
-    san=$(command -v compute-sanitizer || { [ -n "$DRY" ] && echo compute-sanitizer; })
-    if [ -z "$san" ]; then
-        step_end - "sanitizer unavailable: compute-sanitizer not found"
-        return
-    fi
+    local san san_bad
+    find_sanitizer || return
     local short="--steps 1 --batch_size 2 --total_batch 2 --eval_len 256 --eval_n 1 --val_every 0 --gain_window 32"
-    local n=0 bad=0 bin att rc errs labels=()
+    local n=0 bin att labels=()
     # racecheck instruments every shared-memory access: over whole runs (cuBLAS included) it
     # took more than 100 s each on an H200, so it watches the flash kernels only
     for bin in ./train_gpt ./train_gpt_fp32; do
@@ -305,15 +315,8 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
         done
     done
     wait
-    for ((i = 1; i <= n; i++)); do
-        cat "$tmp/r$i.log" >> "$FULL"
-        rc=$(cat "$tmp/r$i.rc")
-        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$tmp/r$i.log" | grep -o '[0-9]*$')
-        [ "$rc" = 0 ] && [ "$errs" = 0 ] || bad=$((bad + 1))
-        echo "${labels[i - 1]}: exit $rc, ${errs:-?} errors, $(cat "$tmp/r$i.s") s" | detail
-        [ "${errs:-1}" = 0 ] || grep -m6 -E '^========= ' "$tmp/r$i.log" | detail
-    done
-    step_end $((bad > 0)) "$((n - bad)) of $n runs clean (racecheck on the flash kernels, synccheck on both paths; both builds)"
+    san_results "$tmp/r" "${labels[@]}" || return
+    step_end $((san_bad > 0)) "$((n - san_bad)) of $n runs clean (racecheck on the flash kernels, synccheck on both paths; both builds)"
 }
 
 step_p() {  # Nsight Compute: each kernel's time in two training steps of the 10m preset (micro-batch 4)

@@ -254,10 +254,11 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment
 
 // ----------------------------------------------------------------------------
 // cuBLAS's two products as the trainer calls them, with their documented column-major
-// meaning, fp32 only (the -DENABLE_FP32 build): C (m,n) = alpha op(A) (m,k) op(B) (k,n) +
-// beta C, op(X) = X or X^T, X column-major with leading dimension ldx; batched: the
-// matrices of batch i start i * stride elements further. A wrong transpose flag, leading
-// dimension or stride in a caller gives wrong numbers here, as on the GPU.
+// meaning: C (m,n) = alpha op(A) (m,k) op(B) (k,n) + beta C, op(X) = X or X^T, X column-major
+// with leading dimension ldx; batched: the matrices of batch i start i * stride elements
+// further. Each matrix fp32 or bf16 (the bf16 build), sums in double, a bf16 C rounded to
+// nearest even. A wrong transpose flag, leading dimension or stride in a caller gives wrong
+// numbers here, as on the GPU.
 typedef int cublasHandle_t;
 typedef int cublasStatus_t;
 enum cublasOperation_t { CUBLAS_OP_N, CUBLAS_OP_T };
@@ -266,29 +267,34 @@ enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
 #define CUBLAS_STATUS_SUCCESS 0
 
+static inline double emu_blas_get(const void *p, cudaDataType t, size_t i) {
+    return t == CUDA_R_32F ? (double)((const float *)p)[i] : (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+static inline void emu_blas_put(void *p, cudaDataType t, size_t i, float v) {
+    if (t == CUDA_R_32F) ((float *)p)[i] = v;
+    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+}
 static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                                         int n, int k, const void *alpha, const void *A, cudaDataType at,
                                                         int lda, long long sa, const void *B, cudaDataType bt, int ldb,
                                                         long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
                                                         long long sc, int batch, cublasComputeType_t, cublasGemmAlgo_t) {
-    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F || lda < (ta == CUBLAS_OP_N ? m : k) ||
-        ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) {  // fp32 only; the leading dimensions cuBLAS accepts
+    if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) {  // as cuBLAS refuses
         fprintf(stderr, "FAIL: cuBLAS would refuse: m %d n %d k %d, op(A) %s lda %d, op(B) %s ldb %d, ldc %d\n", m, n, k,
                 ta == CUBLAS_OP_N ? "N" : "T", lda, tb == CUBLAS_OP_N ? "N" : "T", ldb, ldc);
         return 1;
     }
     float al = *(const float *)alpha, be = *(const float *)beta;
     for (int bi = 0; bi < batch; bi++) {
-        const float *a = (const float *)A + bi * sa, *b = (const float *)B + bi * sb;
-        float *c = (float *)C + bi * sc;
+        size_t a0 = (size_t)bi * sa, b0 = (size_t)bi * sb, c0 = (size_t)bi * sc;
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 double s = 0;
                 for (int p = 0; p < k; p++)
-                    s += (double)(ta == CUBLAS_OP_N ? a[i + (size_t)p * lda] : a[p + (size_t)i * lda]) *
-                         (tb == CUBLAS_OP_N ? b[p + (size_t)j * ldb] : b[j + (size_t)p * ldb]);
-                float *cij = c + i + (size_t)j * ldc;
-                *cij = (float)(al * s + (be != 0.0f ? be * (double)*cij : 0.0));  // beta 0: C is not read (may be NaN)
+                    s += emu_blas_get(A, at, a0 + (ta == CUBLAS_OP_N ? i + (size_t)p * lda : p + (size_t)i * lda)) *
+                         emu_blas_get(B, bt, b0 + (tb == CUBLAS_OP_N ? p + (size_t)j * ldb : j + (size_t)p * ldb));
+                size_t ci = c0 + i + (size_t)j * ldc;  // beta 0: C is not read (may be NaN)
+                emu_blas_put(C, ct, ci, (float)(al * s + (be != 0.0f ? be * emu_blas_get(C, ct, ci) : 0.0)));
             }
     }
     return CUBLAS_STATUS_SUCCESS;
