@@ -4,6 +4,8 @@
 #                 kernel variants, warnings as errors (about 75 s on 2 cores; needs nvcc)
 # make sanitize   the CPU trainer and test_gpt under ASan + UBSan, every test (part of make test)
 # make fuzz       every libFuzzer harness in dev/fuzz for FUZZ_SECONDS each (default 60; clang)
+# make venv       the project's Python environment: .venv from dev/requirements.txt (numpy,
+#                 matplotlib, tokenizers) for the scripts in dev/ and data/ (make test makes it too)
 # make bench      CPU tokens/s against PyTorch on the same machine
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
@@ -25,7 +27,7 @@ endif
 NVCC_FLAGS = -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings
 CUDA_BINS = train_gpt train_gpt_fp32
 
-.PHONY: all test bench clean data cuda kernels kernels-run sanitize fuzz
+.PHONY: all test bench clean data cuda kernels kernels-run sanitize fuzz venv
 all: train_gpt_cpu test_gpt data
 
 train_gpt_cpu: train_gpt_cpu.c $(HEADERS)
@@ -59,6 +61,13 @@ train_gpt_fp32: train_gpt.cu $(HEADERS)
 data: data/builtin/train.bin
 data/builtin/train.bin: data/builtin_corpus.py
 	$(PYTHON) data/builtin_corpus.py
+
+venv: .venv/requirements.txt
+.venv/requirements.txt: dev/requirements.txt
+	rm -rf .venv
+	$(PYTHON) -m venv .venv
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r dev/requirements.txt
+	cp dev/requirements.txt .venv/requirements.txt
 
 test: train_gpt_cpu test_gpt data
 	@bash dev/run_tests.sh

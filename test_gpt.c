@@ -831,6 +831,20 @@ static void rewrite_tensor(const char *src, const char *dst, const char *name, s
     tf_free(&tf);
 }
 
+// src without its AdamW moments: a weights-only checkpoint (what dev/import_hf.py writes).
+static void write_weights_only(const char *src, const char *dst) {
+    TensorFile tf;
+    tf_load(&tf, src, 0);
+    int keep = 0;
+    for (int i = 0; i < tf.n; i++) keep += strncmp(tf.t[i].name, "adam_", 5) != 0;
+    TensorWriter w;
+    tw_open(&w, dst, tf.kind, keep);
+    for (int i = 0; i < tf.n; i++)
+        if (strncmp(tf.t[i].name, "adam_", 5) != 0) tw_add(&w, tf.t[i].name, tf.t[i].dtype, tf.t[i].ndim, tf.t[i].shape, tf.t[i].data);
+    tw_close(&w);
+    tf_free(&tf);
+}
+
 static void test_files(void) {
     char p[256];
     uint16_t t16[1000];
@@ -1106,13 +1120,16 @@ static char SMALL[512];  // TRAINER SMALL_FLAGS
 // then --resume with `resume_flags`) give the same losses and final checkpoint, to the
 // bit. Returns 0 when a run failed (reported).
 static int check_resume(const char *flags, const char *resume_flags, const char *prefix, const char *what) {
-    char cmd[2048], out[8192], la[2048], lb[2048], a[512], b[512], label[160];
+    char cmd[2048], out[8192], la[2048], lb[2048], a[512], b[512], label[400];
     snprintf(cmd, sizeof(cmd), "%s --out_dir %s/%sfull", flags, TMP, prefix);
     int r1 = run_cmd(cmd, out, sizeof(out));
     snprintf(cmd, sizeof(cmd), "%s --out_dir %s/%spart --stop_after 3", flags, TMP, prefix);
     int r2 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s %s --out_dir %s/%spart --resume %s/%spart/checkpoint.bin", flags, resume_flags, TMP, prefix,
-             TMP, prefix);
+    if (resume_flags)
+        snprintf(cmd, sizeof(cmd), "%s %s --out_dir %s/%spart --resume %s/%spart/checkpoint.bin", flags, resume_flags, TMP,
+                 prefix, TMP, prefix);
+    else  // no flag but --resume: the checkpoint's own flags continue the run
+        snprintf(cmd, sizeof(cmd), "%s --resume %s/%spart/checkpoint.bin", TRAINER, TMP, prefix);
     int r3 = run_cmd(cmd, out, sizeof(out));
     if (r1 || r2 || r3) {
         snprintf(label, sizeof(label), "%sresume runs", what);
@@ -1123,13 +1140,48 @@ static int check_resume(const char *flags, const char *resume_flags, const char 
     snprintf(b, sizeof(b), "%s/%spart/log.jsonl", TMP, prefix);
     read_losses(a, la, sizeof(la));
     read_losses(b, lb, sizeof(lb));
-    snprintf(label, sizeof(label), "%sresume%s gives bit-identical losses", what, resume_flags[0] ? " (other threads)" : "");
+    snprintf(label, sizeof(label), "%sresume%s gives bit-identical losses", what,
+             !resume_flags ? " with no flag but --resume" : resume_flags[0] ? " (other threads)" : "");
     check(strcmp(la, lb) == 0 && strlen(la) > 20, label, "[%s] vs [%s]", la, lb);
     snprintf(a, sizeof(a), "%s/%sfull/checkpoint.bin", TMP, prefix);
     snprintf(b, sizeof(b), "%s/%spart/checkpoint.bin", TMP, prefix);
     snprintf(label, sizeof(label), "%sresume gives a byte-identical final checkpoint", what);
     check(files_equal(a, b), label, "");
     return 1;
+}
+
+// --resume alone continues the same experiment: every scheme and encoding, its parameters
+// off their defaults, resumed with no flag, ends bit-identical to the uninterrupted run.
+static void test_resume_keeps_flags(void) {
+    const char *schemes[] = {
+        "--pos discrete --alpha_set 2,3", "--pos cycle --alpha_set 1,4", "--pos fixed --alpha 3",
+        "--pos posaug --alpha_range 0.5,4 --pos_layers bottom", "--pos posaug-log --pos_layers independent",
+        "--pos curriculum-step --curriculum_frac 0.25", "--pos curriculum-linear --curriculum_dist log",
+        "--pos random-base", "--pos rpe --rpe_max 200 --rpe_layers independent", "--pos rfs --rfs_scale 500",
+        "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
+        "--qk_norm --pos posaug", "--pos rope --drope_step 4"};
+    char flags[1024], prefix[32], what[160];
+    for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
+        snprintf(flags, sizeof(flags), "%s --lr 2e-3 --min_lr 1e-4 --warmup 3 %s", SMALL, schemes[k]);
+        snprintf(prefix, sizeof(prefix), "keep%zu_", k);
+        snprintf(what, sizeof(what), "%s: ", schemes[k]);
+        check_resume(flags, NULL, prefix, what);
+    }
+    // a flag given again with another value is a change, printed; the scheme's needs its own folder
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/keep0_part/checkpoint.bin --steps 8", TRAINER, TMP);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "--resume with changes: --steps 8 (checkpoint: 6)") && strstr(out, "--pos discrete"),
+          "--resume prints a changed flag and keeps the others", "exit %d", rc);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/keep0_part/checkpoint.bin --pos posaug", TRAINER, TMP);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "--pos posaug (checkpoint: discrete)") && strstr(out, "its own --out_dir"),
+          "--resume with another scheme in the checkpoint's own folder is refused", "exit %d", rc);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/keep0_part/checkpoint.bin --pos posaug --steps 10 --out_dir %s/keep0_posaug", TRAINER,
+             TMP, TMP);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "--pe rope --pos posaug"), "--resume with another scheme into a new folder: a PosAug fine-tune",
+          "exit %d", rc);
 }
 
 static void test_resume(void) {
@@ -1523,8 +1575,14 @@ static void test_bad_inputs(void) {
     write_shard(p, SHARD_MAGIC_U16, 3, 600, tk, sizeof(tk));
     snprintf(p, sizeof(p), "%s/truncated.bin", TMP);
     write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, 500);
+    for (char c = 'a'; c <= 'e'; c++) {  // good training shards, then (below) a bad last one
+        snprintf(p, sizeof(p), "%s/multi_%c.bin", TMP, c);
+        write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, sizeof(tk));
+    }
     tk[321] = 300;
     snprintf(p, sizeof(p), "%s/big_token.bin", TMP);
+    write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, sizeof(tk));
+    snprintf(p, sizeof(p), "%s/multi_f.bin", TMP);
     write_shard(p, SHARD_MAGIC_U16, 1, 600, tk, sizeof(tk));
     // a truncated copy of a good checkpoint
     char good[512], trunc[512];
@@ -1546,11 +1604,14 @@ static void test_bad_inputs(void) {
     snprintf(a_ver, sizeof(a_ver), "--train_data %s/bad_version.bin", TMP);
     snprintf(a_trunc, sizeof(a_trunc), "--train_data %s/truncated.bin", TMP);
     snprintf(a_tok, sizeof(a_tok), "--train_data %s/big_token.bin", TMP);
+    char a_multi[600], a_valtok[600];
+    snprintf(a_multi, sizeof(a_multi), "--train_data '%s/multi_*.bin' --steps 40", TMP);
+    snprintf(a_valtok, sizeof(a_valtok), "--val_data %s/big_token.bin --val_every 0 --eval_len 64 --eval_n 2 --gain_window 16", TMP);
     snprintf(a_ck, sizeof(a_ck), "--resume %s", trunc);
     snprintf(a_cfg, sizeof(a_cfg), "--resume %s --ffn_hidden 96", good);
     char a_qk[600], a_lq[600], a_both[1100];
     snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
-    snprintf(a_lq, sizeof(a_lq), "--resume %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
+    snprintf(a_lq, sizeof(a_lq), "--init_from %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
     snprintf(a_both, sizeof(a_both), "--resume %s --init_from %s", good, good);
     char hs_label[600], hs_token[600], a_hs_label[700], a_hs_token[700];
     snprintf(hs_label, sizeof(hs_label), "%s/hs_bad_label.bin", TMP);
@@ -1585,6 +1646,10 @@ static void test_bad_inputs(void) {
         fclose(g);
         free(buf);
     }
+    char ck_w[600], a_w[700];
+    snprintf(ck_w, sizeof(ck_w), "%s/weights_only.bin", TMP);
+    write_weights_only(good, ck_w);
+    snprintf(a_w, sizeof(a_w), "--resume %s --steps 8", ck_w);
     snprintf(a_nan, sizeof(a_nan), "--eval_only --resume %s", ck_nan);
     snprintf(a_inf, sizeof(a_inf), "--resume %s --steps 8", ck_inf);
     snprintf(a_flip, sizeof(a_flip), "--resume %s --steps 8", ck_flip);
@@ -1604,10 +1669,14 @@ static void test_bad_inputs(void) {
         {"shard with wrong version", a_ver, "version 3"},
         {"truncated shard", a_trunc, "truncated"},
         {"token id >= V", a_tok, "token 300 at index 321 is >= vocab size 257"},
+        {"token id >= V in the last of several training shards", a_multi, "multi_f.bin': token 300 at index 321"},
+        {"token id >= V in the validation data, checked before training", a_valtok, "big_token.bin': token 300 at index 321"},
         {"truncated checkpoint", a_ck, "truncated"},
         {"checkpoint of another config", a_cfg, "another config: it has --ffn_hidden 64, this run has 96"},
         {"missing data file", "--train_data nothing_here_*.bin", "no file matches"},
         {"unknown flag", "--nonsense 3", "unknown flag '--nonsense'"},
+        {"no training and nothing to evaluate", "--steps 0", "--steps 0 trains nothing"},
+        {"an empty run folder name", "--out_dir ''", "--out_dir must not be empty"},
         {"flag without value", "--steps", "--steps needs a value"},
         {"non-numeric value", "--lr fast", "--lr expects a number"},
         {"alpha range a > b", "--alpha_range 8,2", "0 < a <= b"},
@@ -1627,7 +1696,7 @@ static void test_bad_inputs(void) {
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
         {"unknown scaling", "--scaling rope2", "--scaling: unknown value 'rope2'"},
-        {"alpha set syntax", "--alpha_set 1,x", "--alpha_set expects positive numbers"},
+        {"alpha set syntax", "--pos discrete --alpha_set 1,x", "--alpha_set expects positive numbers"},
         {"curriculum fraction", "--curriculum_frac 1.5", "--curriculum_frac must lie in [0, 1]"},
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
@@ -1658,12 +1727,20 @@ static void test_bad_inputs(void) {
         {"GRU with a context-gain window", "--arch gru --pos rope --gain_window 8", "pass --gain_window 0"},
         {"unknown architecture", "--arch lstm", "--arch: unknown value 'lstm'"},
         {"QK-norm added on resume", a_qk, "add --qk_norm to its weights with --init_from"},
-        {"QK-norm checkpoint resumed without it", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},
+        {"QK-norm checkpoint's weights without QK-norm", a_lq, "has QK-norm gains (trained with --qk_norm): pass --qk_norm"},
         {"NaN in a checkpoint's weights", a_nan, "param.wq[5] is nan"},
         {"Inf in a checkpoint's AdamW moments", a_inf, "adam_v.w_up[3] is inf"},
         {"a flipped bit in a checkpoint", a_flip, "is corrupt: its CRC-32 is"},
         {"a data position past an int", a_state, "meta.state data_sample is 1099511627776"},
         {"a folder as the checkpoint", a_dir, "is not a regular file"},
+        {"a weights-only checkpoint resumed", a_w, "holds weights only (no AdamW moments"},
+        {"--alpha_range with a scheme that draws no alpha", "--pos rope --alpha_range 0.5,2", "--pos rope draws no alpha from it"},
+        {"--alpha without --pos fixed", "--alpha 3", "--alpha is the alpha of --pos fixed"},
+        {"--alpha_set without --pos discrete or cycle", "--alpha_set 1,2", "--alpha_set is the set of --pos discrete and cycle"},
+        {"--prompt without --generate", "--prompt hello", "--prompt is the start of --generate's text"},
+        {"a seed past 64 bits", "--seed 99999999999999999999", "--seed: 99999999999999999999 is out of range"},
+        {"an evaluation tag with a folder in it", "--eval_tag a/b", "a name without '/'"},
+        {"a generation past the positions", "--generate 100000000", "--generate must lie in [0, "},
         {"threads beyond reason", "--threads 100000", "--threads must lie in [0, 1024]"},
         {"vocab size past the limit", "--vocab_size 2147483647", "--vocab_size must lie in [2, 16777216]"},
         {"window past the limit", "--seq_len 268435456", "--seq_len and --ffn_hidden must be at most 1048576"},
@@ -1673,7 +1750,7 @@ static void test_bad_inputs(void) {
          "more than the 1.00 GiB allowed by --max_memory"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad %s", SMALL, TMP, cases[i].args);
+        snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad%zu %s", SMALL, TMP, i, cases[i].args);
         int rc = run_cmd(cmd, out, sizeof(out));
         // refused before the first training step, not minutes later
         int ok = rc == 1 && strstr(out, "error: ") && strstr(out, cases[i].expect) && !strstr(out, "| loss ");
@@ -1688,6 +1765,87 @@ static void test_bad_inputs(void) {
     f = fopen(p, "rb");
     check(!f, "checkpoint writes leave no temporary file", "");
     if (f) fclose(f);
+}
+
+// The lines of a text file (0 when it does not exist).
+static int count_lines(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0;
+    for (int ch; (ch = fgetc(f)) != EOF;) n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+// One run per folder: the lock, another run's files, resuming in place, --overwrite.
+static void test_run_folders(void) {
+    char cmd[2048], out[8192], dir[512], p[600], copy[600];
+    // a folder held by a live run (this process takes its lock, as a running trainer does)
+    snprintf(dir, sizeof(dir), "%s/locked", TMP);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof(p), "%s/.lock", dir);
+    int fd = open(p, O_RDWR | O_CREAT, 0644);
+    int locked = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+    char pid[32];
+    snprintf(pid, sizeof(pid), "pid %d)", (int)getpid());
+    if (locked && write(fd, pid + 4, strlen(pid + 4) - 1) < 0) locked = 0;
+    snprintf(cmd, sizeof(cmd), "%s --steps 1 --out_dir %s", SMALL, dir);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    check(locked && rc == 1 && strstr(out, "is in use by another run") && strstr(out, pid) && !strstr(out, "| loss "),
+          "run folder: a second run on a folder a live run holds is refused, naming the holder's pid", "exit %d", rc);
+    if (fd >= 0) close(fd);  // the holder ends: its lock file stays, no longer locked
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0, "run folder: the lock of a run that ended is taken over", "exit %d", rc);
+    // a new run in a folder with another run's files: refused, nothing on disk changed
+    snprintf(p, sizeof(p), "%s/checkpoint.bin", dir);
+    snprintf(copy, sizeof(copy), "%s/locked_ckpt_copy.bin", TMP);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", p, copy);
+    run_cmd(cmd, NULL, 0);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --out_dir %s", SMALL, dir);
+    rc = run_cmd(cmd, out, sizeof(out));
+    char log[600];
+    snprintf(log, sizeof(log), "%s/log.jsonl", dir);
+    check(rc == 1 && strstr(out, "holds another run's files (") && strstr(out, "--overwrite") && files_equal(p, copy) &&
+              count_lines(log) == 1,
+          "run folder: a new run in a folder holding another run's files is refused; checkpoint and log unchanged", "exit %d", rc);
+    // --overwrite: the old run's files go first, so the log holds the new run's steps only
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --out_dir %s --overwrite", SMALL, dir);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && strstr(out, "--overwrite: removed") && count_lines(log) == 2, "run folder: --overwrite removes the old run's files first",
+          "exit %d, %d log lines", rc, count_lines(log));
+    // --resume without --out_dir continues in the checkpoint's folder
+    snprintf(cmd, sizeof(cmd), "%s --steps 4 --resume %s", SMALL, p);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 0 && count_lines(log) == 4 && strstr(out, dir), "run folder: --resume without --out_dir continues in the checkpoint's folder",
+          "exit %d, %d log lines", rc, count_lines(log));
+    snprintf(cmd, sizeof(cmd), "%s --steps 4 --resume %s --overwrite", SMALL, p);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "would remove the run it continues"), "run folder: --overwrite of the run being resumed is refused",
+          "exit %d", rc);
+    // continuing into, or evaluating into, a folder that holds a different run: refused
+    snprintf(cmd, sizeof(cmd), "%s --steps 6 --resume %s --out_dir %s/full", SMALL, p, TMP);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "holds another run's files"), "run folder: --resume into another run's folder is refused", "exit %d", rc);
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s --eval_len 64 --eval_n 2 --out_dir %s/full", SMALL, p, TMP);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "holds another run's files") && !strstr(out, "in_dist"),
+          "run folder: an evaluation into another run's folder is refused before it runs", "exit %d", rc);
+    // without --out_dir a new run never lands in an earlier run's folder: it takes the next number
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/numbered && cd %s/numbered && for i in 1 2; do ../../%s %s --steps 1 "
+             "--train_data ../../data/builtin/train.bin --val_data ../../data/builtin/val.bin || exit 1; done",
+             TMP, TMP, TRAINER[0] == '.' ? TRAINER + 2 : TRAINER, SMALL_FLAGS);
+    rc = run_cmd(cmd, out, sizeof(out));
+    char first[600], second[600];
+    snprintf(first, sizeof(first), "%s/numbered/runs/tiny_posaug/log.jsonl", TMP);
+    snprintf(second, sizeof(second), "%s/numbered/runs/tiny_posaug_2/log.jsonl", TMP);
+    check(rc == 0 && strstr(out, "'runs/tiny_posaug' holds an earlier run: this one writes to 'runs/tiny_posaug_2'") &&
+              count_lines(first) == 1 && count_lines(second) == 1,
+          "run folder: the default folder of a new run is numbered on past an earlier run's", "exit %d", rc);
+    // a folder nothing can be written in: refused before the evaluation is computed
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s --eval_len 64 --eval_n 2 --out_dir /proc/self", SMALL, p);
+    rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "cannot write in '/proc/self'") && !strstr(out, "in_dist"),
+          "run folder: an unwritable --out_dir is refused before the evaluation", "exit %d", rc);
 }
 
 // Runs cmd as a child of its own (sh execs the trainer) and returns its exit status; *mib
@@ -1717,6 +1875,16 @@ static int run_measured(const char *cmd, char *out, size_t n, double *mib) {
 // Divergence, stale temporary files, and the memory estimate against the measured peak.
 static void test_hostile_runs(void) {
     char cmd[2048], out[16384], p[512];
+    // OMP_NUM_THREADS held to --threads' limit; the built-in corpus looked for from another folder
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2000 %s --steps 1 --out_dir %s/omp", TRAINER, TMP);
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    check(r0 == 1 && strstr(out, "OMP_NUM_THREADS asks for 2000 threads, more than 1024"), "OMP_NUM_THREADS past the limit is refused",
+          "exit %d", r0);
+    snprintf(cmd, sizeof(cmd), "cd /tmp && %s/%s --steps 1 --out_dir %s/%s/elsewhere", getcwd(p, sizeof(p)) ? p : ".",
+             TRAINER[0] == '.' ? TRAINER + 2 : TRAINER, p, TMP);
+    r0 = run_cmd(cmd, out, sizeof(out));
+    check(r0 == 1 && strstr(out, "in /tmp (the path is relative to the current folder; the built-in corpus is data/builtin/"),
+          "the built-in corpus looked for from another folder: the message says paths are relative", "exit %d", r0);
     // a learning rate that destroys the model: the step with a non-finite loss or gradient
     // norm is refused before its update, and the checkpoint on disk (saved every step) is finite
     snprintf(cmd, sizeof(cmd), "%s --lr 1e6 --min_lr 0 --warmup 0 --ckpt_every 1 --steps 30 --val_every 0 --out_dir %s/diverge", SMALL, TMP);
@@ -2073,6 +2241,8 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
         return n_fail ? 1 : 0;
     }
+    // a fresh folder: a run folder left by an earlier test run would be refused as another run's
+    if (run_cmd("rm -rf test_tmp && mkdir test_tmp", NULL, 0) != 0) fail("cannot make a fresh '%s'", TMP);
     test_reference(ref);
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 0, "");
     test_finite_differences(ARCH_TRANSFORMER, PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
@@ -2100,6 +2270,8 @@ int main(int argc, char **argv) {
     test_files();
     test_kernels();
     test_resume();
+    test_resume_keeps_flags();
+    test_run_folders();
     test_every_scheme_runs();
     test_gru_runs();
     test_loss_masks();

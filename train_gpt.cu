@@ -20,6 +20,7 @@
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.h"
 #include "llmc/memory.h"
+#include "llmc/runfolder.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
@@ -2346,8 +2347,8 @@ static void gpu_memory_check(const Config *c, int train) {
     double n = 0, largest, total, fl = sizeof(float), fx = sizeof(floatX);
     for (int i = 0; i < NP; i++) n += (double)sh[i].numel;
     Acts a;
-    MemPlan dev = {"GPU memory", n * (fl + (fx == fl ? 0 : fx)) + (train ? 3 * fl * n : 0), 0, 0, 0};
-    MemPlan host = {"host memory", 0, file_bytes(c->resume[0] ? c->resume : c->init_from) + fl * n * (train ? 3 : 1), 0, 0};
+    MemPlan dev = {"GPU memory", n * (fl + (fx == fl ? 0 : fx)) + (train ? 3 * fl * n : 0), 0, 0, 0, NULL};
+    MemPlan host = {"host memory", 0, file_bytes(c->resume[0] ? c->resume : c->init_from) + fl * n * (train ? 3 : 1), 0, 0, NULL};
     if (train) {
         dev.train = (double)acts_layout(&a, c, c->B, c->T, 1, NULL);
         shard_token_counts(c->train_data, &largest, &total);
@@ -2391,6 +2392,7 @@ int main(int argc, char **argv) {
         dump_case(argv[2], argv[3], attention);
         return 0;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);  // each step's line reaches a pipe (| tee) when it is printed
     Config cfg;
     parse_args(&cfg, argc, argv);
     cudaDeviceProp prop = gpu_init();
@@ -2406,11 +2408,11 @@ int main(int argc, char **argv) {
     TrainState st;
     run_prepare(&cfg, &st, train);
     run_preflight(&cfg, &tok);
+    run_folder_claim(&cfg);
     gpu_memory_check(&cfg, train);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, gpu_init, gpu_load);
-    make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;
     printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);

@@ -19,6 +19,7 @@
 #include "llmc/gemm.h"
 #include "llmc/memory.h"
 #include "llmc/metrics.h"
+#include "llmc/runfolder.h"
 #include "llmc/schedule.h"
 #include "llmc/tensorfile.h"
 #include "llmc/tokenizer.h"
@@ -1029,8 +1030,9 @@ static int pick_token(const float *logits, int V, float temperature, Rng *r) {
 
 // Decodes n_new tokens after prompt (n tokens) with a KV cache (GRU: its state);
 // positions keep counting.
+// stream: print each new token as it is picked (--generate), or NULL
 static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const PosStep *ps, float temperature, Rng *r,
-                       int *out) {
+                       int *out, const Tokenizer *stream) {
     const Config *c = &e->g->cfg;
     int gru = c->arch == ARCH_GRU;
     KVCache kv;
@@ -1043,6 +1045,10 @@ static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const Po
     int next = pick_token(a->logits + (size_t)(n - 1) * c->Vp, c->V, temperature, r);
     for (int i = 0; i < n_new; i++) {
         out[i] = next;
+        if (stream) {
+            tokenizer_print(stream, next, stdout);
+            fflush(stdout);
+        }
         if (i + 1 == n_new) break;
         Acts *a1 = eval_acts(e, &e->a1, 1);
         o.pos0 = kv.len;
@@ -1054,7 +1060,7 @@ static void cpu_decode(EvalCtx *e, const int *prompt, int n, int n_new, const Po
 }
 
 static void cpu_greedy(void *ctx, const int *prompt, int n, int n_new, const PosStep *ps, int *out) {
-    cpu_decode((EvalCtx *)ctx, prompt, n, n_new, ps, 0.0f, NULL, out);
+    cpu_decode((EvalCtx *)ctx, prompt, n, n_new, ps, 0.0f, NULL, out, NULL);
 }
 
 static void eval_ctx_free(EvalCtx *e) {
@@ -1109,9 +1115,9 @@ static void generate(GPT *g, const Tokenizer *tok, const char *prompt, int n_new
     EvalCtx e;
     memset(&e, 0, sizeof(e));
     e.g = g;
-    cpu_decode(&e, ctx, n_prompt + 1, n_new, &ps, temperature, &r, out);
     fputs(prompt, stdout);
-    for (int i = 0; i < n_new; i++) tokenizer_print(tok, out[i], stdout);
+    fflush(stdout);
+    cpu_decode(&e, ctx, n_prompt + 1, n_new, &ps, temperature, &r, out, tok);  // prints as it goes
     printf("\n");
     eval_ctx_free(&e);
     free(ctx);
@@ -1206,7 +1212,7 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
     double n = 0, largest, total, fl = sizeof(float);
     for (int i = 0; i < NP; i++) n += (double)sh[i].numel;
     Acts a;
-    MemPlan p = {"host memory", fl * n * (train ? 4 : 1), file_bytes(c->resume[0] ? c->resume : c->init_from), 0, 0};
+    MemPlan p = {"host memory", fl * n * (train ? 4 : 1), file_bytes(c->resume[0] ? c->resume : c->init_from), 0, 0, NULL};
     if (train) {  // activations, the loaded shard (int tokens + raw), the validation stream
         shard_token_counts(c->train_data, &largest, &total);
         int rows = c->B * c->T > c->Vp ? c->B * c->T : c->Vp;  // op(A) rows: tokens, or Vp (the head's gradient)
@@ -1225,7 +1231,8 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
                  48.0 * c->eval_len + gemm_buffer_bytes(c->eval_len);
     }
     if (c->generate) {
-        int len = (int)strlen(c->prompt) + 1 + c->generate;
+        p.eval_flag = "--generate";
+        int len = (int)strlen(c->prompt) + 1 + c->generate;  // at most MAX_POSITION (validate_config)
         p.eval = fl * acts_layout(&a, c, 1, len, 0, NULL) + kv_row * len + gemm_buffer_bytes(len);
     }
     return p;
@@ -1250,10 +1257,14 @@ int main(int argc, char **argv) {
         dump_case(argv[2], argv[3]);
         return 0;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);  // each step's line reaches a pipe (| tee) when it is printed
     Config cfg;
     parse_args(&cfg, argc, argv);
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+    else if (omp_get_max_threads() > MAX_THREADS)  // OMP_NUM_THREADS, held to --threads' limit
+        fail("OMP_NUM_THREADS asks for %d threads, more than %d: lower it, or pass --threads N", omp_get_max_threads(),
+             MAX_THREADS);
     int nthreads = omp_get_max_threads();
 #else
     int nthreads = 1;
@@ -1269,12 +1280,12 @@ int main(int argc, char **argv) {
     TrainState st;
     run_prepare(&cfg, &st, train);
     run_preflight(&cfg, &tok);
+    if (train || cfg.eval_only) run_folder_claim(&cfg);  // sampling alone writes nothing
     MemPlan plan = cpu_memory_plan(&cfg, train, !cfg.generate);
     memory_check(&plan, host_available_memory(), cfg.max_memory);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, cpu_init, cpu_load);
-    make_dir(cfg.out_dir);
     int hd = cfg.C / cfg.NH;
     printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,

@@ -30,13 +30,15 @@ import re
 import sys
 import urllib.request
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "dev"))
-import tensorfile  # noqa: E402
-from passkey_prompts import Encoder  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import tensorfile  # noqa: E402
+    from passkey_prompts import Encoder  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
 KIND = 3
@@ -115,6 +117,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=0, help="the first N examples (default: all)")
     ap.add_argument("--out", default=None, help="default data/hellaswag/hellaswag_val_<tokenizer>.bin")
     args = ap.parse_args(argv)
+    missing.check()
     if args.n < 0:
         die("--n must be >= 0")
     src = args.input

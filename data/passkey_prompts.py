@@ -50,13 +50,15 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "dev"))
 from builtin_corpus import Rng  # noqa: E402
-import tensorfile  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import tensorfile  # noqa: E402
 
 KIND_PASSKEY = 3
 INTRO = ("There is an important info hidden inside a lot of irrelevant text. "
@@ -112,8 +114,8 @@ class Encoder:
             return
         try:
             from tokenizers import Tokenizer
-        except ImportError:
-            die("needs the `tokenizers` library: pip install tokenizers")
+        except ImportError as e:
+            needs.missing(e)
         if args.tokenizer_file:
             self.tok = Tokenizer.from_file(args.tokenizer_file)
             self.name = args.tokenizer_file
@@ -226,6 +228,7 @@ def main(argv=None):
     ap.add_argument("--digits", type=int, default=None, help="K with exactly this many digits (default: K in [1, 50000])")
     ap.add_argument("--out", default="data/passkey_prompts.bin")
     args = ap.parse_args(argv)
+    missing.check()
     try:
         lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
     except ValueError:

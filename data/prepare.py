@@ -148,14 +148,15 @@ class HFEncoder:
 
 
 def load_tokenizer_json(args):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        die("%s needs the `tokenizers` library: run `make venv` and use .venv/bin/python (or pip install "
+            "tokenizers)" % ("--tokenizer_file" if args.tokenizer_file else "the %s tokenizer" % args.tokenizer))
     if args.tokenizer_file:
         with open(args.tokenizer_file, encoding="utf-8") as f:
             return f.read()
     repo = TOKENIZERS[args.tokenizer][0]
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        die("the %s tokenizer needs the `tokenizers` library: pip install tokenizers" % args.tokenizer)
     try:
         return Tokenizer.from_pretrained(repo).to_str()
     except Exception as e:  # noqa: BLE001 - any hub/network failure

@@ -28,14 +28,16 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "dev"))
+import needs  # noqa: E402
 import shards  # noqa: E402
-import tensorfile  # noqa: E402
 from builtin_corpus import Rng  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import tensorfile  # noqa: E402
 
 EOT, VOCAB, KIND = 256, 257, 3
 TASKS = ("copy", "reverse", "addition", "sort", "summation")
@@ -120,6 +122,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out_dir", required=True)
     args = ap.parse_args(argv)
+    missing.check()
     test_len = args.test_len or 3 * args.train_len
     for name in ("train_len", "seq_len", "n_train", "n_val", "n_test"):
         if getattr(args, name) < 1:

@@ -259,14 +259,34 @@ def random_tokens(n, vocab_size, seed=12345):
 def _main(argv):
     """python data/shards.py FILE... : print a summary of each shard.
     python data/shards.py --random N V OUT : write N random tokens below V to OUT."""
-    if argv[:1] == ["--random"] and len(argv) == 4:
-        n, v = int(argv[1]), int(argv[2])
-        write_shard(argv[3], random_tokens(n, v), v)
-        return
-    for p in argv:
-        toks = read_shard(p)
-        width = "uint16" if toks.typecode == U16 else "uint32"
-        print("%s: %d tokens (%s), first %s" % (p, len(toks), width, list(toks[:8])))
+    import argparse
+    ap = argparse.ArgumentParser(
+        prog="shards.py", description="Print a summary of each token shard (count, token width, first tokens), "
+        "or with --random write N pseudo-random tokens below V to OUT (benchmark data).",
+        epilog="The shard and tokenizer formats: this file's docstring and doc/formats.md.")
+    ap.add_argument("files", nargs="*", metavar="FILE", help="token shards to summarise")
+    ap.add_argument("--random", nargs=3, metavar=("N", "V", "OUT"), help="write N random tokens below V to OUT")
+    a = ap.parse_args(argv)
+    if a.random and a.files:
+        ap.error("--random N V OUT takes no shard files")
+    if not a.random and not a.files:
+        ap.error("give token shard files, or --random N V OUT")
+    try:
+        if a.random:
+            try:
+                n, v = int(a.random[0]), int(a.random[1])
+            except ValueError:
+                ap.error("--random N V OUT: N and V must be integers, got %r and %r" % tuple(a.random[:2]))
+            if n < 0 or not 0 < v <= 2**32:
+                ap.error("--random N V OUT: N must be >= 0 and V in [1, 2^32], got %d and %d" % (n, v))
+            write_shard(a.random[2], random_tokens(n, v), v)
+            return
+        for p in a.files:
+            toks = read_shard(p)
+            width = "uint16" if toks.typecode == U16 else "uint32"
+            print("%s: %d tokens (%s), first %s" % (p, len(toks), width, list(toks[:8])))
+    except (OSError, ValueError) as e:  # ShardError is a ValueError
+        sys.exit("shards.py: error: %s" % e)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Tests for data/ (stdlib, plus `tokenizers` for the BPE tests, which SKIP without it).
+"""Tests for data/ (stdlib, plus `tokenizers` for the BPE tests, which SKIP without it), and
+every data/ script's --help and missing-package line.
 
     python data/test_data.py
 
@@ -377,6 +378,99 @@ def prepare_bpe_roundtrip():
     assert outs[0] == outs[1], "output depends on --num_proc"
     # the literal "<|endoftext|>" inside a document is text, not a document boundary
     assert sum(len(shards.split_documents(shards.read_shard(p), eot)) for p in paths) == len(docs)
+
+
+# ---- every script: --help, and one line for a missing package (issue 25) ------------------
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "dev"))
+from needs import hiding_env as hiding, pythons  # noqa: E402  (the package-hiding helpers dev's tests share)
+
+
+def data_scripts():
+    out = []
+    for p in sorted(glob.glob(os.path.join(HERE, "*.py"))):
+        with open(p, encoding="utf-8") as f:
+            if not os.path.basename(p).startswith("test_") and '__name__ == "__main__"' in f.read():
+                out.append("data/" + os.path.basename(p))
+    return out
+
+
+def one_line(r, what):
+    """The refusal's one stderr line: exit 1, no traceback, nothing on stdout."""
+    err = r.stderr.strip()
+    assert r.returncode == 1 and "Traceback" not in err and len(err.splitlines()) == 1 and not r.stdout, \
+        "%s: exit %d, %r" % (what, r.returncode, err[-1500:])
+    return err
+
+
+@test
+def data_scripts_answer_help_without_packages():
+    d = tmpdir()
+    env, scripts = hiding(os.path.join(d, "hide")), data_scripts()
+    assert len(scripts) >= 6 and "data/shards.py" in scripts, scripts
+    for py in pythons():
+        for rel in scripts:
+            for flag in ("-h", "--help"):
+                r = subprocess.run([py, os.path.join(HERE, os.path.basename(rel)), flag], capture_output=True,
+                                   text=True, timeout=60, env=env, cwd=d)
+                assert r.returncode == 0 and r.stdout.startswith("usage: ") and not r.stderr, \
+                    "%s %s %s: exit %d, %r" % (py, rel, flag, r.returncode, (r.stderr or r.stdout)[-800:])
+
+
+# (script, arguments that parse, packages hidden (none named: all), the one line)
+MISSING_CASES = [
+    ("hellaswag.py", ["--tokenizer", "byte", "--out", "hs.bin"], (),
+     "error: data/hellaswag.py needs numpy: run `make venv` and use .venv/bin/python (or pip install numpy)"),
+    ("passkey_prompts.py", ["--tokenizer", "byte", "--out", "pk.bin"], (),
+     "error: data/passkey_prompts.py needs numpy: run `make venv` and use .venv/bin/python (or pip install numpy)"),
+    ("rfs_tasks.py", ["--task", "copy", "--out_dir", "rfs"], (),
+     "error: data/rfs_tasks.py needs numpy: run `make venv` and use .venv/bin/python (or pip install numpy)"),
+    ("prepare.py", ["--local_text", "LOCAL", "--tokenizer", "neox", "--out_dir", "out"], ("tokenizers",),
+     "prepare.py: error: the neox tokenizer needs the `tokenizers` library: run `make venv` and use "
+     ".venv/bin/python (or pip install tokenizers)"),
+    ("prepare.py", ["--local_text", "LOCAL", "--tokenizer_file", "tok.json", "--out_dir", "out"], ("tokenizers",),
+     "prepare.py: error: --tokenizer_file needs the `tokenizers` library"),
+    ("prepare.py", ["--dataset", "openwebtext", "--tokenizer", "byte", "--out_dir", "out"], ("datasets",),
+     "prepare.py: error: downloading openwebtext needs the Hugging Face `datasets` library: pip install datasets"),
+]
+
+
+@test
+def data_scripts_name_a_missing_package():
+    d = tmpdir()
+    local = os.path.join(d, "local.txt")
+    write_text(local, sample_text())
+    for k, (script, args, hidden, words) in enumerate(MISSING_CASES):
+        cwd = os.path.join(d, "run%d" % k)
+        os.makedirs(cwd)
+        r = subprocess.run([sys.executable, os.path.join(HERE, script)] + [local if a == "LOCAL" else a for a in args],
+                           capture_output=True, text=True, timeout=60, env=hiding(os.path.join(d, "hide%d" % k), *hidden),
+                           cwd=cwd)
+        err = one_line(r, script)
+        assert err.startswith(words), "%s: %r lacks %r" % (script, err, words)
+        assert os.listdir(cwd) == [], "%s left %s" % (script, os.listdir(cwd))
+
+
+@test
+def shards_cli_summary_random_and_bad_input():
+    d = tmpdir()
+    out = os.path.join(d, "r.bin")
+    run("shards.py", "--random", 100, 70000, out)
+    assert "r.bin: 100 tokens (uint32), first [" in run("shards.py", out)
+    for args, words in (([os.path.join(d, "none.bin")], "No such file or directory"),
+                        ([os.path.join(HERE, "shards.py")], "bad magic"),
+                        ([out, os.path.join(d, "none.bin")], "none.bin")):
+        r = subprocess.run([sys.executable, os.path.join(HERE, "shards.py")] + args, capture_output=True, text=True)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and err.startswith("shards.py: error: ") and words in err and "Traceback" not in err \
+            and len(err.splitlines()) == 1, "%s: exit %d, %r" % (args, r.returncode, err)
+    for args, words in (([], "give token shard files, or --random N V OUT"),
+                        (["--random", "10", "0", out], "V in [1, 2^32]"),
+                        (["--random", "ten", "257", out], "N and V must be integers"),
+                        (["--random", "10", "257", out, out], "--random N V OUT takes no shard files")):
+        r = subprocess.run([sys.executable, os.path.join(HERE, "shards.py")] + args, capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.startswith("usage: ") and words in r.stderr and "Traceback" not in r.stderr, \
+            "%s: exit %d, %r" % (args, r.returncode, r.stderr)
+    assert sorted(os.listdir(d)) == ["r.bin"], os.listdir(d)
 
 
 def main():

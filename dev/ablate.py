@@ -56,7 +56,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import eval_table  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import eval_table  # noqa: E402 (numpy)
 
 
 class W:
@@ -511,6 +514,7 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true", help="rerun rows whose evaluation exists")
     ap.add_argument("--dry_run", action="store_true", help="print the commands only")
     args = ap.parse_args(argv)
+    missing.check()
     mode = "cpu" if args.cpu else "gpu"
     spec = TABLES[args.table]
     try:
@@ -597,6 +601,8 @@ def main(argv=None):
             cmd = run.train
             if os.path.exists(run.ckpt) and not args.force:
                 cmd = cmd + ["--resume", run.ckpt]       # interrupted (or evaluation missing): continue
+            else:
+                cmd = cmd + ["--overwrite"]              # the row's own folder: a rerun replaces what is there
             if run.baseline_json and not os.path.exists(run.baseline_json):
                 i = cmd.index("--baseline")
                 cmd = cmd[:i] + cmd[i + 2:]

@@ -27,10 +27,12 @@ import os
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_torch import Config, OptConfig, LlamaRoPE, make_optimizer, lr_at  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import torch
+    from model_torch import Config, OptConfig, LlamaRoPE, make_optimizer, lr_at  # noqa: E402
 
 
 def main():
@@ -55,6 +57,7 @@ def main():
     ap.add_argument("--alpha", type=float, default=None, help="fixed alpha (default PosAug U[1/8,8])")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    missing.check()
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit(f"bench_torch.py: --device cuda, but torch {torch.__version__} sees no GPU "

@@ -18,12 +18,14 @@ import glob
 import os
 import sys
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tensorfile  # noqa: E402
-from model_torch import POS_KINDS, Config, LlamaRoPE, OptConfig, make_optimizer, train_step  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import torch
+    import tensorfile  # noqa: E402
+    from model_torch import POS_KINDS, Config, LlamaRoPE, OptConfig, make_optimizer, train_step  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,6 +87,7 @@ def main():
     ap.add_argument("files", nargs="*", help="reference files (default: every dev/reference_*.bin but the GRU's)")
     ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
     args = ap.parse_args()
+    missing.check()
     files = args.files or sorted(f for f in glob.glob(os.path.join(HERE, "reference_*.bin")) if "gru" not in f)
     torch.manual_seed(0)
     for path in files:

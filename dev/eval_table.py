@@ -43,7 +43,11 @@ import os
 import re
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
 
 SEED_RE = re.compile(r"_seed\d+$")
 VARIANTS = ("chunked", "banded")
@@ -347,6 +351,7 @@ def main(argv=None):
     ap.add_argument("--variant", choices=VARIANTS, default=None, help="G variant (default: chunked if all have it)")
     ap.add_argument("--csv", action="store_true", help="print CSV instead of markdown")
     args = ap.parse_args(argv)
+    missing.check()
     evals = load_evals(args.runs, args.tag)
     pairs = assign_labels(evals, args.labels, args.group_by, len(args.runs))
     rows, C, var = build_rows(pairs, args.baseline, args.variant)

@@ -34,8 +34,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "data"))
-import hf_llama as hl  # noqa: E402
+import needs  # noqa: E402
 from prepare import bytes_to_unicode  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import hf_llama as hl  # noqa: E402 (numpy)
 
 SCALINGS = ["none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"]
 BYTE_VOCAB, BYTE_EOT, EOT_TEXT = 257, 256, "<|endoftext|>"
@@ -192,6 +195,7 @@ def main():
     ap.add_argument("--tokenizer_json", help="the `tokenizers` file of a BPE vocabulary (default: the byte vocabulary)")
     ap.add_argument("--eot_token", default=EOT_TEXT, help="the end-of-text token of --tokenizer_json")
     a = ap.parse_args()
+    missing.check()
     try:
         config = export(a.ckpt, a.out_dir, a.scaling, a.scale_factor, a.yarn_temperature, a.yarn_beta_fast,
                         a.yarn_beta_slow, a.tokenizer_json, a.eot_token)

@@ -23,13 +23,16 @@ import argparse
 import os
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tensorfile  # noqa: E402
-from model_torch import OptConfig, train_step  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    import tensorfile  # noqa: E402
+    from model_torch import OptConfig, train_step  # noqa: E402
+missing.check()  # GRULM below derives from torch.nn.Module: even --help needs torch here
 
 ALPHAS = [1.0] * 10
 V, C, L, T = 257, 32, 2, 24

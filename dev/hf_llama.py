@@ -10,6 +10,7 @@ little-endian tensor data, contiguous, without holes.
 
 import itertools
 import json
+import math
 import os
 import struct
 import sys
@@ -77,34 +78,107 @@ def write_safetensors(path, tensors, metadata=None):
     tensorfile.write_atomic(path, itertools.chain([struct.pack("<Q", len(text)), text], data))
 
 
-def read_safetensors(path):
-    """{name: float32 array} of one safetensors file (F32, F16, BF16 or F64 tensors)."""
-    with open(path, "rb") as f:
-        buf = f.read()
+def _int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _json(x, limit=60):
+    text = json.dumps(x)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _Duplicate(k)
+        seen[k] = v
+    return seen
+
+
+def safetensors_layout(path, buf):
+    """(where the data starts, [(name, dtype, shape, begin, end)]) of a safetensors file's
+    bytes `buf` (begin and end relative to the data; the tensors in header order), after
+    checking the header against the format's rules: the 8-byte length inside the file; a
+    UTF-8 JSON object, no name twice; __metadata__ str -> str; each tensor an object with
+    a dtype this reader takes, a shape of non-negative integers and data_offsets [begin,
+    end] with 0 <= begin <= end <= the data's size and end - begin = prod(shape) * the
+    dtype's size; the byte ranges neither overlapping nor leaving holes, covering the
+    data. ValueError naming the first problem otherwise."""
     if len(buf) < 8:
-        raise ValueError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+        raise ValueError(f"{path}: not a safetensors file ({len(buf)} bytes, shorter than its 8-byte header length)")
     (n,) = struct.unpack("<Q", buf[:8])
     if n > len(buf) - 8:
         raise ValueError(f"{path}: header of {n} bytes in a file of {len(buf)} bytes: truncated or not safetensors")
     try:
-        header = json.loads(buf[8:8 + n])
-    except ValueError as e:
-        raise ValueError(f"{path}: the header is not JSON ({e})") from None
-    data = memoryview(buf)[8 + n:]
-    out = {}
+        header = json.loads(buf[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as e:
+        raise ValueError(f"{path}: the header names {e.args[0]!r} twice") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: the header is not UTF-8 JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the header is {_json(header)}, not a JSON object of tensors")
+    size = len(buf) - 8 - n
+    entries = []
     for name, h in header.items():
         if name == "__metadata__":
+            if not isinstance(h, dict) or not all(isinstance(v, str) for v in h.values()):
+                raise ValueError(f"{path}: __metadata__ is {_json(h)}, not an object of strings")
             continue
-        if h.get("dtype") not in _ST_DTYPES:
-            raise ValueError(f"{path}: tensor {name!r} has dtype {h.get('dtype')}; this reader takes F32, F16, BF16, F64")
-        dt = _ST_DTYPES[h["dtype"]]
-        begin, end = h["data_offsets"]
-        count = int(np.prod(h["shape"], dtype=np.int64))
-        if not 0 <= begin <= end <= len(data) or end - begin != count * dt.itemsize:
-            raise ValueError(f"{path}: tensor {name!r} has data offsets {h['data_offsets']} that do not fit "
-                             f"its shape {h['shape']} and the file")
-        a = np.frombuffer(data[begin:end], dtype=dt).reshape(h["shape"])
-        if h["dtype"] == "BF16":  # the upper half of a float32
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(h, dict):
+            raise ValueError(f"{where} is {_json(h)}, not an object with dtype, shape and data_offsets")
+        for key in ("dtype", "shape", "data_offsets"):
+            if key not in h:
+                raise ValueError(f'{where} has no "{key}"')
+        dtype, shape, offsets = h["dtype"], h["shape"], h["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in _ST_DTYPES:
+            raise ValueError(f"{where} has dtype {_json(dtype)}; this reader takes {', '.join(_ST_DTYPES)}")
+        if not isinstance(shape, list) or not all(_int(d) and d >= 0 for d in shape):
+            raise ValueError(f"{where} has shape {_json(shape)}, not a list of non-negative integers")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_int(o) for o in offsets):
+            raise ValueError(f"{where} has data_offsets {_json(offsets)}, not a list of two integers [begin, end]")
+        begin, end = offsets
+        if not 0 <= begin <= end <= size:
+            raise ValueError(f"{where} has data_offsets [{begin}, {end}], not 0 <= begin <= end <= {size} "
+                             "(the data's size)")
+        want = math.prod(shape) * _ST_DTYPES[dtype].itemsize
+        if end - begin != want:
+            raise ValueError(f"{where} has data_offsets [{begin}, {end}] ({end - begin} bytes), but shape {shape} of "
+                             f"{dtype} takes {want} bytes")
+        entries.append((name, dtype, shape, begin, end))
+    pos, prev = 0, None
+    for entry in sorted(entries, key=lambda e: (e[3], e[4])):
+        name, _, _, begin, end = entry
+        if begin < pos:
+            raise ValueError(f"{path}: tensors {prev[0]!r} (data_offsets [{prev[3]}, {prev[4]}]) and {name!r} "
+                             f"([{begin}, {end}]) overlap; safetensors allows no overlap and no holes")
+        if begin > pos:
+            raise ValueError(f"{path}: bytes [{pos}, {begin}) of the data belong to no tensor (a hole "
+                             f"{'after ' + repr(prev[0]) if prev else 'before the first tensor'}); safetensors "
+                             "allows no holes")
+        pos, prev = end, entry
+    if pos != size:
+        raise ValueError(f"{path}: bytes [{pos}, {size}) of the data belong to no tensor (after the last one); "
+                         "safetensors allows no holes")
+    return 8 + n, entries
+
+
+def read_safetensors(path):
+    """{name: float32 array} of one safetensors file (F32, F16, BF16 or F64 tensors), its
+    header checked (safetensors_layout)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    start, entries = safetensors_layout(path, buf)
+    data = memoryview(buf)[start:]
+    out = {}
+    for name, dtype, shape, begin, end in entries:
+        a = np.frombuffer(data[begin:end], dtype=_ST_DTYPES[dtype]).reshape(shape)
+        if dtype == "BF16":  # the upper half of a float32
             a = (a.astype(np.uint32) << 16).view(np.float32)
         out[name] = a.astype(np.float32)
     return out
@@ -115,16 +189,27 @@ def read_hf_weights(hf_dir):
     model.safetensors.index.json lists."""
     index = os.path.join(hf_dir, "model.safetensors.index.json")
     if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
+        try:
+            with open(index, encoding="utf-8") as f:
+                weight_map = json.load(f)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{index}: not JSON ({type(e).__name__}: {e})") from None
+        weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map or not all(
+                isinstance(v, str) and v and os.path.basename(v) == v for v in weight_map.values()):
+            raise ValueError(f'{index}: no "weight_map" object of tensor names -> file names in {hf_dir}')
+        files = sorted(set(weight_map.values()))
     elif os.path.exists(os.path.join(hf_dir, "model.safetensors")):
         files = ["model.safetensors"]
     else:
         raise ValueError(f"{hf_dir}: no model.safetensors (nor model.safetensors.index.json); PyTorch .bin weights are "
                          "not read here: save the model with save_pretrained(..., safe_serialization=True)")
-    out = {}
+    out, where = {}, {}
     for name in files:
-        out.update(read_safetensors(os.path.join(hf_dir, name)))
+        for k, a in read_safetensors(os.path.join(hf_dir, name)).items():
+            if k in out:
+                raise ValueError(f"{hf_dir}: tensor {k!r} is in both {where[k]} and {name}")
+            out[k], where[k] = a, name
     return out
 
 

@@ -37,19 +37,21 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-import transformers
-from transformers import LlamaForCausalLM
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "data"))
-import export_hf  # noqa: E402
-import hf_llama as hl  # noqa: E402
+import needs  # noqa: E402
 import shards  # noqa: E402
-import tensorfile  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import torch
+    import transformers
+    from transformers import LlamaForCausalLM
+    import export_hf  # noqa: E402
+    import hf_llama as hl  # noqa: E402
+    import tensorfile  # noqa: E402
 
 MODEL_FLAGS = ("--n_embd 64 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 128 --seq_len 32 --batch_size 16 "
                "--total_batch 16 --steps 1000 --warmup 50 --lr 3e-3 --min_lr 3e-4 --eval_len 0 --val_every 0").split()
@@ -105,6 +107,7 @@ def main():
     ap.add_argument("--ckpt", help="a checkpoint to use instead of training one")
     ap.add_argument("--out", default=os.path.join(HERE, "hf_reference.bin"))
     a = ap.parse_args()
+    missing.check()
     with tempfile.TemporaryDirectory(prefix="hf_reference_") as tmp:
         ckpt = a.ckpt
         if not ckpt:

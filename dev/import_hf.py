@@ -16,17 +16,27 @@ Refused, with the reason: another model_type; biases; an activation other than S
 head_dim other than hidden_size / num_attention_heads, or partial rotary; an untied
 lm_head (the project ties the head to wte); rope_scaling (llama3, yarn, ...), unless
 --drop_rope_scaling; shapes outside the trainers' limits. doc/huggingface.md.
+
+Bad input stops the import with one line `import_hf.py: error: ...` naming the problem and
+exit status 1, no file written: config.json not a JSON object, a key missing, a value not
+a positive integer (or number) where one belongs, heads that do not divide; a safetensors
+file whose header breaks the format's rules (dev/hf_llama.py, safetensors_layout); CKPT a
+folder or in no existing folder. The checkpoint is written through CKPT.tmp, which a
+failure removes.
 """
 
 import argparse
 import json
+import math
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_llama as hl  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import hf_llama as hl  # noqa: E402
 
 # the trainers' limits (llmc/config.h, llmc/schedule.h)
 MAX_VOCAB, MAX_SEQ, MAX_LAYERS, MAX_HEADS, MAX_HEAD_DIM = 1 << 24, 1 << 20, 64, 64, 256
@@ -37,18 +47,66 @@ class Refused(Exception):
     pass
 
 
+REQUIRED = object()
+
+
+def _what(v):
+    """A config.json value as JSON spells it, and its JSON type."""
+    if v is None:
+        return "null"
+    kind = ("a boolean" if isinstance(v, bool) else "a string" if isinstance(v, str) else "an array"
+            if isinstance(v, list) else "an object" if isinstance(v, dict) else "a number")
+    text = json.dumps(v)
+    return f"{text if len(text) <= 40 else text[:37] + '...'} ({kind})"
+
+
+def config_int(cfg, key, default=REQUIRED):
+    """The positive integer config.json holds at `key` (absent or null: `default`), or Refused
+    naming the key and the value."""
+    v = cfg.get(key)
+    if v is None and default is not REQUIRED:
+        return default
+    if key not in cfg:
+        raise Refused(f'config.json has no "{key}"')
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise Refused(f'config.json: "{key}" is {_what(v)}, not an integer')
+    if v < 1:
+        raise Refused(f'config.json: "{key}" is {v}; it must be a positive integer')
+    return v
+
+
+def config_float(obj, key, default, where=""):
+    """The finite number at `key` of config.json (or of its object `where`), `default` when absent."""
+    v = obj.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        raise Refused(f'config.json: "{where}{key}" is {_what(v)}, not a finite number')
+    return float(v)
+
+
+def config_object(cfg, key):
+    v = cfg.get(key)
+    if v is not None and not isinstance(v, dict):
+        raise Refused(f'config.json: "{key}" is {_what(v)}, not an object')
+    return v or {}
+
+
 def rope_of(cfg):
     """(rope_theta, rope_type, partial_rotary_factor): transformers 5 writes rope_parameters,
     older versions rope_theta and rope_scaling."""
-    rp = cfg.get("rope_parameters") or {}
-    rs = cfg.get("rope_scaling") or {}
-    theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    rp, rs = config_object(cfg, "rope_parameters"), config_object(cfg, "rope_scaling")
+    theta = config_float(rp, "rope_theta", None, "rope_parameters.")
+    theta = config_float(cfg, "rope_theta", 10000.0) if theta is None else theta
     kind = rs.get("rope_type", rs.get("type")) or rp.get("rope_type", "default")
-    return float(theta), kind, float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
+    partial = config_float(rp, "partial_rotary_factor", None, "rope_parameters.")
+    return theta, kind, config_float(cfg, "partial_rotary_factor", 1.0) if partial is None else partial
 
 
 def model_of(cfg, seq_len, drop_rope_scaling):
     """[V, C, L, NH, NKV, F, T], rope_theta, rms_eps from config.json, or Refused."""
+    if not isinstance(cfg, dict):
+        raise Refused(f"config.json is {_what(cfg)}, not a JSON object")
     if cfg.get("model_type") != "llama":
         raise Refused(f"model_type {cfg.get('model_type')!r}: only Llama ('llama') maps onto our model")
     if cfg.get("hidden_act", "silu") != "silu":
@@ -56,13 +114,14 @@ def model_of(cfg, seq_len, drop_rope_scaling):
     for bias in ("attention_bias", "mlp_bias"):
         if cfg.get(bias):
             raise Refused(f"{bias} is true: our model has no biases")
-    V, C, L, NH = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]
-    NKV, F = cfg.get("num_key_value_heads") or NH, cfg["intermediate_size"]
-    T = seq_len or cfg.get("max_position_embeddings", 2048)
+    V, C, L = config_int(cfg, "vocab_size"), config_int(cfg, "hidden_size"), config_int(cfg, "num_hidden_layers")
+    NH, F = config_int(cfg, "num_attention_heads"), config_int(cfg, "intermediate_size")
+    NKV = config_int(cfg, "num_key_value_heads", NH)
+    T = seq_len if seq_len is not None else config_int(cfg, "max_position_embeddings", 2048)
     if C % NH:
         raise Refused(f"hidden_size {C} is not a multiple of num_attention_heads {NH}")
     hd = C // NH
-    if cfg.get("head_dim") not in (None, hd):
+    if config_int(cfg, "head_dim", hd) != hd:
         raise Refused(f"head_dim {cfg['head_dim']} is not hidden_size / num_attention_heads = {hd}: our head dim "
                       "is n_embd / n_head")
     theta, kind, partial = rope_of(cfg)
@@ -72,6 +131,7 @@ def model_of(cfg, seq_len, drop_rope_scaling):
         raise Refused(f"rope_scaling {kind!r}: our checkpoint stores plain RoPE (base {theta:g}) only; pass "
                       "--drop_rope_scaling to import the weights with plain RoPE (the model then is not the same "
                       "past its window; DroPE removes RoPE anyway)")
+    eps = config_float(cfg, "rms_norm_eps", 1e-6)
     checks = [(NH % NKV == 0, f"num_attention_heads {NH} is not a multiple of num_key_value_heads {NKV}"),
               (hd % 2 == 0 and hd <= MAX_HEAD_DIM, f"head dim {hd} must be even and at most {MAX_HEAD_DIM}"),
               (2 <= V <= MAX_VOCAB, f"vocab_size {V} must lie in [2, {MAX_VOCAB}]"),
@@ -79,17 +139,42 @@ def model_of(cfg, seq_len, drop_rope_scaling):
               (NH <= MAX_HEADS, f"num_attention_heads {NH} exceeds {MAX_HEADS}"),
               (1 <= F <= MAX_SEQ, f"intermediate_size {F} must lie in [1, {MAX_SEQ}]"),
               (1 <= T <= MAX_SEQ, f"the window {T} must lie in [1, {MAX_SEQ}] (set --seq_len)"),
-              (theta > 1, f"rope_theta {theta} must be > 1")]
+              (theta > 1, f"rope_theta {theta} must be > 1"),
+              (eps > 0, f"rms_norm_eps {eps} must be > 0")]
     for ok, why in checks:
         if not ok:
             raise Refused(why)
-    return [V, C, L, NH, NKV, F, T], theta, float(cfg.get("rms_norm_eps", 1e-6))
+    return [V, C, L, NH, NKV, F, T], theta, eps
+
+
+def read_config(hf_dir):
+    """config.json of a model folder as a dict, or Refused."""
+    if not os.path.isdir(hf_dir):
+        raise Refused(f"{hf_dir} is not a folder (a Hugging Face model folder: config.json, model.safetensors)")
+    path = os.path.join(hf_dir, "config.json")
+    if not os.path.isfile(path):
+        raise Refused(f"{hf_dir} has no config.json (not a Hugging Face model folder)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (ValueError, RecursionError) as e:
+        raise Refused(f"{path} is not JSON ({type(e).__name__}: {e})") from None
+
+
+def check_target(ckpt):
+    """Refused when the checkpoint file `ckpt` cannot be written (before reading any weights)."""
+    if os.path.isdir(ckpt):
+        raise Refused(f"{ckpt} is a folder: name the checkpoint file to write, e.g. "
+                      f"{os.path.join(ckpt, 'checkpoint.bin')}")
+    parent = os.path.dirname(ckpt) or "."
+    if not os.path.isdir(parent):
+        raise Refused(f"cannot write {ckpt}: {parent} is not an existing folder")
 
 
 def import_hf(hf_dir, ckpt, seq_len=None, seed=42, drop_rope_scaling=False):
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_config(hf_dir)
     (V, C, L, NH, NKV, F, T), theta, eps = model_of(cfg, seq_len, drop_rope_scaling)
+    check_target(ckpt)
     hd = C // NH
     w = {k: v for k, v in hl.read_hf_weights(hf_dir).items() if not k.endswith(IGNORED)}
     head = w.pop("lm_head.weight", None)
@@ -121,7 +206,10 @@ def import_hf(hf_dir, ckpt, seq_len=None, seed=42, drop_rope_scaling=False):
     params["wte"] = np.concatenate([params["wte"], np.zeros((hl.padded_vocab(V) - V, C), np.float32)])
     ci = [V, hl.padded_vocab(V), C, L, NH, NKV, F, T, 0, 0, 0, 0, 0]  # --pos rope, --pe rope, no QK-norm, no wpe, a transformer
     cf = [theta, eps, *hl.DEFAULT_ALPHAS]
-    hl.write_checkpoint(ckpt, ci, cf, [0, seed, 0, 0, 0], params)
+    try:  # through ckpt.tmp, which a failure removes (tensorfile.write_atomic)
+        hl.write_checkpoint(ckpt, ci, cf, [0, seed, 0, 0, 0], params)
+    except OSError as e:
+        raise Refused(f"cannot write {ckpt}: {e.strerror or e}") from None
     return ci, cf
 
 
@@ -133,6 +221,7 @@ def main():
     ap.add_argument("--seed", type=int, default=42, help="the seed stored (what --eval_only adopts)")
     ap.add_argument("--drop_rope_scaling", action="store_true", help="import a model with rope_scaling as plain RoPE")
     a = ap.parse_args()
+    missing.check()
     try:
         ci, cf = import_hf(a.hf_dir, a.ckpt, a.seq_len, a.seed, a.drop_rope_scaling)
     except (Refused, ValueError, KeyError, OSError) as e:

@@ -23,10 +23,12 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_table import assign_labels, die, gain_from_columns, load_evals  # noqa: E402
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    from eval_table import assign_labels, die, gain_from_columns, load_evals  # noqa: E402
 
 VARIANT_NAMES = {"chunked": "chunked (KV-cache approx.)", "banded": "banded (exact window)"}
 
@@ -66,14 +68,15 @@ def main(argv=None):
     ap.add_argument("--points", type=int, default=16, help="number of C values for G(C) (default 16)")
     ap.add_argument("--title", default=None)
     args = ap.parse_args(argv)
+    missing.check()
     if args.smooth < 0:
         die("--smooth must be >= 0")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
-        die("needs matplotlib: pip install matplotlib")
+    except ImportError as e:
+        needs.missing(e)
 
     pairs = assign_labels(load_evals(args.runs, args.tag), args.labels, None, len(args.runs))
     multi_tag = len({ev.tag for _, ev in pairs}) > 1

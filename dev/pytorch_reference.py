@@ -54,13 +54,15 @@ import math
 import os
 import sys
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tensorfile  # noqa: E402
-from model_torch import (Config, OptConfig, LlamaRoPE, EXTRA_NAMES,  # noqa: E402
-                         POS_KINDS, alibi_slopes, make_optimizer, train_step)
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import torch
+    import tensorfile  # noqa: E402
+    from model_torch import (Config, OptConfig, LlamaRoPE, EXTRA_NAMES,  # noqa: E402
+                             POS_KINDS, alibi_slopes, make_optimizer, train_step)
 
 ALPHAS = [1.0, 8.0, 0.125, 2.5, 8.0, 0.5, 1.0, 4.0, 0.25, 8.0]
 
@@ -179,7 +181,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pos_kind", choices=list(POS_KINDS), default="rope",
+    ap.add_argument("--pos_kind", choices=list(DEFAULT_OUT), default="rope",  # model_torch's POS_KINDS
                     help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal "
                          "or learned (dev/reference_<kind>.bin)")
     ap.add_argument("--qk_norm", action="store_true",
@@ -192,6 +194,8 @@ def main():
                     help="form RoPE angles in fp32 like the C kernels (default: exact float64)")
     ap.add_argument("--no_fd", action="store_true", help="skip the finite-difference self-check")
     args = ap.parse_args()
+    missing.check()
+    assert list(DEFAULT_OUT) == list(POS_KINDS), "a position kind without its reference file name"
     default_out = os.path.join(here, QKNORM_OUT if args.qk_norm else DEFAULT_OUT[args.pos_kind])
     if args.qk_norm and args.pos_kind != "rope" and args.out is None:
         ap.error("--qk_norm with a pos_kind other than rope: give --out")

@@ -38,17 +38,15 @@ import math
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tensorfile  # noqa: E402
+import needs  # noqa: E402
 
-try:
+with needs.deferred(__name__) as missing:
+    import numpy as np
+    import tensorfile  # noqa: E402
     import torch
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-except ImportError as e:  # pragma: no cover
-    sys.exit(f"scaling_reference.py: needs torch and transformers ({e})")
 
 
 def yarn_low_high(hd, base, w, beta_fast=32.0, beta_slow=1.0):
@@ -139,6 +137,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "scaling_reference.bin"))
     args = ap.parse_args()
+    missing.check()
     assert yarn_low_high(64, 10000.0, 2048) == (8, 21), yarn_low_high(64, 10000.0, 2048)
     assert yarn_low_high(32, 500.0, 4096) == (7, 17), yarn_low_high(32, 500.0, 4096)
     tensors = (build_set("", 64, 10000.0, 2048, (4, 8)) + build_set("small.", 32, 10000.0, 128, (8,))

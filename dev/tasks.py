@@ -145,7 +145,7 @@ def main():
         cmd = [args.trainer, "--model", "tiny", "--seq_len", str(args.seq_len), "--batch_size", "32", "--total_batch", "32",
                "--steps", str(args.steps), "--warmup", "50", "--val_every", "0", "--eval_len", "0", "--seed", str(args.seed),
                "--train_data", os.path.join(data, "train.bin"), "--val_data", os.path.join(data, "val.bin"),
-               "--task_eval", os.path.join(data, "test.bin"), "--out_dir", rd] + flags
+               "--task_eval", os.path.join(data, "test.bin"), "--out_dir", rd, "--overwrite"] + flags  # the row's folder
         if args.force or not os.path.exists(js):
             if not args.dry_run:
                 os.makedirs(rd, exist_ok=True)

@@ -37,16 +37,20 @@ import struct
 import sys
 import zlib
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import needs  # noqa: E402
+
+with needs.deferred(__name__) as missing:  # `python dev/tensorfile.py --help` needs no numpy
+    import numpy as np
+
+    _DTYPES = {0: np.dtype("<f4"), 1: np.dtype("<i4"), 2: np.dtype("<u8")}
+    _CODES = {np.dtype("float32"): 0, np.dtype("int32"): 1, np.dtype("uint64"): 2}
 
 MAGIC = 20261121
 VERSION = 2
 ALIGN = 64
 END_MARKER = 0x454E4421
 KIND_REFERENCE = 1
-
-_DTYPES = {0: np.dtype("<f4"), 1: np.dtype("<i4"), 2: np.dtype("<u8")}
-_CODES = {np.dtype("float32"): 0, np.dtype("int32"): 1, np.dtype("uint64"): 2}
 
 
 def write(path, kind, tensors):
@@ -80,14 +84,24 @@ def write(path, kind, tensors):
 
 
 def write_atomic(path, parts):
-    """Write the byte strings `parts` (any iterable) to path through path.tmp, fsync'd, then renamed."""
+    """Write the byte strings `parts` (any iterable) to path through path.tmp, fsync'd, then
+    renamed; on any failure after path.tmp was created (a full disk, path a folder, an
+    interrupt) path.tmp is removed and the error raised."""
     tmp = str(path) + ".tmp"
-    with open(tmp, "wb") as f:
-        for p in parts:
-            f.write(p)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    f = open(tmp, "wb")
+    try:
+        with f:
+            for p in parts:
+                f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_with_kind(path):
@@ -150,13 +164,23 @@ def read(path):
     return read_with_kind(path)[1]
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python dev/tensorfile.py FILE")
-        sys.exit(2)
-    kind, ts = read_with_kind(sys.argv[1])
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="List the tensors of a named-tensor file (a checkpoint, a reference "
+                                 "file, a dump): kind, then name, dtype, shape and the first values of each.")
+    ap.add_argument("file")
+    a = ap.parse_args(argv)
+    missing.check()
+    try:
+        kind, ts = read_with_kind(a.file)
+    except (OSError, ValueError) as e:
+        sys.exit(f"tensorfile.py: error: {e}")
     print(f"kind {kind}, {len(ts)} tensors")
     for k, v in ts.items():
         flat = v.reshape(-1)
         head = ", ".join(f"{x:.6g}" if v.dtype.kind == "f" else str(x) for x in flat[:4])
         print(f"  {k:24s} {str(v.dtype):8s} {str(tuple(v.shape)):18s} [{head}{', ...' if flat.size > 4 else ''}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,10 @@ about 2 s a run on 2 cores) and checks:
     permitted): exit 1, an `error:` line naming the checkpoint, the previous checkpoint
     unchanged and resumable, no checkpoint.bin.tmp left;
   - evaluation output and log.jsonl onto a full location: a failure naming the file;
-  - a stale checkpoint.bin.tmp is removed.
+  - a stale checkpoint.bin.tmp is removed;
+  - SIGINT: the step ends, a checkpoint is saved, exit 130 naming --resume, and --resume
+    alone ends bit-identical to an uninterrupted run; a second SIGINT stops at once;
+  - output reaches a pipe as it is printed: step lines (line-buffered) and --generate's tokens.
 Everything is written under one temporary directory, deleted at the end. Prints
 PASS/FAIL/SKIP per check and ends with "N passed, N failed, N skipped"; exits 1 if any
 check failed. Takes about 1.5 minutes on 2 idle cores; far longer while other processes
@@ -201,8 +204,8 @@ def kill_trial(i, rng, ref):
         m = re.search(r"\(step (\d+)", r.stdout)
         t["step"] = int(m.group(1)) if m else None
         t["outcome"] = "resumed from step %s" % (t["step"] if m else "?")
-    else:
-        r = run(args(out))
+    else:  # a killed run's log stays: the rerun replaces it, as asked
+        r = run(args(out) + ["--overwrite"])
         t["outcome"] = "rerun (no checkpoint)"
     t["bad"] = ["exit %d: %s" % (r.returncode, tail(r))] if r.returncode else matches_reference(out)
     return t
@@ -403,6 +406,106 @@ def stale_tmp_removed_at_start():
     if bad:
         raise AssertionError("; ".join(bad))
     return "gone before the first step of a fresh run and of a --resume"
+
+
+# ---- 6. a graceful stop, and output that reaches a pipe as it is printed -----------------
+# The default tiny model (about 0.1 s a step on 2 cores): long enough steps that a signal
+# sent after reading a step line lands in the next few steps, whatever the machine's load.
+TINY = ["--steps", "40", "--eval_len", "0", "--val_every", "0", "--threads", "2"]
+
+
+def piped(argv):
+    return subprocess.Popen([OPT.trainer] + argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1)
+
+
+def read_until(p, pattern):
+    """The lines p prints up to the first that matches pattern (None: it ended first)."""
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if re.search(pattern, line):
+            return seen
+    return None
+
+
+@test
+def sigint_saves_and_resumes():
+    """SIGINT after step 2's line: the step ends, a checkpoint is saved, the run exits 130
+    naming --resume; the step lines came through the pipe as printed (no block buffer: 4 KB
+    is 29 step lines); --resume alone ends bit-identical to an uninterrupted run."""
+    full = fresh_dir("sigint_full")
+    r = run(TINY + ["--out_dir", full])
+    if r.returncode != 0:
+        raise AssertionError("uninterrupted run failed (exit %d): %s" % (r.returncode, tail(r)))
+    out = fresh_dir("sigint")
+    p = piped(TINY + ["--out_dir", out])
+    if read_until(p, r"^step +2/40") is None:
+        raise AssertionError("the run ended (exit %s) before printing step 2" % p.wait())
+    p.send_signal(signal.SIGINT)
+    rest = p.stdout.read()
+    p.wait(timeout=TIMEOUT)
+    m = re.search(r"stopped by SIGINT after step (\d+) of 40; continue with --resume (\S+)", rest)
+    bad = []
+    if p.returncode != 130:
+        bad.append("exit %d, expected 130" % p.returncode)
+    if not m:
+        bad.append("no 'stopped by SIGINT ... --resume' line: %r" % rest[-300:])
+    else:
+        stopped = int(m.group(1))
+        if not 2 <= stopped < 20:
+            bad.append("stopped after step %d, not within a few steps of the signal (block-buffered output?)" % stopped)
+        if log_lines(os.path.join(out, "log.jsonl")) != stopped:
+            bad.append("the log has %d steps, the checkpoint %d" % (log_lines(os.path.join(out, "log.jsonl")), stopped))
+    if bad:
+        raise AssertionError("; ".join(bad))
+    r = run(["--resume", os.path.join(out, "checkpoint.bin"), "--threads", "2"])
+    if r.returncode != 0:
+        raise AssertionError("--resume alone failed (exit %d): %s" % (r.returncode, tail(r)))
+    same = (sha(os.path.join(out, "checkpoint.bin")) == sha(os.path.join(full, "checkpoint.bin")) and
+            losses(os.path.join(out, "log.jsonl")) == losses(os.path.join(full, "log.jsonl")))
+    if not same:
+        raise AssertionError("resumed after SIGINT at step %s: checkpoint or losses differ from the uninterrupted run"
+                             % m.group(1))
+    return "stopped after step %s of 40 (exit 130); --resume alone: bit-identical checkpoint and losses" % m.group(1)
+
+
+@test
+def second_sigint_stops_at_once():
+    out = fresh_dir("sigint_twice")
+    p = piped(TINY + ["--out_dir", out])
+    if read_until(p, r"^step +2/40") is None:
+        raise AssertionError("the run ended (exit %s) before printing step 2" % p.wait())
+    p.send_signal(signal.SIGINT)
+    if read_until(p, r"stopping after this step") is None:
+        raise AssertionError("no acknowledgement of the first SIGINT (exit %s)" % p.wait())
+    p.send_signal(signal.SIGINT)
+    rest = p.stdout.read()
+    p.wait(timeout=TIMEOUT)
+    if p.returncode != -signal.SIGINT or "stopped by SIGINT" in rest:
+        raise AssertionError("exit %d, expected death by SIGINT at once: %r" % (p.returncode, rest[-200:]))
+    return "killed by the second SIGINT"
+
+
+@test
+def generate_streams():
+    """--generate prints each token as it is picked: the reader gets the prompt and the first
+    tokens while it runs, not a 4 KB block (about 3.7 KB of text after the lines before it)."""
+    ckpt = reference()["ckpt"]
+    p = subprocess.Popen([OPT.trainer, "--resume", ckpt, "--steps", "0", "--generate", "50000", "--prompt", "The ",
+                          "--threads", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    got = b""
+    while b"The " not in got or len(got) < got.find(b"The ") + 8:  # the prompt, then generated bytes
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        got += chunk
+    running = p.poll() is None
+    kill(p)
+    text = got[got.find(b"The "):] if b"The " in got else b""
+    if not running or not text or len(text) >= 2048:  # a 4 KB block, less the lines before the prompt, is more
+        raise AssertionError("%d bytes of generated text read %s the run ended" % (len(text), "before" if running else "after"))
+    return "%d bytes of text arrived while it was still generating" % len(text)
 
 
 def main():

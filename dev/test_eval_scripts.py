@@ -1,4 +1,5 @@
-"""Tests for dev/plot_eval.py, dev/eval_table.py, data/passkey_prompts.py and data/hellaswag.py on synthetic fixtures.
+"""Tests for dev/plot_eval.py, dev/eval_table.py, data/passkey_prompts.py and data/hellaswag.py on synthetic fixtures,
+and for every dev/ script's --help and missing-package line (dev/needs.py; data/test_data.py has data/'s).
 
     python dev/test_eval_scripts.py
 
@@ -7,6 +8,7 @@ contract) and a tiny locally trained BPE into a temp dir. Prints PASS/FAIL/SKIP 
 and ends with "N passed, N failed, N skipped"; exits 1 if any test failed. Tests that
 need matplotlib or tokenizers SKIP without them. Takes about 10-20 s.
 """
+import glob
 import io
 import json
 import math
@@ -515,6 +517,109 @@ def rfs_tasks_answers_masks_lengths():
     rc, _, err = run_py("data/rfs_tasks.py", "--task", "copy", "--train_len", "40", "--seq_len", "32",
                         "--out_dir", os.path.join(TMP, "x"))
     check(rc != 0 and "more than --seq_len 32" in err, "an example longer than the window: %d %s" % (rc, err))
+
+
+# ---- every script: --help, and one line for a missing package (issue 25) ------------------
+from needs import hiding_env, pythons, venv_packages  # noqa: E402  (shared with data/test_data.py)
+
+MAKE_VENV = venv_packages()  # the packages `make venv` installs: the line names it
+# scripts whose --help itself needs a package: gru_reference.py's model class derives from
+# torch.nn.Module when the file loads
+HELP_NEEDS = {"dev/gru_reference.py": "numpy"}
+
+
+def hiding(*packages):
+    """os.environ hiding `packages` (default: all needs.HIDEABLE), in one folder per set under TMP."""
+    return hiding_env(os.path.join(TMP, "hide_" + "_".join(packages or ("all",))), *packages)
+
+
+def dev_scripts():
+    """dev/*.py with a __main__ entry (the test suites aside), and dev/cuda_emu/transform.py."""
+    out = []
+    for p in sorted(glob.glob(os.path.join(HERE, "*.py"))) + [os.path.join(HERE, "cuda_emu", "transform.py")]:
+        with open(p, encoding="utf-8") as f:
+            if not os.path.basename(p).startswith("test_") and '__name__ == "__main__"' in f.read():
+                out.append(os.path.relpath(p, ROOT))
+    return out
+
+
+def check_missing(r, rel, pkg):
+    """Exit 1 and one stderr line naming the package, nothing else."""
+    err = r.stderr.strip()
+    what = "%s (exit %d): %r" % (rel, r.returncode, err[-1500:])
+    check(r.returncode == 1 and "Traceback" not in err and len(err.splitlines()) == 1 and not r.stdout, what)
+    check(err.startswith("error: %s needs %s" % (rel, pkg))
+          and (err.endswith("pip install %s" % pkg) or err.endswith("(or pip install %s)" % pkg)), what)
+    if pkg in MAKE_VENV:
+        check(err == "error: %s needs %s: run `make venv` and use .venv/bin/python (or pip install %s)" % (rel, pkg, pkg),
+              what)
+
+
+@test
+def dev_scripts_answer_help_without_packages():
+    scripts = dev_scripts()
+    check(len(scripts) >= 13 and "dev/import_hf.py" in scripts and "dev/tensorfile.py" in scripts, scripts)
+    for py in pythons():
+        for rel in scripts:
+            for flag in ("-h", "--help"):
+                r = subprocess.run([py, os.path.join(ROOT, rel), flag], capture_output=True, text=True, timeout=60,
+                                   env=hiding(), cwd=TMP)
+                if rel in HELP_NEEDS:
+                    check_missing(r, rel, HELP_NEEDS[rel])
+                    continue
+                check(r.returncode == 0 and r.stdout.startswith("usage: ") and not r.stderr,
+                      "%s %s %s: exit %d, %r" % (py, rel, flag, r.returncode, (r.stderr or r.stdout)[-800:]))
+    import importlib.util
+    if importlib.util.find_spec("torch"):
+        rc, out, err = run_py("dev/gru_reference.py", "--help")
+        check(rc == 0 and out.startswith("usage: "), "gru_reference.py --help with torch: %d %s" % (rc, err[-500:]))
+    return "%d scripts, %s" % (len(scripts), ", ".join(pythons()))
+
+
+# (script, arguments that parse, packages hidden (none named: all), the package the line names)
+MISSING_CASES = [
+    ("dev/ablate.py", ["--table", "6", "--cpu", "--dry_run"], (), "numpy"),
+    ("dev/bench_torch.py", ["--steps", "1"], (), "torch"),
+    ("dev/bf16_drift.py", [], (), "numpy"),
+    ("dev/bf16_drift.py", [], ("torch",), "torch"),
+    ("dev/eval_table.py", [RUNS], (), "numpy"),
+    ("dev/export_hf.py", ["ckpt.bin", "hf_out"], (), "numpy"),
+    ("dev/gru_reference.py", ["--out", "gru.bin"], (), "numpy"),
+    ("dev/hf_reference.py", ["--out", "hf.bin"], (), "numpy"),
+    ("dev/import_hf.py", ["hf_in", "ckpt.bin"], (), "numpy"),
+    ("dev/plot_eval.py", [RUNS, "--out", "p.png"], (), "numpy"),
+    ("dev/plot_eval.py", [RUNS, "--out", "p.png"], ("matplotlib",), "matplotlib"),
+    ("dev/pytorch_reference.py", ["--out", "ref.bin"], (), "numpy"),
+    ("dev/scaling_reference.py", ["--out", "s.bin"], (), "numpy"),
+    ("dev/tensorfile.py", [os.path.join(HERE, "reference_tiny.bin")], (), "numpy"),
+    ("data/passkey_prompts.py", ["--tokenizer_file", "tok.json", "--out", "pk.bin"], ("tokenizers",), "tokenizers"),
+    ("data/hellaswag.py", ["--tokenizer_file", "tok.json", "--input", "HS_JSONL", "--out", "hs.bin"], ("tokenizers",),
+     "tokenizers"),  # through passkey_prompts' Encoder: the line names the script that was run
+]
+
+
+@test
+def scripts_name_a_missing_package():
+    hs = write_hs_jsonl(HS_ROWS)
+    for k, (rel, args, hidden, pkg) in enumerate(MISSING_CASES):
+        cwd = os.path.join(TMP, "missing_%d" % k)
+        os.makedirs(cwd)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, rel)] + [hs if a == "HS_JSONL" else a for a in args],
+                           capture_output=True, text=True, timeout=60, env=hiding(*hidden), cwd=cwd)
+        check_missing(r, rel, pkg)
+        check(os.listdir(cwd) == [], "%s left %s" % (rel, os.listdir(cwd)))
+    uses = {rel for rel in dev_scripts() if "import needs" in open(os.path.join(ROOT, rel), encoding="utf-8").read()}
+    check(uses <= {c[0] for c in MISSING_CASES}, "no case for %s" % sorted(uses - {c[0] for c in MISSING_CASES}))
+
+
+@test
+def tensorfile_cli_lists_and_refuses():
+    rc, out, err = run_py("dev/tensorfile.py", os.path.join(HERE, "reference_tiny.bin"))
+    check(rc == 0 and out.startswith("kind 1, ") and "config_i" in out, "listing: %d %s" % (rc, err[-500:]))
+    for bad, words in ((os.path.join(TMP, "none.bin"), "No such file"), (os.path.join(HERE, "needs.py"), "bad magic")):
+        rc, out, err = run_py("dev/tensorfile.py", bad)
+        check(rc == 1 and err.startswith("tensorfile.py: error: ") and words in err and len(err.splitlines()) == 1,
+              "%s: %d %r" % (bad, rc, err[-800:]))
 
 
 # ---- shell scripts ---------------------------------------------------------------------

@@ -5,10 +5,12 @@
 Without torch: the round trip CKPT -> HF -> CKPT is bit-identical; the export of the
 reference model is byte for byte the one transformers evaluated (dev/hf_reference.bin);
 the C trainer's per-position losses with every scaling mapping and its greedy tokens
-equal what transformers computed; every refusal. When torch and transformers import (a
-scratch environment, not the project's .venv), the live tests also run transformers on
-fresh exports and on an imported non-preset model continued with --pos posaug; otherwise
-they SKIP. Prints PASS/FAIL/SKIP per test and "N passed, N failed, N skipped"; exits 1 on
+equal what transformers computed; every refusal; bad input (safetensors headers breaking
+the format's rules, malformed config.json values, a folder as the target, a failed write)
+stops dev/import_hf.py with one line and exit 1, no traceback, no .tmp left. When torch
+and transformers import (a scratch environment, not the project's .venv), the live tests
+also run transformers on fresh exports and on an imported non-preset model continued with
+--pos posaug; otherwise they SKIP. Prints PASS/FAIL/SKIP per test and "N passed, N failed, N skipped"; exits 1 on
 a failure.
 """
 import atexit
@@ -455,6 +457,200 @@ def command_lines():
     r = subprocess.run([sys.executable, os.path.join(HERE, "export_hf.py"), path("ref", "ckpt.bin"), path("cli", "ok"),
                         "--scaling", "yarn", "--scale_factor", "8"], capture_output=True, text=True)
     assert r.returncode == 0 and '"rope_type": "yarn"' in r.stdout, r.stderr[-500:]
+
+
+# ---- bad input: one line, exit 1, no traceback, no file left (issue 25) --------------------
+
+def import_cli(hf_dir, ckpt, *flags, limit_bytes=None):
+    """dev/import_hf.py HF_DIR CKPT as a user runs it (limit_bytes: RLIMIT_FSIZE, a full disk)."""
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return subprocess.run([sys.executable, os.path.join(HERE, "import_hf.py"), hf_dir, ckpt, *map(str, flags)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit if limit_bytes else None)
+
+
+def tmp_left(*folders):
+    return [os.path.join(d, n) for d in folders for n in os.listdir(d) if ".tmp" in n]
+
+
+def one_line_error(r, words, *folders):
+    """The refusal: exit 1, one stderr line `import_hf.py: error: ...` with `words`, no
+    traceback, no .tmp in `folders`. Returns the line, the scratch path shortened."""
+    err = r.stderr.strip()
+    assert "Traceback" not in r.stderr, f"a traceback:\n{r.stderr[-1500:]}"
+    assert r.returncode == 1, f"exit {r.returncode}: {err[-500:]}"
+    assert len(err.splitlines()) == 1 and err.startswith("import_hf.py: error: "), f"not one error line: {err!r}"
+    assert words in err, f"{err!r} lacks {words!r}"
+    assert not tmp_left(*folders), f"left {tmp_left(*folders)}"
+    return err.replace(_tmp[0], "$TMP")
+
+
+def st_bytes(header, data=b"", n=None):
+    """A safetensors file's bytes as given: the header (a JSON value, or raw bytes), its
+    length (n, or the header's), the data."""
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(h) if n is None else n) + h + data
+
+
+def f32(shape, begin, end=None):
+    n = math.prod(shape) * 4
+    return {"dtype": "F32", "shape": shape, "data_offsets": [begin, begin + n if end is None else end]}
+
+
+# (name, model.safetensors bytes, words of the message): each breaks one rule of the format
+BAD_SAFETENSORS = [
+    ("header_length_past_file", st_bytes({"a": f32([2], 0)}, bytes(8), n=10**6),
+     "header of 1000000 bytes in a file of 77 bytes: truncated or not safetensors"),
+    ("shorter_than_header_length", b"\x10\x00\x00", "not a safetensors file (3 bytes"),
+    ("header_not_json", st_bytes(b"{\"a\": nope}", bytes(8)), "the header is not UTF-8 JSON"),
+    ("non_object_header", st_bytes([1, 2, 3]), "the header is [1, 2, 3], not a JSON object of tensors"),
+    ("tensor_not_object", st_bytes({"a": 5}), "tensor 'a' is 5, not an object with dtype, shape and data_offsets"),
+    ("tensor_without_offsets", st_bytes({"a": {"dtype": "F32", "shape": [2]}}, bytes(8)),
+     "tensor 'a' has no \"data_offsets\""),
+    ("unknown_dtype", st_bytes({"a": dict(f32([2], 0), dtype="Q7")}, bytes(8)),
+     "tensor 'a' has dtype \"Q7\"; this reader takes F32, F16, F64, BF16"),
+    ("negative_dim", st_bytes({"a": dict(f32([2], 0), shape=[-2])}, bytes(8)),
+     "tensor 'a' has shape [-2], not a list of non-negative integers"),
+    ("string_dim", st_bytes({"a": dict(f32([2], 0), shape=["2"])}, bytes(8)),
+     "tensor 'a' has shape [\"2\"], not a list of non-negative integers"),
+    ("three_offsets", st_bytes({"a": dict(f32([2], 0), data_offsets=[0, 4, 8])}, bytes(8)),
+     "tensor 'a' has data_offsets [0, 4, 8], not a list of two integers [begin, end]"),
+    ("offsets_past_data", st_bytes({"a": f32([4], 0)}, bytes(8)),
+     "tensor 'a' has data_offsets [0, 16], not 0 <= begin <= end <= 8 (the data's size)"),
+    ("end_before_begin", st_bytes({"a": f32([0], 8, 4)}, bytes(8)), "has data_offsets [8, 4], not 0 <= begin <= end"),
+    ("shape_offsets_size_mismatch", st_bytes({"a": f32([3], 0, 8)}, bytes(8)),
+     "tensor 'a' has data_offsets [0, 8] (8 bytes), but shape [3] of F32 takes 12 bytes"),
+    ("overlapping_ranges", st_bytes({"a": f32([2], 0), "b": f32([2], 4)}, bytes(12)),
+     "tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 12]) overlap"),
+    ("same_range_twice", st_bytes({"a": f32([2], 0), "b": f32([2], 0)}, bytes(8)), "overlap"),
+    ("hole_between_ranges", st_bytes({"a": f32([2], 0), "b": f32([2], 12)}, bytes(20)),
+     "bytes [8, 12) of the data belong to no tensor (a hole after 'a')"),
+    ("hole_at_start", st_bytes({"a": f32([2], 4)}, bytes(12)),
+     "bytes [0, 4) of the data belong to no tensor (a hole before the first tensor)"),
+    ("bytes_after_last_tensor", st_bytes({"a": f32([2], 0)}, bytes(12)),
+     "bytes [8, 12) of the data belong to no tensor (after the last one)"),
+    ("name_twice", st_bytes(b'{"a": %s, "a": %s}' % (json.dumps(f32([2], 0)).encode(), json.dumps(f32([2], 0)).encode()),
+                            bytes(8)), "the header names 'a' twice"),
+    ("metadata_not_strings", st_bytes({"__metadata__": {"format": 1}, "a": f32([2], 0)}, bytes(8)),
+     "__metadata__ is {\"format\": 1}, not an object of strings"),
+]
+
+
+def bad_safetensors_test(name, data, words):
+    def fn():
+        d = hf_folder("bad_st_" + name, tensors=hf_tensors(HF_CFG))[0]
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(data)
+        r = import_cli(d, os.path.join(d, "ckpt.bin"))
+        assert not os.path.exists(os.path.join(d, "ckpt.bin")), "wrote a checkpoint"
+        return one_line_error(r, words, d)
+    fn.__name__ = f"import_rejects_safetensors_{name}"
+    return fn
+
+
+for _r in BAD_SAFETENSORS:
+    test(bad_safetensors_test(*_r))
+
+
+@test
+def safetensors_reader_takes_what_the_format_allows():
+    """__metadata__, a 0-d tensor, a zero-size tensor, header padding, a header order that is not the data order."""
+    t = {"b": np.arange(3, dtype=np.float32), "a": np.float32(7.0).reshape(()), "z": np.zeros((0, 4), np.float32)}
+    header = {"__metadata__": {"format": "pt"}, "b": f32([3], 4), "a": f32([], 0), "z": f32([0, 4], 16)}
+    p = path("st_ok", "model.safetensors")
+    with open(p, "wb") as f:
+        f.write(st_bytes(json.dumps(header).encode() + b"    ", t["a"].tobytes() + t["b"].tobytes()))
+    got = hl.read_safetensors(p)
+    assert set(got) == set(t) and all(got[k].shape == t[k].shape and np.array_equal(got[k], t[k]) for k in t), got
+
+
+def drop_key(key):
+    def change(cfg):
+        del cfg[key]
+    return change
+
+
+# (name, config.json change: a dict merged into HF_CFG, or a function of the dict, or the whole file's text, words)
+BAD_CONFIGS = [
+    ("missing_key", drop_key("hidden_size"), 'config.json has no "hidden_size"'),
+    ("missing_layers", drop_key("num_hidden_layers"), 'config.json has no "num_hidden_layers"'),
+    ("string_head_count", {"num_attention_heads": "6"}, '"num_attention_heads" is "6" (a string), not an integer'),
+    ("bool_layers", {"num_hidden_layers": True}, '"num_hidden_layers" is true (a boolean), not an integer'),
+    ("float_ffn", {"intermediate_size": 200.0}, '"intermediate_size" is 200.0 (a number), not an integer'),
+    ("null_vocab", {"vocab_size": None}, '"vocab_size" is null, not an integer'),
+    ("zero_heads", {"num_attention_heads": 0}, '"num_attention_heads" is 0; it must be a positive integer'),
+    ("zero_kv_heads", {"num_key_value_heads": 0}, '"num_key_value_heads" is 0; it must be a positive integer'),
+    ("negative_hidden_size", {"hidden_size": -96}, '"hidden_size" is -96; it must be a positive integer'),
+    ("heads_not_dividing_hidden_size", {"num_attention_heads": 5},
+     "hidden_size 96 is not a multiple of num_attention_heads 5"),
+    ("kv_heads_not_dividing_heads", {"num_key_value_heads": 4},
+     "num_attention_heads 6 is not a multiple of num_key_value_heads 4"),
+    ("string_eps", {"rms_norm_eps": "1e-6"}, '"rms_norm_eps" is "1e-6" (a string), not a finite number'),
+    ("string_theta", {"rope_theta": "5e4"}, '"rope_theta" is "5e4" (a string), not a finite number'),
+    ("rope_scaling_not_object", {"rope_scaling": "yarn"}, '"rope_scaling" is "yarn" (a string), not an object'),
+    ("string_window", {"max_position_embeddings": "48"}, '"max_position_embeddings" is "48" (a string), not an integer'),
+    ("not_an_object", "[1, 2]", "config.json is [1, 2] (an array), not a JSON object"),
+    ("not_json", "{'vocab_size': 300}", "config.json is not JSON (JSONDecodeError"),
+]
+
+
+def bad_config_test(name, change, words):
+    def fn():
+        d = hf_folder("bad_cfg_" + name, tensors=hf_tensors(HF_CFG))[0]
+        if isinstance(change, str):
+            text = change
+        else:
+            cfg = dict(HF_CFG)
+            change(cfg) if callable(change) else cfg.update(change)
+            text = json.dumps(cfg)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(text)
+        r = import_cli(d, os.path.join(d, "ckpt.bin"))
+        assert not os.path.exists(os.path.join(d, "ckpt.bin")), "wrote a checkpoint"
+        return one_line_error(r, words, d)
+    fn.__name__ = f"import_rejects_config_{name}"
+    return fn
+
+
+for _r in BAD_CONFIGS:
+    test(bad_config_test(*_r))
+
+
+@test
+def import_rejects_folder_as_target():
+    d = hf_folder("target_dir")[0]
+    out = folder("target_dir", "out")
+    msg = one_line_error(import_cli(d, out), "out is a folder: name the checkpoint file to write", d,
+                         os.path.dirname(out), out)
+    assert os.listdir(out) == [], os.listdir(out)
+    r = import_cli(d, os.path.join(out, "ckpt.bin"))
+    assert r.returncode == 0 and "wrote " in r.stdout and os.listdir(out) == ["ckpt.bin"], (r.stderr[-500:], os.listdir(out))
+    return msg
+
+
+@test
+def import_rejects_target_in_missing_folder():
+    d = hf_folder("target_missing")[0]
+    return one_line_error(import_cli(d, os.path.join(d, "no", "such", "ckpt.bin")), "is not an existing folder", d)
+
+
+@test
+def import_rejects_missing_hf_folder_or_config():
+    msgs = [one_line_error(import_cli(path("no_such_model"), path("nm.bin")), "is not a folder", _tmp[0])]
+    d = folder("no_config")
+    msgs.append(one_line_error(import_cli(d, path("nc.bin")), "has no config.json", d, _tmp[0]))
+    return "; ".join(msgs)
+
+
+@test
+def import_removes_tmp_when_the_write_fails():
+    d = hf_folder("full_disk")[0]
+    out = folder("full_disk", "out")
+    r = import_cli(d, os.path.join(out, "ckpt.bin"), limit_bytes=8192)  # the checkpoint is about 500 KB
+    msg = one_line_error(r, "cannot write", out)
+    assert os.listdir(out) == [], os.listdir(out)
+    return msg
 
 
 # ---- live: transformers itself -------------------------------------------------------------

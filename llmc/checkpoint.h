@@ -4,6 +4,8 @@
 //   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows, arch]
 //   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
+//   meta.flags     int32 the run's flags as text, one character per value: "name\tvalue\n"
+//                        per flag the run was given or adopted (llmc/config.h, ArgSpec.run)
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
@@ -103,11 +105,16 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
                 fail("not saving '%s' at step %ld: %s.%s[%ld] is %g; the checkpoint on disk was left as it was", path,
                      st->step, CK_GROUPS[gi], PARAM_NAMES[i], bad, bufs[gi][i][bad]);
         }
+    size_t nflags = strlen(c->run_flags);
+    int32_t *flags = (int32_t *)xmalloc((nflags + 1) * sizeof(int32_t));
+    for (size_t i = 0; i < nflags; i++) flags[i] = (unsigned char)c->run_flags[i];
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 3 + groups * present);
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 4 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
     tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
     tw_add1(&w, "meta.state", TF_U64, 5, state);
+    tw_add1(&w, "meta.flags", TF_I32, (int)nflags, flags);
+    free(flags);
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)
         for (int i = 0; i < NP; i++) {
@@ -185,6 +192,9 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
         fail("checkpoint '%s' has a learned position table of %d rows (--pe learned), this run %d (--pe, --pos, --seq_len, --rpe_max)",
              path, st->wpe_rows, wpe_rows(c));
     int groups = mode == CK_RESUME ? 3 : 1;
+    if (mode == CK_RESUME && !tf_find(&tf, "adam_m.wte"))
+        fail("checkpoint '%s' holds weights only (no AdamW moments: an imported or exported model), so it cannot be "
+             "resumed: start a run from it with --init_from, or evaluate it with --eval_only --resume", path);
     float **bufs[3] = {params, m, v};
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)

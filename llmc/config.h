@@ -26,7 +26,7 @@ typedef struct {
     long long seed;
     // data and files
     char model[32], train_data[512], val_data[512], out_dir[512], resume[512], init_from[512], tokenizer[512];
-    int ckpt_every, val_every, val_batches, stop_after;
+    int ckpt_every, val_every, val_batches, stop_after, overwrite;
     // evaluation
     int eval_len, eval_n, indist_start, eval_only;
     int scaling, yarn_temperature;       // evaluation-time RoPE scaling (llmc/schedule.h)
@@ -48,6 +48,11 @@ typedef struct {
     int threads;
     float max_memory;  // GiB of host memory this run may use; 0: what the machine has available
     int attention;     // train_gpt's training attention: ATTN_NAIVE or ATTN_FLASH (the CPU has one path)
+    // the run's flags as a checkpoint keeps them (meta.flags): "name\tvalue\n" per flag given
+    // on the command line or adopted from --resume's checkpoint (parse_args)
+    char run_flags[8192];
+    int scheme_changed;  // --resume given a position-scheme flag that differs from its checkpoint's
+    int out_dir_default; // no --out_dir: runs/<model>_<pos>, numbered on when an earlier run holds it
 } Config;
 
 enum { ARCH_TRANSFORMER, ARCH_GRU, ARCH_N };
@@ -115,6 +120,10 @@ static inline void config_defaults(Config *c) {
 }
 
 enum { ARG_INT, ARG_FLOAT, ARG_STR, ARG_FLAG, ARG_CHOICE, ARG_RANGE, ARG_I64 };
+// What a checkpoint keeps of a flag given to its run (meta.flags), and when --resume adopts
+// it: RUN_TRAIN flags when training continues, RUN_SCHEME flags (the position scheme) also
+// when the checkpoint is evaluated or sampled. The model's shape comes from meta.config_i.
+enum { RUN_NO, RUN_TRAIN, RUN_SCHEME };
 typedef struct {
     const char *name;
     int type;
@@ -122,16 +131,20 @@ typedef struct {
     const char *help;
     const char *const *choices;  // ARG_CHOICE: the names, stored as their index
     int n_choices;
+    int run;  // RUN_NO, RUN_TRAIN or RUN_SCHEME
 } ArgSpec;
 
 static const char *YARN_TEMP_NAMES[2] = {"hf", "paper"};
 static const char *RPE_LAYERS_NAMES[2] = {"shared", "independent"};
 static const char *RPE_EVAL_NAMES[2] = {"standard", "random"};
-#define A(name, type, field, help) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0}
-#define CHOICE(name, field, names, n, help) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n}
+#define ARG(name, type, field, help, run) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0, run}
+#define A(name, type, field, help) ARG(name, type, field, help, RUN_NO)
+#define S(name, type, field, help) ARG(name, type, field, help, RUN_TRAIN)
+#define P(name, type, field, help) ARG(name, type, field, help, RUN_SCHEME)
+#define CHOICE(name, field, names, n, help, run) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n, run}
 static const ArgSpec ARGS[] = {
-    A("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m, gru-tiny, gru, gru42m"),
-    CHOICE("--arch", arch, ARCH_NAMES, ARCH_N, "transformer (default) or gru: a stacked GRU (hidden size --n_embd, --n_layer layers), no positions"),
+    S("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m, gru-tiny, gru, gru42m"),
+    CHOICE("--arch", arch, ARCH_NAMES, ARCH_N, "transformer (default) or gru: a stacked GRU (hidden size --n_embd, --n_layer layers), no positions", RUN_NO),
     A("--vocab_size", ARG_INT, V, "real vocab size V (default 257: bytes + end-of-text)"),
     A("--n_embd", ARG_INT, C, "model width C"),
     A("--n_layer", ARG_INT, L, "layers L"),
@@ -142,72 +155,76 @@ static const ArgSpec ARGS[] = {
     A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
     CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES,
            "positions: rope (p_t = t, default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
-           "curriculum-step, random-base, rpe, rfs (doc/schemes.md)"),
-    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal, learned (a trained wpe table)"),
-    A("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
-    A("--qk_norm", ARG_FLAG, qk_norm, "RMSNorm with gains over the whole q and k projections, before RoPE (DroPE's option)"),
-    A("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
-    A("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
-    A("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
-    A("--rpe_max", ARG_INT, rpe_max, "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)"),
-    CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)"),
-    CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions"),
-    A("--rfs_scale", ARG_FLOAT, rfs_scale, "RFS: positions scaled to [0, L) (1000)"),
-    CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent"),
-    A("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
-    CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform"),
-    A("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
-    A("--total_batch", ARG_INT, total_batch, "sequences per optimizer step (multiple of --batch_size)"),
-    A("--steps", ARG_INT, steps, "optimizer steps"),
-    A("--warmup", ARG_INT, warmup, "linear warmup steps"),
-    A("--lr", ARG_FLOAT, lr, "peak learning rate"),
-    A("--min_lr", ARG_FLOAT, min_lr, "final learning rate of the cosine"),
-    A("--weight_decay", ARG_FLOAT, weight_decay, "AdamW weight decay on matrices (0.1)"),
-    A("--beta2", ARG_FLOAT, beta2, "AdamW beta2 (0.95; the DroPE paper: 0.999)"),
-    A("--grad_clip", ARG_FLOAT, grad_clip, "global-norm clip (1.0; 0 disables)"),
-    A("--seed", ARG_I64, seed, "seed for init, data order and the position schedule (42)"),
-    A("--train_data", ARG_STR, train_data, "glob of training shards"),
-    A("--val_data", ARG_STR, val_data, "glob of validation shards"),
-    A("--tokenizer", ARG_STR, tokenizer, "tokenizer.bin of a BPE vocab (decode only; default: bytes)"),
-    A("--out_dir", ARG_STR, out_dir, "run folder: log, checkpoint, evaluation (default runs/<model>_<pos>; with --eval_only the checkpoint's folder)"),
-    A("--ckpt_every", ARG_INT, ckpt_every, "checkpoint every N steps (0: only at the end)"),
-    A("--val_every", ARG_INT, val_every, "validation loss every N steps (0: never)"),
-    A("--val_batches", ARG_INT, val_batches, "micro-batches per validation loss"),
+           "curriculum-step, random-base, rpe, rfs (doc/schemes.md)", RUN_SCHEME),
+    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal, learned (a trained wpe table)", RUN_SCHEME),
+    P("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
+    P("--qk_norm", ARG_FLAG, qk_norm, "RMSNorm with gains over the whole q and k projections, before RoPE (DroPE's option)"),
+    P("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
+    P("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
+    P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
+    P("--rpe_max", ARG_INT, rpe_max, "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)"),
+    CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)", RUN_SCHEME),
+    CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
+    P("--rfs_scale", ARG_FLOAT, rfs_scale, "RFS: positions scaled to [0, L) (1000)"),
+    CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent", RUN_SCHEME),
+    P("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
+    CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform", RUN_SCHEME),
+    S("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
+    S("--total_batch", ARG_INT, total_batch, "sequences per optimizer step (multiple of --batch_size)"),
+    S("--steps", ARG_INT, steps, "optimizer steps"),
+    S("--warmup", ARG_INT, warmup, "linear warmup steps"),
+    S("--lr", ARG_FLOAT, lr, "peak learning rate"),
+    S("--min_lr", ARG_FLOAT, min_lr, "final learning rate of the cosine"),
+    S("--weight_decay", ARG_FLOAT, weight_decay, "AdamW weight decay on matrices (0.1)"),
+    S("--beta2", ARG_FLOAT, beta2, "AdamW beta2 (0.95; the DroPE paper: 0.999)"),
+    S("--grad_clip", ARG_FLOAT, grad_clip, "global-norm clip (1.0; 0 disables)"),
+    S("--seed", ARG_I64, seed, "seed for init, data order and the position schedule (42)"),
+    S("--train_data", ARG_STR, train_data, "glob of training shards"),
+    S("--val_data", ARG_STR, val_data, "glob of validation shards"),
+    S("--tokenizer", ARG_STR, tokenizer, "tokenizer.bin of a BPE vocab (decode only; default: bytes)"),
+    A("--out_dir", ARG_STR, out_dir, "run folder: log, checkpoint, evaluation (default runs/<model>_<pos>; with --resume the checkpoint's folder)"),
+    A("--overwrite", ARG_FLAG, overwrite, "a new run in a folder holding another run's files: remove them first (checkpoint.bin, log.jsonl, eval_*)"),
+    S("--ckpt_every", ARG_INT, ckpt_every, "checkpoint every N steps (0: only at the end)"),
+    S("--val_every", ARG_INT, val_every, "validation loss every N steps (0: never)"),
+    S("--val_batches", ARG_INT, val_batches, "micro-batches per validation loss"),
     A("--stop_after", ARG_INT, stop_after, "stop (with a checkpoint) after this step; --resume continues"),
     A("--resume", ARG_STR, resume, "checkpoint to resume training from (or to evaluate / generate with)"),
     A("--init_from", ARG_STR, init_from, "start from a checkpoint's weights: step 0, new optimizer and schedule (DroPE recalibration)"),
-    A("--eval_len", ARG_INT, eval_len, "L_eval of the final per-position evaluation (default 8*T, 0: skip)"),
-    A("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
-    A("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64; T/2 for a window T <= 64)"),
+    S("--eval_len", ARG_INT, eval_len, "L_eval of the final per-position evaluation (default 8*T, 0: skip)"),
+    S("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
+    S("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64; T/2 for a window T <= 64)"),
     A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
-    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn"),
-    A("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
-    A("--yarn_beta_fast", ARG_FLOAT, yarn_beta_fast, "YaRN ramp beta_fast (32)"),
-    A("--yarn_beta_slow", ARG_FLOAT, yarn_beta_slow, "YaRN ramp beta_slow (1)"),
-    CHOICE("--yarn_temperature", yarn_temperature, YARN_TEMP_NAMES, 2, "YaRN factor on cos and sin: hf (0.1 ln s + 1) or paper (sqrt(1 + 0.1 ln s))"),
-    A("--gain_window", ARG_INT, gain_window, "context gain G(C): the short window W (default min(512, T/4); 0 skips G)"),
-    A("--gain_chunk", ARG_INT, gain_chunk, "chunk size of the paper's KV-cache approximation (default W)"),
-    A("--gain_lengths", ARG_STR, gain_lengths, "C values of G(C), e.g. 2048,4096 (default 2w, 4w, ... up to L_eval)"),
-    A("--passkey_lengths", ARG_STR, passkey_lengths, "passkey retrieval at these prompt lengths, e.g. 128,256,512 (default: none)"),
-    A("--passkey_n", ARG_INT, passkey_n, "passkey examples per length (100)"),
-    A("--passkey_digits", ARG_INT, passkey_digits, "0: keys in [1, 50000]; 5: five-digit keys"),
-    A("--passkey_prompts", ARG_STR, passkey_prompts, "pre-tokenized prompts for BPE vocabularies (data/passkey_prompts.py)"),
-    A("--ruler_lengths", ARG_STR, ruler_lengths, "RULER's single needle at these prompt lengths, e.g. 256,512 (default: none)"),
-    A("--ruler_n", ARG_INT, ruler_n, "RULER examples per length (50)"),
-    A("--ruler_prompts", ARG_STR, ruler_prompts, "pre-tokenized RULER prompts for BPE vocabularies (data/passkey_prompts.py --task ruler)"),
-    A("--hellaswag", ARG_STR, hellaswag, "HellaSwag from a tokenized file (data/hellaswag.py): acc and acc_norm"),
-    A("--hellaswag_n", ARG_INT, hellaswag_n, "HellaSwag: the first N examples (0: all)"),
-    A("--task_eval", ARG_STR, task_eval, "exact-match accuracy by length on a task's test file (data/rfs_tasks.py; runs with --eval_len 0 too)"),
-    A("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
-    A("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
+    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn", RUN_TRAIN),
+    S("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
+    S("--yarn_beta_fast", ARG_FLOAT, yarn_beta_fast, "YaRN ramp beta_fast (32)"),
+    S("--yarn_beta_slow", ARG_FLOAT, yarn_beta_slow, "YaRN ramp beta_slow (1)"),
+    CHOICE("--yarn_temperature", yarn_temperature, YARN_TEMP_NAMES, 2, "YaRN factor on cos and sin: hf (0.1 ln s + 1) or paper (sqrt(1 + 0.1 ln s))", RUN_TRAIN),
+    S("--gain_window", ARG_INT, gain_window, "context gain G(C): the short window W (default min(512, T/4); 0 skips G)"),
+    S("--gain_chunk", ARG_INT, gain_chunk, "chunk size of the paper's KV-cache approximation (default W)"),
+    S("--gain_lengths", ARG_STR, gain_lengths, "C values of G(C), e.g. 2048,4096 (default 2w, 4w, ... up to L_eval)"),
+    S("--passkey_lengths", ARG_STR, passkey_lengths, "passkey retrieval at these prompt lengths, e.g. 128,256,512 (default: none)"),
+    S("--passkey_n", ARG_INT, passkey_n, "passkey examples per length (100)"),
+    S("--passkey_digits", ARG_INT, passkey_digits, "0: keys in [1, 50000]; 5: five-digit keys"),
+    S("--passkey_prompts", ARG_STR, passkey_prompts, "pre-tokenized prompts for BPE vocabularies (data/passkey_prompts.py)"),
+    S("--ruler_lengths", ARG_STR, ruler_lengths, "RULER's single needle at these prompt lengths, e.g. 256,512 (default: none)"),
+    S("--ruler_n", ARG_INT, ruler_n, "RULER examples per length (50)"),
+    S("--ruler_prompts", ARG_STR, ruler_prompts, "pre-tokenized RULER prompts for BPE vocabularies (data/passkey_prompts.py --task ruler)"),
+    S("--hellaswag", ARG_STR, hellaswag, "HellaSwag from a tokenized file (data/hellaswag.py): acc and acc_norm"),
+    S("--hellaswag_n", ARG_INT, hellaswag_n, "HellaSwag: the first N examples (0: all)"),
+    S("--task_eval", ARG_STR, task_eval, "exact-match accuracy by length on a task's test file (data/rfs_tasks.py; runs with --eval_len 0 too)"),
+    S("--baseline", ARG_STR, baseline, "a baseline run's eval JSON: adds the in-distribution penalty"),
+    S("--eval_tag", ARG_STR, eval_tag, "name of the evaluation's files (default eval_L<len>[_<scaling>])"),
     A("--generate", ARG_INT, generate, "generate N tokens from --resume after training and exit"),
     A("--prompt", ARG_STR, prompt, "prompt text for --generate"),
     A("--temperature", ARG_FLOAT, temperature, "sampling temperature (0: greedy)"),
     A("--threads", ARG_INT, threads, "OpenMP threads (default: all cores)"),
     A("--max_memory", ARG_FLOAT, max_memory, "GiB of host memory this run may use (default: what the machine has available)"),
-    CHOICE("--attention", attention, ATTN_NAMES, ATTN_N, "train_gpt's training attention: naive (cuBLAS scores, default, faster) or flash (no T x T matrix, less memory); the CPU trainer has one path"),
+    CHOICE("--attention", attention, ATTN_NAMES, ATTN_N, "train_gpt's training attention: naive (cuBLAS scores, default, faster) or flash (no T x T matrix, less memory); the CPU trainer has one path", RUN_NO),
 };
 #undef A
+#undef S
+#undef P
+#undef ARG
 #define N_ARGS ((int)(sizeof(ARGS) / sizeof(ARGS[0])))
 
 static inline void print_help(const char *prog) {
@@ -260,8 +277,10 @@ static inline int parse_float_list(const char *s, float *out, int max, const cha
 
 static inline long long parse_int_or_fail(const char *flag, const char *s) {
     char *end;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
     if (*s == 0 || *end != 0) fail("%s expects an integer, got '%s'", flag, s);
+    if (errno == ERANGE) fail("%s: %s is out of range (a 64-bit integer)", flag, s);
     return v;
 }
 
@@ -441,9 +460,15 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->ruler_n > 0, "--ruler_n must be positive");
     REQUIRE(c->hellaswag_n >= 0, "--hellaswag_n must be >= 0 (0: all)");
     REQUIRE(c->passkey_digits == 0 || c->passkey_digits == 5, "--passkey_digits must be 0 or 5, got %d", c->passkey_digits);
-    REQUIRE(c->generate >= 0, "--generate must be >= 0");
+    REQUIRE(c->generate >= 0 && c->generate <= MAX_POSITION - 1 - (int)strlen(c->prompt),
+            "--generate must lie in [0, %d]: the prompt and the new tokens must fit %d positions, got %d",
+            MAX_POSITION - 1 - (int)strlen(c->prompt), MAX_POSITION, c->generate);
     REQUIRE(c->temperature >= 0, "--temperature must be >= 0");
     REQUIRE(!c->eval_only || c->resume[0], "--eval_only needs --resume CHECKPOINT");
+    REQUIRE(!strchr(c->eval_tag, '/') && strcmp(c->eval_tag, ".") != 0 && strcmp(c->eval_tag, "..") != 0,
+            "--eval_tag names the evaluation's files in --out_dir: a name without '/', got '%s'", c->eval_tag);
+    REQUIRE(c->steps > 0 || c->resume[0] || c->init_from[0] || c->eval_only,
+            "--steps 0 trains nothing: evaluate a checkpoint with --eval_only --resume CHECKPOINT");
     REQUIRE(!c->generate || c->resume[0] || c->steps > 0, "--generate needs --resume CHECKPOINT or training steps");
 }
 #undef REQUIRE
@@ -472,16 +497,15 @@ static inline void checkpoint_config_i(const TensorFile *tf, int32_t ci[CKI_N]) 
 // so a checkpoint of any shape needs no shape flag. set_by[i] names what set field i on the
 // command line (a flag, or "--model NAME" for a preset's shape), NULL if nothing did; such
 // a value must agree with the checkpoint.
-static inline void adopt_checkpoint_model(Config *c, const char *path, const char *const set_by[MODEL_N]) {
-    TensorFile tf;
-    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+static inline void adopt_checkpoint_model(Config *c, const TensorFile *tf, const char *const set_by[MODEL_N]) {
+    const char *path = tf->path;
     int32_t ci[CKI_N];
-    checkpoint_config_i(&tf, ci);
+    checkpoint_config_i(tf, ci);
     if (set_by[MODEL_ARCH] && c->arch != ci[CKI_ARCH])
         fail("checkpoint '%s' is a %s, this run asks for a %s (%s; without it the checkpoint's model is used)", path,
              ARCH_NAMES[ci[CKI_ARCH]], ARCH_NAMES[c->arch], set_by[MODEL_ARCH]);
     c->arch = ci[CKI_ARCH];
-    const float *cf = (const float *)tf_get(&tf, "meta.config_f", TF_F32, 5);
+    const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
     int *field[CKI_POS] = {&c->V, &c->Vp, &c->C, &c->L, &c->NH, &c->NKV, &c->F, &c->T};
     for (int i = 0; i < CKI_POS; i++) {
         if (set_by[i] && *field[i] != ci[i])
@@ -495,26 +519,153 @@ static inline void adopt_checkpoint_model(Config *c, const char *path, const cha
     if (!(cf[1] > 0 && cf[1] < 1)) fail("'%s' is corrupt: RMSNorm eps %g", path, cf[1]);
     c->rope_base = cf[0];
     c->rms_eps = cf[1];
-    tf_free(&tf);
 }
 
-// Two passes: --model first (the preset), then every other flag overrides it. With
-// --resume or --init_from, the checkpoint's model replaces the preset's.
+// The flags a checkpoint keeps (meta.flags: "name\tvalue\n" lines, one byte per int32) into
+// text. A checkpoint from before they were kept gets the scheme its header holds
+// (meta.config_i/f: --pos, --pe, --qk_norm, --alpha_range, --alpha); returns 0 then.
+static inline int checkpoint_flags(const TensorFile *tf, char *text, size_t n) {
+    const TensorEntry *e = tf_find(tf, "meta.flags");
+    if (!e) {
+        int32_t ci[CKI_N];
+        checkpoint_config_i(tf, ci);
+        const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
+        if (ci[CKI_POS] < 0 || ci[CKI_POS] >= POS_N_SCHEMES || ci[CKI_PE] < 0 || ci[CKI_PE] >= PE_N)
+            fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, ci[CKI_POS], ci[CKI_PE]);
+        snprintf(text, n, "--pos\t%s\n--pe\t%s\n--alpha_range\t%.9g,%.9g\n--alpha\t%.9g\n%s", POS_SCHEME_NAMES[ci[CKI_POS]],
+                 PE_NAMES[ci[CKI_PE]], cf[2], cf[3], cf[4], ci[CKI_QK] ? "--qk_norm\t\n" : "");
+        return 0;
+    }
+    if (e->dtype != TF_I32 || e->numel >= n) fail("'%s' is corrupt: meta.flags is not a text of under %zu bytes", tf->path, n);
+    const int32_t *v = (const int32_t *)e->data;
+    for (size_t i = 0; i < e->numel; i++) {
+        if (v[i] < 9 || v[i] > 126) fail("'%s' is corrupt: meta.flags[%zu] is %d, not a character", tf->path, i, v[i]);
+        text[i] = (char)v[i];
+    }
+    text[e->numel] = 0;
+    return 1;
+}
+
+// Whether two values of one flag set the same configuration.
+static inline int same_flag_value(const ArgSpec *a, const char *x, const char *y) {
+    if (a->type == ARG_FLAG) return 1;
+    Config cx, cy;
+    memset(&cx, 0, sizeof(cx));
+    memset(&cy, 0, sizeof(cy));
+    set_arg(&cx, a, x);
+    set_arg(&cy, a, y);
+    if (a->type == ARG_RANGE) return cx.alpha_min == cy.alpha_min && cx.alpha_max == cy.alpha_max;
+    return memcmp((char *)&cx + a->offset, (char *)&cy + a->offset, a->size) == 0;
+}
+
+// A flag the run would silently ignore is a mistake: refused, naming what it belongs to.
+static inline void check_ignored_flags(const Config *c, const unsigned char *given) {
+#define GIVEN(name) given[find_arg(name) - ARGS]
+    if (GIVEN("--prompt") && !c->generate) fail("--prompt is the start of --generate's text: give --generate N too");
+    if (c->eval_only) return;  // the checkpoint's scheme is evaluated, whatever the flags say
+    int s = c->pos_scheme;
+    const char *pos = POS_SCHEME_NAMES[s];
+    if (GIVEN("--alpha_range") && s != POS_POSAUG && s != POS_POSAUG_LOG && s != POS_CURR_LINEAR && s != POS_CURR_STEP)
+        fail("--alpha_range is the range of --pos posaug, posaug-log and the curriculum schemes; --pos %s draws no alpha from it",
+             pos);
+    if (GIVEN("--alpha") && s != POS_FIXED) fail("--alpha is the alpha of --pos fixed; --pos %s does not use it", pos);
+    if (GIVEN("--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
+        fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
+#undef GIVEN
+}
+
+// The flags of a run: with --resume, the checkpoint's kept flags (meta.flags) that the
+// command line does not give come first (only the position scheme's when it is evaluated),
+// so a resumed run continues the same experiment; a flag given again with another value is
+// printed as a change. Then two passes: --model first (the preset), then every other flag
+// overrides it. With --resume or --init_from, the checkpoint's model replaces the preset's.
 static inline void parse_args(Config *c, int argc, char **argv) {
     config_defaults(c);
-    const char *set_by[MODEL_N] = {NULL};
-    char model_flag[48] = "";
-    for (int i = 1; i < argc; i++) {
+    const char *ckpt = NULL;
+    int resume = 0, eval_only = 0;
+    for (int i = 1; i < argc; i++) {  // a flag's value is never taken for a flag ("--prompt -h")
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             print_help(argv[0]);
             exit(0);
         }
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+        const ArgSpec *a = find_arg(argv[i]);
+        if (a && a->type == ARG_FLAG && strcmp(a->name, "--eval_only") == 0) eval_only = 1;
+        if (!a || a->type == ARG_FLAG || i + 1 >= argc) continue;
+        if (strcmp(a->name, "--resume") == 0) ckpt = argv[i + 1], resume = 1;
+        if (strcmp(a->name, "--init_from") == 0 && !resume) ckpt = argv[i + 1];
+        i++;
+    }
+    TensorFile tf;
+    if (ckpt && ckpt[0]) tf_load(&tf, ckpt, TF_KIND_CHECKPOINT);
+    // the argument list: the checkpoint's flags, then the command line's
+    const char **args = (const char **)xmalloc((size_t)(argc + 2 * N_ARGS) * sizeof(char *));
+    int n = 0, n_kept = 0;
+    static char kept[sizeof(c->run_flags)];
+    char adopted[2048] = "", changed[2048] = "";
+    const char *evals[2 * N_ARGS];  // --eval_only: the checkpoint's scheme flags the command line contradicts
+    int n_evals = 0;
+    if (resume && ckpt[0]) {
+        int has = checkpoint_flags(&tf, kept, sizeof(kept));
+        for (char *line = kept, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            char *value = strchr(line, '\t');
+            if (!value) fail("'%s' is corrupt: meta.flags line '%s' has no value", ckpt, line);
+            *value++ = 0;
+            const ArgSpec *a = find_arg(line);
+            if (!a || a->run == RUN_NO) {
+                printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
+                continue;
+            }
+            if (eval_only && a->run != RUN_SCHEME) continue;  // an evaluation takes the checkpoint's scheme only
+            const char *now = NULL;
+            int given = 0;
+            for (int i = 1; i < argc; i++)
+                if (strcmp(argv[i], a->name) == 0) {
+                    given = 1;
+                    now = a->type == ARG_FLAG ? "" : i + 1 < argc ? argv[i + 1] : NULL;
+                    if (a->type != ARG_FLAG) i++;
+                }
+            if (given && eval_only) {  // the model was trained with the checkpoint's scheme: it is evaluated with it
+                if (now && !same_flag_value(a, value, now))
+                    printf("note: --eval_only evaluates the checkpoint with its own %s %s, not %s\n", a->name, value, now);
+                evals[n_evals++] = a->name;
+                evals[n_evals++] = value;
+                continue;
+            }
+            if (given) {
+                if (now && !same_flag_value(a, value, now)) {
+                    snprintf(changed + strlen(changed), sizeof(changed) - strlen(changed), " %s %s (checkpoint: %s)", a->name,
+                             now, value);
+                    if (a->run == RUN_SCHEME) c->scheme_changed = 1;
+                }
+                continue;
+            }
+            args[n++] = a->name;
+            if (a->type != ARG_FLAG) args[n++] = value;
+            snprintf(adopted + strlen(adopted), sizeof(adopted) - strlen(adopted), " %s%s%s", a->name,
+                     a->type == ARG_FLAG ? "" : " ", value);
+        }
+        if (adopted[0]) printf("--resume: the checkpoint's flags%s\n", adopted);
+        if (!has)
+            printf("note: '%s' keeps no flags (written before they were kept): its scheme comes from its header; give "
+                   "any other flag of its run again\n", ckpt);
+        if (changed[0] && !eval_only) printf("--resume with changes:%s\n", changed);
+    }
+    n_kept = n;
+    for (int i = 1; i < argc; i++) args[n++] = argv[i];
+    for (int i = 0; i < n_evals; i++) args[n++] = evals[i];  // last: they win
+
+    const char *set_by[MODEL_N] = {NULL};
+    char model_flag[48] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(args[i], "--model") == 0 && i + 1 < n) {
             int found = 0;
             for (int p = 0; p < N_PRESETS; p++)
-                if (strcmp(argv[i + 1], PRESETS[p].name) == 0) { apply_preset(c, &PRESETS[p]); found = 1; }
-            if (!found) fail("--model: unknown preset '%s' (see --help)", argv[i + 1]);
-            snprintf(model_flag, sizeof(model_flag), "--model %s", argv[i + 1]);
+                if (strcmp(args[i + 1], PRESETS[p].name) == 0) { apply_preset(c, &PRESETS[p]); found = 1; }
+            if (!found) fail("--model: unknown preset '%s' (see --help)", args[i + 1]);
+            if (i < n_kept) continue;  // the checkpoint's model is the model
+            snprintf(model_flag, sizeof(model_flag), "--model %s", args[i + 1]);
             for (int f = CKI_C; f <= CKI_T; f++) set_by[f] = model_flag;
             set_by[MODEL_ARCH] = model_flag;
         }
@@ -524,30 +675,58 @@ static inline void parse_args(Config *c, int argc, char **argv) {
                                                  offsetof(Config, F), offsetof(Config, T), offsetof(Config, rope_base),
                                                  offsetof(Config, arch)};
     int eval_len_set = 0, indist_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const ArgSpec *a = find_arg(argv[i]);
-        if (!a) fail("unknown flag '%s' (see --help)", argv[i]);
-        if (a->type == ARG_FLAG) { *(int *)((char *)c + a->offset) = 1; continue; }
-        if (i + 1 >= argc) fail("%s needs a value", argv[i]);
+    const char *last[N_ARGS] = {NULL};  // the value each kept flag ends with ("" for a switch)
+    for (int i = 0; i < n; i++) {
+        const ArgSpec *a = find_arg(args[i]);
+        if (!a) fail("unknown flag '%s' (see --help)", args[i]);
+        if (a->type == ARG_FLAG) {
+            *(int *)((char *)c + a->offset) = 1;
+            last[a - ARGS] = "";
+            continue;
+        }
+        if (i + 1 >= n) fail("%s needs a value", args[i]);
         if (strcmp(a->name, "--eval_len") == 0) eval_len_set = 1;
         if (strcmp(a->name, "--indist_start") == 0) indist_set = 1;
+        if (strcmp(a->name, "--out_dir") == 0 && !args[i + 1][0]) fail("--out_dir must not be empty");
         for (int f = 0; f < MODEL_N; f++)
             if (a->offset == MODEL_FIELDS[f]) set_by[f] = a->name;
-        if (strcmp(a->name, "--model") != 0) set_arg(c, a, argv[i + 1]);
+        if (strcmp(a->name, "--model") != 0) set_arg(c, a, args[i + 1]);
+        last[a - ARGS] = args[i + 1];
         i++;
     }
-    if (c->resume[0] || c->init_from[0]) adopt_checkpoint_model(c, c->resume[0] ? c->resume : c->init_from, set_by);
+    unsigned char given[N_ARGS] = {0};  // by the command line itself (not adopted)
+    for (int i = n_kept; i < n; i++) {
+        const ArgSpec *a = find_arg(args[i]);
+        given[a - ARGS] = 1;
+        if (a->type != ARG_FLAG) i++;
+    }
+    check_ignored_flags(c, given);
+    size_t used = 0;
+    for (int k = 0; k < N_ARGS; k++) {  // what this run's checkpoints keep
+        if (!last[k] || ARGS[k].run == RUN_NO) continue;
+        if (strchr(last[k], '\n') || strchr(last[k], '\t')) fail("%s: a value with a tab or newline", ARGS[k].name);
+        int w = snprintf(c->run_flags + used, sizeof(c->run_flags) - used, "%s\t%s\n", ARGS[k].name, last[k]);
+        if (w < 0 || (size_t)w >= sizeof(c->run_flags) - used) fail("the flags' values are too long to keep in a checkpoint");
+        used += (size_t)w;
+    }
+    free(args);
+    if (ckpt && ckpt[0]) {
+        adopt_checkpoint_model(c, &tf, set_by);
+        tf_free(&tf);
+    }
     if (!eval_len_set) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below
     if (!indist_set && c->T <= 64) c->indist_start = c->T / 2;  // the default 64 needs a longer window
     validate_config(c);
-    if (!c->out_dir[0] && c->eval_only) {  // evaluation results go next to the checkpoint
+    if (!c->out_dir[0] && c->resume[0]) {  // a resumed run, or its evaluation, stays in the checkpoint's folder
         snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);
         char *slash = strrchr(c->out_dir, '/');
         if (slash) *slash = 0; else snprintf(c->out_dir, sizeof(c->out_dir), ".");
     }
-    if (!c->out_dir[0])
+    if (!c->out_dir[0]) {
         snprintf(c->out_dir, sizeof(c->out_dir), "runs/%s_%s%s%s%s", c->model, c->pe ? PE_NAMES[c->pe] : "",
                  c->pe ? "_" : "", POS_SCHEME_NAMES[c->pos_scheme], c->qk_norm ? "_qknorm" : "");
+        c->out_dir_default = 1;
+    }
     if (!c->eval_tag[0])
         snprintf(c->eval_tag, sizeof(c->eval_tag), "eval_L%d%s%s", c->eval_len, c->scaling ? "_" : "", c->scaling ? SCALE_NAMES[c->scaling] : "");
 }

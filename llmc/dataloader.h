@@ -14,50 +14,91 @@
 #define SHARD_MAGIC_U16 20240520
 #define SHARD_MAGIC_U32 20240801
 
+// A shard's header, checked against its file size: its token count and width, and whether
+// a loss mask follows. Returns the file positioned at the tokens, or NULL with the defect
+// in err (shard_load fails with it; shards_check collects it from parallel threads).
+typedef struct {
+    long n;
+    int width, masked;
+} ShardHeader;
+
+static inline FILE *shard_open(const char *path, ShardHeader *sh, char *err, size_t n_err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, n_err, "cannot open data shard '%s'", path);
+        return NULL;
+    }
+    int32_t h[256];
+    if (fread(h, 4, 256, f) != 256) snprintf(err, n_err, "data shard '%s' is truncated: no complete 1024-byte header", path);
+    else if (h[0] == SHARD_MAGIC_U16 && h[1] != 1)
+        snprintf(err, n_err, "data shard '%s': version %d with magic %d; expected version 1", path, h[1], h[0]);
+    else if (h[0] == SHARD_MAGIC_U32 && h[1] != 7)
+        snprintf(err, n_err, "data shard '%s': version %d with magic %d; expected version 7", path, h[1], h[0]);
+    else if (h[0] != SHARD_MAGIC_U16 && h[0] != SHARD_MAGIC_U32)
+        snprintf(err, n_err, "data shard '%s' has wrong magic %d (expected %d for uint16 or %d for uint32 tokens)", path, h[0],
+                 SHARD_MAGIC_U16, SHARD_MAGIC_U32);
+    else if (h[3] != 0 && h[3] != 1)
+        snprintf(err, n_err, "data shard '%s': header[3] is %d, neither 0 (no loss mask) nor 1 (a loss mask follows the tokens)",
+                 path, h[3]);
+    else if (h[2] <= 0)
+        snprintf(err, n_err, "data shard '%s' holds %d tokens", path, h[2]);
+    else {
+        sh->n = h[2];
+        sh->width = h[0] == SHARD_MAGIC_U16 ? 2 : 4;
+        sh->masked = h[3] == 1;
+        long expect = 1024 + sh->n * sh->width + (sh->masked ? sh->n : 0), size = file_size(f);
+        const char *with = sh->masked ? " and their mask" : "";
+        if (size == expect) return f;
+        snprintf(err, n_err, "data shard '%s' is %s: header says %ld tokens%s (%ld bytes), file has %ld bytes", path,
+                 size < expect ? "truncated" : "corrupt", sh->n, with, expect, size);
+    }
+    fclose(f);
+    return NULL;
+}
+
+// The first token of raw (n, width 2 or 4) at or past vocab_size, or -1.
+static inline long first_bad_token(const void *raw, long n, int width, int vocab_size) {
+    uint32_t max = 0;
+    if (width == 2) {
+        const uint16_t *t = (const uint16_t *)raw;
+        for (long i = 0; i < n; i++) max = t[i] > max ? t[i] : max;  // vectorized
+    } else {
+        const uint32_t *t = (const uint32_t *)raw;
+        for (long i = 0; i < n; i++) max = t[i] > max ? t[i] : max;
+    }
+    if (max < (uint32_t)vocab_size) return -1;
+    for (long i = 0; i < n; i++)
+        if ((width == 2 ? ((const uint16_t *)raw)[i] : ((const uint32_t *)raw)[i]) >= (uint32_t)vocab_size) return i;
+    return -1;
+}
+
+static inline void bad_token_message(char *err, size_t n_err, const char *path, const void *raw, int width, long i,
+                                     long offset, int vocab_size) {
+    uint32_t v = width == 2 ? ((const uint16_t *)raw)[i] : ((const uint32_t *)raw)[i];
+    snprintf(err, n_err, "data shard '%s': token %u at index %ld is >= vocab size %d (use --vocab_size or the matching tokenizer)",
+             path, v, offset + i, vocab_size);
+}
+
 // Load one shard as int32 tokens, and its loss mask into *mask_out (NULL without one; pass
 // mask_out NULL to drop it); fails with a message naming the defect.
 static inline int *shard_load(const char *path, int vocab_size, long *n_out, unsigned char **mask_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail("cannot open data shard '%s'", path);
-    int32_t h[256];
-    if (fread(h, 4, 256, f) != 256) fail("data shard '%s' is truncated: no complete 1024-byte header", path);
-    int width;
-    if (h[0] == SHARD_MAGIC_U16) {
-        if (h[1] != 1) fail("data shard '%s': version %d with magic %d; expected version 1", path, h[1], h[0]);
-        width = 2;
-    } else if (h[0] == SHARD_MAGIC_U32) {
-        if (h[1] != 7) fail("data shard '%s': version %d with magic %d; expected version 7", path, h[1], h[0]);
-        width = 4;
-    } else {
-        fail("data shard '%s' has wrong magic %d (expected %d for uint16 or %d for uint32 tokens)", path, h[0],
-             SHARD_MAGIC_U16, SHARD_MAGIC_U32);
+    ShardHeader sh;
+    char err[1400];
+    FILE *f = shard_open(path, &sh, err, sizeof(err));
+    if (!f) fail("%s", err);
+    long n = sh.n;
+    void *raw = xmalloc(n * sh.width);
+    xfread(raw, n * sh.width, f, path, "tokens");
+    long bad = first_bad_token(raw, n, sh.width, vocab_size);
+    if (bad >= 0) {
+        bad_token_message(err, sizeof(err), path, raw, sh.width, bad, 0, vocab_size);
+        fail("%s", err);
     }
-    long n = h[2];
-    if (h[3] != 0 && h[3] != 1)
-        fail("data shard '%s': header[3] is %d, neither 0 (no loss mask) nor 1 (a loss mask follows the tokens)", path, h[3]);
-    int masked = h[3] == 1;
-    long expect = 1024 + n * width + (masked ? n : 0), size = file_size(f);
-    if (n <= 0) fail("data shard '%s' holds %ld tokens", path, n);
-    const char *with = masked ? " and their mask" : "";
-    if (size < expect) fail("data shard '%s' is truncated: header says %ld tokens%s (%ld bytes), file has %ld bytes", path, n, with, expect, size);
-    if (size > expect) fail("data shard '%s' is corrupt: header says %ld tokens%s (%ld bytes), file has %ld bytes", path, n, with, expect, size);
     int *tok = (int *)xmalloc(n * sizeof(int));
-    if (width == 2) {
-        uint16_t *raw = (uint16_t *)xmalloc(n * 2);
-        xfread(raw, n * 2, f, path, "tokens");
-        for (long i = 0; i < n; i++) tok[i] = raw[i];
-        free(raw);
-    } else {
-        uint32_t *raw = (uint32_t *)xmalloc(n * 4);
-        xfread(raw, n * 4, f, path, "tokens");
-        for (long i = 0; i < n; i++) {
-            if (raw[i] > 0x7fffffffu) fail("data shard '%s': token %u at index %ld is >= vocab size %d", path, raw[i], i, vocab_size);
-            tok[i] = (int)raw[i];
-        }
-        free(raw);
-    }
+    for (long i = 0; i < n; i++) tok[i] = sh.width == 2 ? ((uint16_t *)raw)[i] : (int)((uint32_t *)raw)[i];
+    free(raw);
     unsigned char *mask = NULL;
-    if (masked) {
+    if (sh.masked) {
         mask = (unsigned char *)xmalloc(n);
         xfread(mask, n, f, path, "loss mask");
         long counted = 0;
@@ -70,10 +111,6 @@ static inline int *shard_load(const char *path, int vocab_size, long *n_out, uns
     if (mask_out) *mask_out = mask;
     else free(mask);
     fclose(f);
-    for (long i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= vocab_size)
-            fail("data shard '%s': token %d at index %ld is >= vocab size %d (use --vocab_size or the matching tokenizer)",
-                 path, tok[i], i, vocab_size);
     *n_out = n;
     return tok;
 }
@@ -86,12 +123,104 @@ typedef struct {
 static inline ShardList shards_glob(const char *pattern, const char *flag) {
     glob_t g;
     ShardList s = {NULL, 0};
-    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) fail("%s: no file matches '%s'", flag, pattern);
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+        char cwd[1024] = "?";
+        if (pattern[0] != '/' && !getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "?");
+        if (pattern[0] == '/') fail("%s: no file matches '%s'", flag, pattern);
+        fail("%s: no file matches '%s' in %s (the path is relative to the current folder; the built-in corpus is "
+             "data/builtin/ of the repository, made by `make`)", flag, pattern, cwd);
+    }
     s.n_files = (int)g.gl_pathc;
     s.files = (char **)xmalloc(s.n_files * sizeof(char *));
     for (int i = 0; i < s.n_files; i++) s.files[i] = strdup(g.gl_pathv[i]);  // glob sorts
     globfree(&g);
     return s;
+}
+
+// Every shard a glob matches, checked through before training starts, so a bad token in
+// the last shard stops the run at once, not hours in: each header against its file size,
+// every token below the vocab size, every mask value. The shards are read in chunks of 4M
+// tokens (none held whole), every chunk of every shard in parallel; the first defect in
+// file order is the one reported, as shard_load words it. Returns the token count.
+static inline double shards_check(const char *pattern, const char *flag, int vocab_size) {
+    const long CHUNK = 1 << 22;
+    enum { ERR = 1400 };
+    ShardList s = shards_glob(pattern, flag);
+    typedef struct { int file; long off, n; } Piece;
+    ShardHeader *sh = (ShardHeader *)xcalloc(s.n_files, sizeof(ShardHeader));
+    char *err = (char *)xcalloc(s.n_files, ERR);  // a defect per shard
+    long n_pieces = 0;
+    double total = 0;
+    for (int i = 0; i < s.n_files; i++) {
+        FILE *f = shard_open(s.files[i], &sh[i], err + (size_t)i * ERR, ERR);
+        if (!f) continue;
+        fclose(f);
+        n_pieces += (sh[i].n + CHUNK - 1) / CHUNK;
+        total += (double)sh[i].n;
+    }
+    Piece *pc = (Piece *)xmalloc((n_pieces ? n_pieces : 1) * sizeof(Piece));
+    long k = 0;
+    for (int i = 0; i < s.n_files; i++)
+        for (long off = 0; !err[(size_t)i * ERR] && off < sh[i].n; off += CHUNK) {
+            pc[k].file = i;
+            pc[k].off = off;
+            pc[k++].n = sh[i].n - off < CHUNK ? sh[i].n - off : CHUNK;
+        }
+    char *perr = (char *)xcalloc(k ? k : 1, ERR);  // a defect per piece
+    long *counted = (long *)xcalloc(k ? k : 1, sizeof(long));
+#ifdef _OPENMP  // the CPU trainer; train_gpt.cu reads them one after another
+#pragma omp parallel
+#endif
+    {
+        unsigned char *buf = (unsigned char *)xmalloc((size_t)CHUNK * 4);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long j = 0; j < k; j++) {
+            const Piece *p = &pc[j];
+            const ShardHeader *h = &sh[p->file];
+            const char *path = s.files[p->file];
+            char *e = perr + (size_t)j * ERR;
+            int fd = open(path, O_RDONLY);
+            size_t bytes = (size_t)p->n * h->width;
+            if (fd < 0 || pread(fd, buf, bytes, 1024 + p->off * h->width) != (ssize_t)bytes) {
+                snprintf(e, ERR, "data shard '%s': cannot read its tokens at index %ld", path, p->off);
+            } else {
+                long bad = first_bad_token(buf, p->n, h->width, vocab_size);
+                if (bad >= 0) bad_token_message(e, ERR, path, buf, h->width, bad, p->off, vocab_size);
+            }
+            if (!e[0] && h->masked) {
+                if (pread(fd, buf, p->n, 1024 + h->n * h->width + p->off) != (ssize_t)p->n)
+                    snprintf(e, ERR, "data shard '%s': cannot read its loss mask at index %ld", path, p->off);
+                for (long i = 0; !e[0] && i < p->n; i++) {
+                    if (buf[i] > 1)
+                        snprintf(e, ERR, "data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, buf[i],
+                                 p->off + i);
+                    counted[j] += buf[i];
+                }
+            }
+            if (fd >= 0) close(fd);
+        }
+        free(buf);
+    }
+    long j = 0;
+    for (int i = 0; i < s.n_files; i++) {
+        if (err[(size_t)i * ERR]) fail("%s", err + (size_t)i * ERR);
+        long marked = 0;
+        for (; j < k && pc[j].file == i; j++) {
+            if (perr[(size_t)j * ERR]) fail("%s", perr + (size_t)j * ERR);
+            marked += counted[j];
+        }
+        if (sh[i].masked && !marked) fail("data shard '%s': its loss mask counts no token", s.files[i]);
+    }
+    for (int i = 0; i < s.n_files; i++) free(s.files[i]);
+    free(s.files);
+    free(sh);
+    free(err);
+    free(pc);
+    free(perr);
+    free(counted);
+    return total;
 }
 
 // Training order: each epoch visits the shards in a seeded random order and, within a

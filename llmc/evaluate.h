@@ -57,7 +57,8 @@ static inline int gain_lengths(const Config *c, int *out, int max) {
 // A terminal picture of loss(i): mean loss in 16 equal position buckets, as bars on a
 // fixed scale (full width = ln V, the loss of a uniform guess) so runs compare by eye.
 static inline void print_loss_bars(const double *loss, int L_eval, int w, int V) {
-    enum { NB = 16, WIDTH = 50 };
+    enum { WIDTH = 50 };
+    int NB = L_eval < 16 ? L_eval : 16;  // rows of at least one position
     double top = log((double)V);
     printf("loss by position (the training window ends at %d):\n", w);
     for (int k = 0; k < NB; k++) {
@@ -219,6 +220,13 @@ static inline int passkey_longest(const Config *c) {
 // mistake is not found hours later): enough validation tokens, a readable baseline,
 // retrieval prompts that load and fit.
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
+    double t0 = wall_time(), n_train = 0, n_val = 0;
+    if (!c->eval_only && c->steps > 0) n_train = shards_check(c->train_data, "--train_data", c->V);
+    if (!c->eval_only && c->steps > 0 && c->val_every) n_val = shards_check(c->val_data, "--val_data", c->V);
+    if (!c->generate && c->eval_len && !n_val) n_val = shards_check(c->val_data, "--val_data", c->V);
+    if (n_train || n_val)
+        printf("data: %.0f training and %.0f validation tokens checked against the vocab size %d in %.2fs\n", n_train, n_val,
+               c->V, wall_time() - t0);
     if (c->generate) return;
     if (c->task_eval[0]) {
         TaskFile t;
@@ -319,9 +327,15 @@ static inline void retrieval_json(FILE *f, const Retrieval *t, const PasskeyResu
     for (int i = 0; i < r->n; i++) fprintf(f, "%s%d", i ? ", " : "", r->total[i]);
     fprintf(f, "], \"accuracy\": [");
     for (int i = 0; i < r->n; i++) fprintf(f, "%s%.4f", i ? ", " : "", r->total[i] ? (double)r->correct[i] / r->total[i] : 0.0);
-    if (t->prompts[0]) fprintf(f, "], \"prompts\": \"%s\"}", t->prompts);
-    else if (t->kind == TASK_PASSKEY) fprintf(f, "], \"digits\": %d}", t->digits);
-    else fprintf(f, "]}");
+    if (t->prompts[0]) {
+        fputs("], \"prompts\": ", f);
+        json_string(f, t->prompts);
+        fputs("}", f);
+    } else if (t->kind == TASK_PASSKEY) {
+        fprintf(f, "], \"digits\": %d}", t->digits);
+    } else {
+        fprintf(f, "]}");
+    }
 }
 
 static inline void run_evaluation(const Config *c, const EvalModel *m, const Tokenizer *tok) {
@@ -369,6 +383,15 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         g_chunked[i] = context_gain(chunked, loss, W, Cs[i]);
         g_banded[i] = context_gain(banded, loss, W, Cs[i]);
     }
+    // the numbers first, then the files: a failing write loses no result
+    print_loss_bars(loss, L, c->T, c->V);
+    printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
+           c->eval_tag, c->arch == ARCH_GRU ? "gru" : POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
+           c->eval_n, t_loss, cs.in_dist, cs.ood, cs.cliff, er);
+    if (c->baseline[0]) printf("penalty vs %s: %+.2f%%\n", c->baseline, 100 * penalty);
+    for (int i = 0; i < nC; i++)
+        printf("G(%d) vs a %d-token window: %+.4f (chunked, the paper's approximation) | %+.4f (exact banded)\n", Cs[i], W,
+               g_chunked[i], g_banded[i]);
     char path[1200];
     OutFile o;
     snprintf(path, sizeof(path), "%s/%s.csv", c->out_dir, c->eval_tag);
@@ -392,8 +415,12 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         snprintf(path, sizeof(path), "%s/%s_%s.csv", c->out_dir, c->eval_tag, tasks[k].name);
         out_open(&o, path);
         res[k] = run_retrieval(&tasks[k], c, m, tok, &pc, &es, o.f);
-        out_close(&o);
         t_task[k] = wall_time() - t1;
+        for (int i = 0; i < res[k].n; i++)
+            printf("%s at %d tokens: %d/%d correct (%.1f%%)\n", tasks[k].name, res[k].lengths[i], res[k].correct[i],
+                   res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
+        if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, t_task[k]);
+        out_close(&o);
     }
     HellaSwagResult hs = {0, 0, 0};
     double t_hs = wall_time();
@@ -401,18 +428,27 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         snprintf(path, sizeof(path), "%s/%s_hellaswag.csv", c->out_dir, c->eval_tag);
         out_open(&o, path);
         hs = run_hellaswag(c, m, &pc, &es, o.f);
+        t_hs = wall_time() - t_hs;
+        if (hs.n)
+            printf("hellaswag: acc %.4f, acc_norm %.4f over %d examples (%.1fs; chance 0.25)\n", (double)hs.correct / hs.n,
+                   (double)hs.correct_norm / hs.n, hs.n, t_hs);
         out_close(&o);
     }
-    t_hs = wall_time() - t_hs;
 
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
     out_open(&o, path);
     f = o.f;
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
-    fprintf(f, "{\"tag\": \"%s\", \"run\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
+    fputs("{\"tag\": ", f);
+    json_string(f, c->eval_tag);
+    fputs(", \"run\": ", f);
+    json_string(f, run);
+    fputs(", \"model\": ", f);
+    json_string(f, c->model);
+    fprintf(f, ", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
                "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
                "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"variant\": \"full\", ",
-            c->eval_tag, run, c->model, ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme], c->arch == ARCH_GRU ? "none" : PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
+            ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme], c->arch == ARCH_GRU ? "none" : PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
     // ratio: OOD over in-distribution loss, the PosAug paper's "frequency analysis" ratio
@@ -425,8 +461,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     }
     fprintf(f, "\"penalty\": ");
     json_number(f, "%.6f", penalty);  // null without a baseline
-    if (c->baseline[0]) fprintf(f, ", \"baseline\": \"%s\", ", c->baseline);
-    else fprintf(f, ", \"baseline\": null, ");
+    fputs(", \"baseline\": ", f);
+    if (c->baseline[0]) json_string(f, c->baseline);
+    else fputs("null", f);
+    fputs(", ", f);
     fprintf(f, "\"entropy_ratio\": ");
     json_number(f, "%.6f", er);
     fprintf(f, ", \"gain\": ");
@@ -451,30 +489,15 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     retrieval_json(f, &tasks[0], &res[0]);
     fprintf(f, ", \"ruler\": ");
     retrieval_json(f, &tasks[1], &res[1]);
-    if (hs.n)
-        fprintf(f, ", \"hellaswag\": {\"n\": %d, \"acc\": %.6f, \"acc_norm\": %.6f, \"file\": \"%s\"}}\n", hs.n,
-                (double)hs.correct / hs.n, (double)hs.correct_norm / hs.n, c->hellaswag);
-    else
+    if (hs.n) {
+        fprintf(f, ", \"hellaswag\": {\"n\": %d, \"acc\": %.6f, \"acc_norm\": %.6f, \"file\": ", hs.n,
+                (double)hs.correct / hs.n, (double)hs.correct_norm / hs.n);
+        json_string(f, c->hellaswag);
+        fputs("}}\n", f);
+    } else
         fprintf(f, ", \"hellaswag\": null}\n");
     out_close(&o);
 
-    print_loss_bars(loss, L, c->T, c->V);
-    printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
-           c->eval_tag, c->arch == ARCH_GRU ? "gru" : POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
-           c->eval_n, t_loss, cs.in_dist, cs.ood, cs.cliff, er);
-    if (c->baseline[0]) printf("penalty vs %s: %+.2f%%\n", c->baseline, 100 * penalty);
-    for (int i = 0; i < nC; i++)
-        printf("G(%d) vs a %d-token window: %+.4f (chunked, the paper's approximation) | %+.4f (exact banded)\n", Cs[i], W,
-               g_chunked[i], g_banded[i]);
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < res[k].n; i++)
-            printf("%s at %d tokens: %d/%d correct (%.1f%%)\n", tasks[k].name, res[k].lengths[i], res[k].correct[i],
-                   res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
-        if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, t_task[k]);
-    }
-    if (hs.n)
-        printf("hellaswag: acc %.4f, acc_norm %.4f over %d examples (%.1fs; chance 0.25)\n", (double)hs.correct / hs.n,
-               (double)hs.correct_norm / hs.n, hs.n, t_hs);
     printf("wrote %s/%s.{csv,json}%s%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
            res[1].n ? " and _ruler.csv" : "", hs.n ? " and _hellaswag.csv" : "");
     int bad = 0;
@@ -537,6 +560,9 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     TaskResult *r = (TaskResult *)xmalloc(sizeof(TaskResult));
     run_task_examples(c, m, &t, r);
     char path[1200];
+    printf("task %s (%d examples, %.1fs): exact match by length:", c->task_eval, t.n, wall_time() - t0);
+    for (int k = 0; k < r->n; k++) printf(" %d:%.2f", r->lengths[k], (double)r->correct[k] / r->total[k]);
+    printf("\n");  // before the files: a failing write loses no result
     OutFile o;
     snprintf(path, sizeof(path), "%s/%s_task.csv", c->out_dir, c->eval_tag);
     out_open(&o, path);
@@ -547,8 +573,12 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     snprintf(path, sizeof(path), "%s/%s_task.json", c->out_dir, c->eval_tag);
     out_open(&o, path);
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
-    fprintf(o.f, "{\"run\": \"%s\", \"file\": \"%s\", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"train_window\": %d, "
-                 "\"lengths\": [", run, c->task_eval, ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme],
+    fputs("{\"run\": ", o.f);
+    json_string(o.f, run);
+    fputs(", \"file\": ", o.f);
+    json_string(o.f, c->task_eval);
+    fprintf(o.f, ", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"train_window\": %d, "
+                 "\"lengths\": [", ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme],
             c->arch == ARCH_GRU ? "none" : PE_NAMES[pe_after_drop(c->pe, c->drope_step, c->steps)], c->T);
     for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%d", k ? ", " : "", r->lengths[k]);
     fprintf(o.f, "], \"n\": [");
@@ -557,9 +587,7 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%.4f", k ? ", " : "", (double)r->correct[k] / r->total[k]);
     fprintf(o.f, "]}\n");
     out_close(&o);
-    printf("task %s (%d examples, %.1fs): exact match by length:", c->task_eval, t.n, wall_time() - t0);
-    for (int k = 0; k < r->n; k++) printf(" %d:%.2f", r->lengths[k], (double)r->correct[k] / r->total[k]);
-    printf("\nwrote %s/%s_task.{csv,json}\n", c->out_dir, c->eval_tag);
+    printf("wrote %s/%s_task.{csv,json}\n", c->out_dir, c->eval_tag);
     free(r);
     tf_free(&t.tf);
 }

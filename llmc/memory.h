@@ -12,6 +12,7 @@ typedef struct {
     double load;        // reading a checkpoint (the whole file at once)
     double train;       // training activations and data
     double eval;        // evaluation or generation: activations, KV cache, data
+    const char *eval_flag;  // what sets eval's size: "--eval_len", or "--generate" when sampling
 } MemPlan;
 
 #define GiB 1073741824.0
@@ -54,10 +55,11 @@ static inline void memory_check(const MemPlan *p, double available, float max_gi
            "evaluation %.2f) of %.2f GiB %s\n",
            p->where, peak / GiB, p->weights / GiB, p->load / GiB, p->train / GiB, p->eval / GiB, limit / GiB,
            max_gib > 0 ? "allowed by --max_memory" : "available");
-    if (peak > limit)
-        fail("this run needs %.2f GiB of %s at its peak (weights, gradients and moments %.2f, checkpoint read %.2f, "
-             "training %.2f, evaluation %.2f), more than the %.2f GiB %s: lower --batch_size, --seq_len or --eval_len, "
-             "or choose a smaller --model",
-             peak / GiB, p->where, p->weights / GiB, p->load / GiB, p->train / GiB, p->eval / GiB, limit / GiB,
-             max_gib > 0 ? "allowed by --max_memory" : "available");
+    if (peak <= limit) return;
+    const char *what = p->eval >= p->train && p->eval >= p->load ? (p->eval_flag ? p->eval_flag : "--eval_len")
+                       : "--batch_size or --seq_len";  // the phase that sets the peak
+    fail("this run needs %.2f GiB of %s at its peak (weights, gradients and moments %.2f, checkpoint read %.2f, "
+         "training %.2f, evaluation %.2f), more than the %.2f GiB %s: lower %s, or choose a smaller --model",
+         peak / GiB, p->where, p->weights / GiB, p->load / GiB, p->train / GiB, p->eval / GiB, limit / GiB,
+         max_gib > 0 ? "allowed by --max_memory" : "available", what);
 }

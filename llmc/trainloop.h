@@ -6,6 +6,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "schedule.h"
+#include <signal.h>  // after utils.h (through checkpoint.h), which sets the feature macros
 
 // Model FLOPs per trained token, the convention of MFU (and of make bench): 6 per weight
 // (2 forward, 4 backward; wte counted once, as the LM head, padded rows included since
@@ -50,6 +51,28 @@ static inline void print_run_header(const Config *c, const char *where) {
            c->B, c->total_batch / c->B, c->steps, model_flops_per_token(c) / 1e6, where, c->out_dir);
 }
 
+// A graceful stop: the first SIGINT or SIGTERM lets the step finish, saves a checkpoint and
+// exits (128 + the signal) saying how to resume; a second one ends the process at once.
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) {
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+    static const char msg[] = "\nstopping after this step, with a checkpoint (again to stop at once)\n";
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {}  // only async-signal-safe calls here
+}
+static inline void stop_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 // Trains from st->step; returns 1 when cfg->steps were reached, 0 after --stop_after.
 static inline int run_training(const Config *cfg, TrainState *st, const TrainModel *m, const char *where) {
     PosConfig pc = pos_config_of(cfg);
@@ -76,6 +99,8 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
     if (remove(stale) == 0) printf("removed '%s', left by an interrupted save\n", stale);
     FILE *log = open_run_log(log_path, st->step);
     long saved = strcmp(cfg->resume, ckpt_path) == 0 ? st->step : -1;  // the newest checkpoint at ckpt_path
+    stop_signal = 0;
+    stop_signals(on_stop_signal);
     double t_start = wall_time();
     long first = st->step;
     long last = cfg->stop_after ? (cfg->stop_after < cfg->steps ? cfg->stop_after : cfg->steps) : cfg->steps;
@@ -120,12 +145,18 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
         st->data_epoch = dl.epoch;
         st->data_shard = dl.shard_pos;
         st->data_sample = dl.sample_pos;
-        if ((cfg->ckpt_every && st->step % cfg->ckpt_every == 0) || st->step == last) {
+        if ((cfg->ckpt_every && st->step % cfg->ckpt_every == 0) || st->step == last || stop_signal) {
             m->save(m->model, st, ckpt_path);
             saved = st->step;
             printf("saved %s (step %ld)\n", ckpt_path, st->step);
         }
+        if (stop_signal) {
+            printf("stopped by %s after step %ld of %d; continue with --resume %s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                   st->step, cfg->steps, ckpt_path);
+            exit(128 + stop_signal);
+        }
     }
+    stop_signals(SIG_DFL);  // the evaluation has nothing to save on the way out
     if (fclose(log) != 0) fail("writing '%s' failed: %s (disk full?)", log_path, strerror(errno));
     free(rows);
     free(masks);

@@ -122,6 +122,18 @@ static inline void out_close(OutFile *o) {
     fsync_parent_dir(o->path);
 }
 
+// A JSON string: in quotes, with '"', '\\' and control characters escaped (every string a
+// user gives, such as a path or a tag, goes through here).
+static inline void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 // A JSON number, or null for NaN and Inf (which JSON cannot hold).
 static inline void json_number(FILE *f, const char *fmt, double v) {
     if (isfinite(v)) fprintf(f, fmt, v);

@@ -62,7 +62,15 @@ def callee_start(s, j):
 
 
 def main():
-    src = open(sys.argv[1]).read()
+    import argparse
+    ap = argparse.ArgumentParser(description="Rewrite CUDA source (train_gpt.cu, or kernels cut out of it) as C++ "
+                                 "for the CPU emulation, to stdout: kernel launches become emu_launch calls.")
+    ap.add_argument("file", help="the .cu file")
+    try:
+        with open(ap.parse_args().file) as f:
+            src = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit("transform.py: error: %s" % e)
     device = {m.group(1): body(src, m) for m in DEVICE.finditer(src)}
     syncing = set()  # __device__ functions that synchronize, directly or through another one
     while True:

@@ -1,7 +1,8 @@
 // libFuzzer harness: named-tensor files and checkpoints (llmc/tensorfile.h, llmc/checkpoint.h).
 // tf_load any kind; read every element it vouches for; tf_find/tf_get on a few names; for a
-// test case (kind 1) config_from_case; for a checkpoint (kind 2) checkpoint_meta and, when
-// the model it declares is small, checkpoint_load(CK_RESUME) into buffers of that model.
+// test case (kind 1) config_from_case; for a checkpoint (kind 2) its kept flags (meta.flags),
+// checkpoint_meta and, when the model it declares is small, checkpoint_load(CK_RESUME) into
+// buffers of that model.
 #include "fuzz.h"
 #include "llmc/checkpoint.h"
 #include "fuzz_tensor.h"
@@ -72,7 +73,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int micro;
             config_from_case(&c, &tf, &micro);
         }
-        if (tf.kind == TF_KIND_CHECKPOINT) load_checkpoint(&tf, path);
+        if (tf.kind == TF_KIND_CHECKPOINT) {
+            static char flags[sizeof(((Config *)0)->run_flags)];
+            checkpoint_flags(&tf, flags, sizeof(flags));  // the run's kept flags, as --resume reads them
+            fuzz_sink += flags[0];
+            load_checkpoint(&tf, path);
+        }
         tf_free(&tf);
     }
     fuzz_release();
