@@ -1875,6 +1875,29 @@ static int run_measured(const char *cmd, char *out, size_t n, double *mib) {
 // Divergence, stale temporary files, and the memory estimate against the measured peak.
 static void test_hostile_runs(void) {
     char cmd[2048], out[16384], p[512];
+    // a window of 8 evaluated at 12 positions: a loss chart of 12 rows, no empty (nan) one; a
+    // prompt that looks like a flag is a prompt; a tag and a folder with a quote and a backslash
+    // give valid JSON strings
+    snprintf(cmd, sizeof(cmd), "%s --seq_len 8 --steps 2 --eval_len 12 --eval_n 2 --gain_window 0 --indist_start 4 "
+             "--out_dir %s/short_eval", SMALL, TMP);
+    int rs = run_cmd(cmd, out, sizeof(out));
+    check(rs == 0 && strstr(out, "     11-11     OOD") && !strstr(out, "nan"), "the loss chart of an evaluation shorter than 16 positions",
+          "exit %d", rs);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/short_eval/checkpoint.bin --steps 0 --generate 3 --prompt -h", TRAINER, TMP);
+    rs = run_cmd(cmd, out, sizeof(out));
+    check(rs == 0 && strstr(out, "-h") && !strstr(out, "usage:"), "--prompt -h is a prompt, not a request for help", "exit %d", rs);
+    snprintf(cmd, sizeof(cmd), "%s --steps 1 --eval_len 64 --eval_n 2 --gain_window 0 --out_dir '%s/q\"uo\\te' --eval_tag 'a\"b'",
+             SMALL, TMP);
+    rs = run_cmd(cmd, out, sizeof(out));
+    snprintf(p, sizeof(p), "%s/q\"uo\\te/a\"b.json", TMP);
+    FILE *jf = fopen(p, "r");
+    char json[4096] = "";
+    if (jf) {
+        json[fread(json, 1, sizeof(json) - 1, jf)] = 0;
+        fclose(jf);
+    }
+    check(rs == 0 && strstr(json, "{\"tag\": \"a\\\"b\", \"run\": \"q\\\"uo\\\\te\","),
+          "JSON strings escaped: a quote and a backslash in --eval_tag and --out_dir", "exit %d: %.80s", rs, json);
     // OMP_NUM_THREADS held to --threads' limit; the built-in corpus looked for from another folder
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2000 %s --steps 1 --out_dir %s/omp", TRAINER, TMP);
     int r0 = run_cmd(cmd, out, sizeof(out));
