@@ -537,20 +537,23 @@ BAD_SAFETENSORS = [
 ]
 
 
-def bad_safetensors_test(name, data, words):
+def bad_import_test(what, name, file, content, words):
+    """A test: an HF folder whose `file` is replaced by `content` (bytes or text, or a callable
+    giving it) is refused with one line containing `words`, and nothing is written."""
     def fn():
-        d = hf_folder("bad_st_" + name, tensors=hf_tensors(HF_CFG))[0]
-        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        d = hf_folder("bad_%s_%s" % (what, name), tensors=hf_tensors(HF_CFG))[0]
+        data = content() if callable(content) else content
+        with open(os.path.join(d, file), "wb" if isinstance(data, bytes) else "w") as f:
             f.write(data)
         r = import_cli(d, os.path.join(d, "ckpt.bin"))
         assert not os.path.exists(os.path.join(d, "ckpt.bin")), "wrote a checkpoint"
         return one_line_error(r, words, d)
-    fn.__name__ = f"import_rejects_safetensors_{name}"
+    fn.__name__ = f"import_rejects_{what}_{name}"
     return fn
 
 
-for _r in BAD_SAFETENSORS:
-    test(bad_safetensors_test(*_r))
+for _name, _data, _words in BAD_SAFETENSORS:
+    test(bad_import_test("safetensors", _name, "model.safetensors", _data, _words))
 
 
 @test
@@ -595,26 +598,17 @@ BAD_CONFIGS = [
 ]
 
 
-def bad_config_test(name, change, words):
-    def fn():
-        d = hf_folder("bad_cfg_" + name, tensors=hf_tensors(HF_CFG))[0]
-        if isinstance(change, str):
-            text = change
-        else:
-            cfg = dict(HF_CFG)
-            change(cfg) if callable(change) else cfg.update(change)
-            text = json.dumps(cfg)
-        with open(os.path.join(d, "config.json"), "w") as f:
-            f.write(text)
-        r = import_cli(d, os.path.join(d, "ckpt.bin"))
-        assert not os.path.exists(os.path.join(d, "ckpt.bin")), "wrote a checkpoint"
-        return one_line_error(r, words, d)
-    fn.__name__ = f"import_rejects_config_{name}"
-    return fn
+def config_text(change):
+    """config.json's text: a string as it is, else HF_CFG changed by a dict or a function."""
+    if isinstance(change, str):
+        return change
+    cfg = dict(HF_CFG)
+    change(cfg) if callable(change) else cfg.update(change)
+    return json.dumps(cfg)
 
 
-for _r in BAD_CONFIGS:
-    test(bad_config_test(*_r))
+for _name, _change, _words in BAD_CONFIGS:
+    test(bad_import_test("config", _name, "config.json", lambda c=_change: config_text(c), _words))
 
 
 @test
