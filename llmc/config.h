@@ -558,103 +558,103 @@ static inline int same_flag_value(const ArgSpec *a, const char *x, const char *y
     return memcmp((char *)&cx + a->offset, (char *)&cy + a->offset, a->size) == 0;
 }
 
-// A flag the run would silently ignore is a mistake: refused, naming what it belongs to.
-static inline void check_ignored_flags(const Config *c, const unsigned char *given) {
-#define GIVEN(name) given[find_arg(name) - ARGS]
-    if (GIVEN("--prompt") && !c->generate) fail("--prompt is the start of --generate's text: give --generate N too");
-    if (c->eval_only) return;  // the checkpoint's scheme is evaluated, whatever the flags say
-    int s = c->pos_scheme;
-    const char *pos = POS_SCHEME_NAMES[s];
-    if (GIVEN("--alpha_range") && s != POS_POSAUG && s != POS_POSAUG_LOG && s != POS_CURR_LINEAR && s != POS_CURR_STEP)
-        fail("--alpha_range is the range of --pos posaug, posaug-log and the curriculum schemes; --pos %s draws no alpha from it",
-             pos);
-    if (GIVEN("--alpha") && s != POS_FIXED) fail("--alpha is the alpha of --pos fixed; --pos %s does not use it", pos);
-    if (GIVEN("--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
-        fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
-#undef GIVEN
-}
-
-// The flags of a run: with --resume, the checkpoint's kept flags (meta.flags) that the
-// command line does not give come first (only the position scheme's when it is evaluated),
-// so a resumed run continues the same experiment; a flag given again with another value is
-// printed as a change. Then two passes: --model first (the preset), then every other flag
-// overrides it. With --resume or --init_from, the checkpoint's model replaces the preset's.
-static inline void parse_args(Config *c, int argc, char **argv) {
-    config_defaults(c);
-    const char *ckpt = NULL;
-    int resume = 0, eval_only = 0;
-    for (int i = 1; i < argc; i++) {  // a flag's value is never taken for a flag ("--prompt -h")
+// What the command line itself gives: each flag's last value ("" for a switch), NULL when
+// absent. Values are skipped, so a value is never taken for a flag ("--prompt -h"); --help
+// is answered here.
+static inline void command_line_values(int argc, char **argv, const char *cli[N_ARGS]) {
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             print_help(argv[0]);
             exit(0);
         }
         const ArgSpec *a = find_arg(argv[i]);
-        if (a && a->type == ARG_FLAG && strcmp(a->name, "--eval_only") == 0) eval_only = 1;
-        if (!a || a->type == ARG_FLAG || i + 1 >= argc) continue;
-        if (strcmp(a->name, "--resume") == 0) ckpt = argv[i + 1], resume = 1;
-        if (strcmp(a->name, "--init_from") == 0 && !resume) ckpt = argv[i + 1];
-        i++;
+        if (!a) continue;  // refused by parse_args
+        if (a->type == ARG_FLAG) cli[a - ARGS] = "";
+        else if (i + 1 < argc) cli[a - ARGS] = argv[++i];
     }
-    TensorFile tf;
-    if (ckpt && ckpt[0]) tf_load(&tf, ckpt, TF_KIND_CHECKPOINT);
-    // the argument list: the checkpoint's flags, then the command line's
-    const char **args = (const char **)xmalloc((size_t)(argc + 2 * N_ARGS) * sizeof(char *));
-    int n = 0, n_kept = 0;
-    static char kept[sizeof(c->run_flags)];
+}
+#define FLAG_VALUE(values, name) (values)[find_arg(name) - ARGS]
+
+// A flag the run would silently ignore is a mistake: refused, naming what it belongs to
+// (cli: the command line's own values, not adopted ones).
+static inline void check_ignored_flags(const Config *c, const char *const cli[N_ARGS]) {
+    if (FLAG_VALUE(cli, "--prompt") && !c->generate) fail("--prompt is the start of --generate's text: give --generate N too");
+    if (c->eval_only) return;  // the checkpoint's scheme is evaluated, whatever the flags say
+    int s = c->pos_scheme;
+    const char *pos = POS_SCHEME_NAMES[s];
+    if (FLAG_VALUE(cli, "--alpha_range") && s != POS_POSAUG && s != POS_POSAUG_LOG && s != POS_CURR_LINEAR && s != POS_CURR_STEP)
+        fail("--alpha_range is the range of --pos posaug, posaug-log and the curriculum schemes; --pos %s draws no alpha from it",
+             pos);
+    if (FLAG_VALUE(cli, "--alpha") && s != POS_FIXED) fail("--alpha is the alpha of --pos fixed; --pos %s does not use it", pos);
+    if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
+        fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
+}
+
+// --resume: the flags the checkpoint keeps, as arguments into out (returns their count): to
+// continue training, those the command line does not give (one it gives with another value
+// is printed as a change, and a position-scheme one sets c->scheme_changed); to evaluate,
+// only the scheme's, all of them (they go after the command line's, so they win).
+static inline int kept_flags(Config *c, const TensorFile *tf, const char *const cli[N_ARGS], int eval_only, const char **out) {
+    static char kept[sizeof(c->run_flags)];  // out points into it
     char adopted[2048] = "", changed[2048] = "";
-    const char *evals[2 * N_ARGS];  // --eval_only: the checkpoint's scheme flags the command line contradicts
-    int n_evals = 0;
-    if (resume && ckpt[0]) {
-        int has = checkpoint_flags(&tf, kept, sizeof(kept));
-        for (char *line = kept, *next; line && *line; line = next) {
-            next = strchr(line, '\n');
-            if (next) *next++ = 0;
-            char *value = strchr(line, '\t');
-            if (!value) fail("'%s' is corrupt: meta.flags line '%s' has no value", ckpt, line);
-            *value++ = 0;
-            const ArgSpec *a = find_arg(line);
-            if (!a || a->run == RUN_NO) {
-                printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
-                continue;
-            }
-            if (eval_only && a->run != RUN_SCHEME) continue;  // an evaluation takes the checkpoint's scheme only
-            const char *now = NULL;
-            int given = 0;
-            for (int i = 1; i < argc; i++)
-                if (strcmp(argv[i], a->name) == 0) {
-                    given = 1;
-                    now = a->type == ARG_FLAG ? "" : i + 1 < argc ? argv[i + 1] : NULL;
-                    if (a->type != ARG_FLAG) i++;
-                }
-            if (given && eval_only) {  // the model was trained with the checkpoint's scheme: it is evaluated with it
-                if (now && !same_flag_value(a, value, now))
-                    printf("note: --eval_only evaluates the checkpoint with its own %s %s, not %s\n", a->name, value, now);
-                evals[n_evals++] = a->name;
-                evals[n_evals++] = value;
-                continue;
-            }
-            if (given) {
-                if (now && !same_flag_value(a, value, now)) {
-                    snprintf(changed + strlen(changed), sizeof(changed) - strlen(changed), " %s %s (checkpoint: %s)", a->name,
-                             now, value);
-                    if (a->run == RUN_SCHEME) c->scheme_changed = 1;
-                }
-                continue;
-            }
-            args[n++] = a->name;
-            if (a->type != ARG_FLAG) args[n++] = value;
+    int has = checkpoint_flags(tf, kept, sizeof(kept)), n = 0;
+    for (char *line = kept, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        else next = line + strlen(line);
+        char *value = strchr(line, '\t');
+        if (!value) fail("'%s' is corrupt: meta.flags line '%s' has no value", tf->path, line);
+        *value++ = 0;
+        const ArgSpec *a = find_arg(line);
+        if (!a || a->run == RUN_NO) {
+            printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
+            continue;
+        }
+        if (eval_only && a->run != RUN_SCHEME) continue;
+        const char *now = cli[a - ARGS];
+        int differs = now && !same_flag_value(a, value, now);
+        if (now && !eval_only) {  // the command line's value
+            if (differs)
+                snprintf(changed + strlen(changed), sizeof(changed) - strlen(changed), " %s %s (checkpoint: %s)", a->name, now,
+                         value);
+            c->scheme_changed |= differs && a->run == RUN_SCHEME;
+            continue;
+        }
+        if (differs) printf("note: --eval_only evaluates the checkpoint with its own %s %s, not %s\n", a->name, value, now);
+        out[n++] = a->name;
+        if (a->type != ARG_FLAG) out[n++] = value;
+        if (!now)
             snprintf(adopted + strlen(adopted), sizeof(adopted) - strlen(adopted), " %s%s%s", a->name,
                      a->type == ARG_FLAG ? "" : " ", value);
-        }
-        if (adopted[0]) printf("--resume: the checkpoint's flags%s\n", adopted);
-        if (!has)
-            printf("note: '%s' keeps no flags (written before they were kept): its scheme comes from its header; give "
-                   "any other flag of its run again\n", ckpt);
-        if (changed[0] && !eval_only) printf("--resume with changes:%s\n", changed);
     }
-    n_kept = n;
+    if (adopted[0]) printf("--resume: the checkpoint's flags%s\n", adopted);
+    if (!has && !eval_only)
+        printf("note: '%s' keeps no flags (written before they were kept, or by dev/import_hf.py): its scheme comes from "
+               "its header; give any other flag of its run again\n", tf->path);
+    if (changed[0]) printf("--resume with changes:%s\n", changed);
+    return n;
+}
+
+// The flags of a run: with --resume, the checkpoint's kept flags (kept_flags) around the
+// command line's, so a resumed run continues the same experiment. Then two passes: --model
+// first (the preset), then every other flag overrides it. With --resume or --init_from, the
+// checkpoint's model replaces the preset's.
+static inline void parse_args(Config *c, int argc, char **argv) {
+    config_defaults(c);
+    const char *cli[N_ARGS] = {NULL};
+    command_line_values(argc, argv, cli);
+    const char *resume = FLAG_VALUE(cli, "--resume"), *ckpt = resume ? resume : FLAG_VALUE(cli, "--init_from");
+    int eval_only = FLAG_VALUE(cli, "--eval_only") != NULL;
+    TensorFile tf;
+    if (ckpt && ckpt[0]) tf_load(&tf, ckpt, TF_KIND_CHECKPOINT);
+    // the arguments: the checkpoint's kept flags before the command line's (after, to evaluate)
+    const char **args = (const char **)xmalloc((size_t)(argc + 2 * N_ARGS) * sizeof(char *)), *kept[2 * N_ARGS];
+    int n_kept = resume && resume[0] ? kept_flags(c, &tf, cli, eval_only, kept) : 0, n = 0, first_cli = eval_only ? 0 : n_kept;
+    if (!eval_only)
+        for (int i = 0; i < n_kept; i++) args[n++] = kept[i];
     for (int i = 1; i < argc; i++) args[n++] = argv[i];
-    for (int i = 0; i < n_evals; i++) args[n++] = evals[i];  // last: they win
+    if (eval_only)
+        for (int i = 0; i < n_kept; i++) args[n++] = kept[i];
 
     const char *set_by[MODEL_N] = {NULL};
     char model_flag[48] = "";
@@ -664,7 +664,7 @@ static inline void parse_args(Config *c, int argc, char **argv) {
             for (int p = 0; p < N_PRESETS; p++)
                 if (strcmp(args[i + 1], PRESETS[p].name) == 0) { apply_preset(c, &PRESETS[p]); found = 1; }
             if (!found) fail("--model: unknown preset '%s' (see --help)", args[i + 1]);
-            if (i < n_kept) continue;  // the checkpoint's model is the model
+            if (i < first_cli) continue;  // a kept --model: the checkpoint's model is the model
             snprintf(model_flag, sizeof(model_flag), "--model %s", args[i + 1]);
             for (int f = CKI_C; f <= CKI_T; f++) set_by[f] = model_flag;
             set_by[MODEL_ARCH] = model_flag;
@@ -674,8 +674,7 @@ static inline void parse_args(Config *c, int argc, char **argv) {
                                                  offsetof(Config, L), offsetof(Config, NH), offsetof(Config, NKV),
                                                  offsetof(Config, F), offsetof(Config, T), offsetof(Config, rope_base),
                                                  offsetof(Config, arch)};
-    int eval_len_set = 0, indist_set = 0;
-    const char *last[N_ARGS] = {NULL};  // the value each kept flag ends with ("" for a switch)
+    const char *last[N_ARGS] = {NULL};  // the value each flag ends with ("" for a switch)
     for (int i = 0; i < n; i++) {
         const ArgSpec *a = find_arg(args[i]);
         if (!a) fail("unknown flag '%s' (see --help)", args[i]);
@@ -685,22 +684,14 @@ static inline void parse_args(Config *c, int argc, char **argv) {
             continue;
         }
         if (i + 1 >= n) fail("%s needs a value", args[i]);
-        if (strcmp(a->name, "--eval_len") == 0) eval_len_set = 1;
-        if (strcmp(a->name, "--indist_start") == 0) indist_set = 1;
         if (strcmp(a->name, "--out_dir") == 0 && !args[i + 1][0]) fail("--out_dir must not be empty");
         for (int f = 0; f < MODEL_N; f++)
             if (a->offset == MODEL_FIELDS[f]) set_by[f] = a->name;
         if (strcmp(a->name, "--model") != 0) set_arg(c, a, args[i + 1]);
-        last[a - ARGS] = args[i + 1];
-        i++;
+        last[a - ARGS] = args[++i];
     }
-    unsigned char given[N_ARGS] = {0};  // by the command line itself (not adopted)
-    for (int i = n_kept; i < n; i++) {
-        const ArgSpec *a = find_arg(args[i]);
-        given[a - ARGS] = 1;
-        if (a->type != ARG_FLAG) i++;
-    }
-    check_ignored_flags(c, given);
+    free(args);
+    check_ignored_flags(c, cli);
     size_t used = 0;
     for (int k = 0; k < N_ARGS; k++) {  // what this run's checkpoints keep
         if (!last[k] || ARGS[k].run == RUN_NO) continue;
@@ -709,13 +700,12 @@ static inline void parse_args(Config *c, int argc, char **argv) {
         if (w < 0 || (size_t)w >= sizeof(c->run_flags) - used) fail("the flags' values are too long to keep in a checkpoint");
         used += (size_t)w;
     }
-    free(args);
     if (ckpt && ckpt[0]) {
         adopt_checkpoint_model(c, &tf, set_by);
         tf_free(&tf);
     }
-    if (!eval_len_set) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below
-    if (!indist_set && c->T <= 64) c->indist_start = c->T / 2;  // the default 64 needs a longer window
+    if (!FLAG_VALUE(last, "--eval_len")) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below
+    if (!FLAG_VALUE(last, "--indist_start") && c->T <= 64) c->indist_start = c->T / 2;  // the default 64 needs a longer window
     validate_config(c);
     if (!c->out_dir[0] && c->resume[0]) {  // a resumed run, or its evaluation, stays in the checkpoint's folder
         snprintf(c->out_dir, sizeof(c->out_dir), "%s", c->resume);
@@ -730,6 +720,7 @@ static inline void parse_args(Config *c, int argc, char **argv) {
     if (!c->eval_tag[0])
         snprintf(c->eval_tag, sizeof(c->eval_tag), "eval_L%d%s%s", c->eval_len, c->scaling ? "_" : "", c->scaling ? SCALE_NAMES[c->scaling] : "");
 }
+#undef FLAG_VALUE
 
 static inline PosConfig pos_config_of(const Config *c) {
     PosConfig p;

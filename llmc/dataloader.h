@@ -72,6 +72,15 @@ static inline long first_bad_token(const void *raw, long n, int width, int vocab
     return -1;
 }
 
+// The first loss-mask value of m (n) that is neither 0 nor 1, or -1; adds the 1s to *counted.
+static inline long first_bad_mask(const unsigned char *m, long n, long *counted) {
+    for (long i = 0; i < n; i++) {
+        if (m[i] > 1) return i;
+        *counted += m[i];
+    }
+    return -1;
+}
+
 static inline void bad_token_message(char *err, size_t n_err, const char *path, const void *raw, int width, long i,
                                      long offset, int vocab_size) {
     uint32_t v = width == 2 ? ((const uint16_t *)raw)[i] : ((const uint32_t *)raw)[i];
@@ -101,11 +110,8 @@ static inline int *shard_load(const char *path, int vocab_size, long *n_out, uns
     if (sh.masked) {
         mask = (unsigned char *)xmalloc(n);
         xfread(mask, n, f, path, "loss mask");
-        long counted = 0;
-        for (long i = 0; i < n; i++) {
-            if (mask[i] > 1) fail("data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, mask[i], i);
-            counted += mask[i];
-        }
+        long counted = 0, bad = first_bad_mask(mask, n, &counted);
+        if (bad >= 0) fail("data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, mask[bad], bad);
         if (!counted) fail("data shard '%s': its loss mask counts no token", path);
     }
     if (mask_out) *mask_out = mask;
@@ -124,9 +130,9 @@ static inline ShardList shards_glob(const char *pattern, const char *flag) {
     glob_t g;
     ShardList s = {NULL, 0};
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
-        char cwd[1024] = "?";
-        if (pattern[0] != '/' && !getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "?");
         if (pattern[0] == '/') fail("%s: no file matches '%s'", flag, pattern);
+        char cwd[1024];
+        if (!getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "?");
         fail("%s: no file matches '%s' in %s (the path is relative to the current folder; the built-in corpus is "
              "data/builtin/ of the repository, made by `make`)", flag, pattern, cwd);
     }
@@ -190,14 +196,12 @@ static inline double shards_check(const char *pattern, const char *flag, int voc
                 if (bad >= 0) bad_token_message(e, ERR, path, buf, h->width, bad, p->off, vocab_size);
             }
             if (!e[0] && h->masked) {
+                long bad = -1;
                 if (pread(fd, buf, p->n, 1024 + h->n * h->width + p->off) != (ssize_t)p->n)
                     snprintf(e, ERR, "data shard '%s': cannot read its loss mask at index %ld", path, p->off);
-                for (long i = 0; !e[0] && i < p->n; i++) {
-                    if (buf[i] > 1)
-                        snprintf(e, ERR, "data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, buf[i],
-                                 p->off + i);
-                    counted[j] += buf[i];
-                }
+                else if ((bad = first_bad_mask(buf, p->n, &counted[j])) >= 0)
+                    snprintf(e, ERR, "data shard '%s': loss mask value %d at index %ld (must be 0 or 1)", path, buf[bad],
+                             p->off + bad);
             }
             if (fd >= 0) close(fd);
         }

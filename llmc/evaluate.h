@@ -220,10 +220,10 @@ static inline int passkey_longest(const Config *c) {
 // mistake is not found hours later): enough validation tokens, a readable baseline,
 // retrieval prompts that load and fit.
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
+    int trains = !c->eval_only && c->steps > 0;
     double t0 = wall_time(), n_train = 0, n_val = 0;
-    if (!c->eval_only && c->steps > 0) n_train = shards_check(c->train_data, "--train_data", c->V);
-    if (!c->eval_only && c->steps > 0 && c->val_every) n_val = shards_check(c->val_data, "--val_data", c->V);
-    if (!c->generate && c->eval_len && !n_val) n_val = shards_check(c->val_data, "--val_data", c->V);
+    if (trains) n_train = shards_check(c->train_data, "--train_data", c->V);
+    if ((trains && c->val_every) || (!c->generate && c->eval_len)) n_val = shards_check(c->val_data, "--val_data", c->V);
     if (n_train || n_val)
         printf("data: %.0f training and %.0f validation tokens checked against the vocab size %d in %.2fs\n", n_train, n_val,
                c->V, wall_time() - t0);
@@ -407,7 +407,6 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
 
     Retrieval tasks[2] = {retrieval_of(c, TASK_PASSKEY), retrieval_of(c, TASK_RULER)};
     PasskeyResult res[2];
-    double t_task[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
         memset(&res[k], 0, sizeof(res[k]));
         if (!retrieval_on(&tasks[k])) continue;
@@ -415,11 +414,10 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         snprintf(path, sizeof(path), "%s/%s_%s.csv", c->out_dir, c->eval_tag, tasks[k].name);
         out_open(&o, path);
         res[k] = run_retrieval(&tasks[k], c, m, tok, &pc, &es, o.f);
-        t_task[k] = wall_time() - t1;
         for (int i = 0; i < res[k].n; i++)
             printf("%s at %d tokens: %d/%d correct (%.1f%%)\n", tasks[k].name, res[k].lengths[i], res[k].correct[i],
                    res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
-        if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, t_task[k]);
+        if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, wall_time() - t1);
         out_close(&o);
     }
     HellaSwagResult hs = {0, 0, 0};
@@ -494,8 +492,9 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
                 (double)hs.correct / hs.n, (double)hs.correct_norm / hs.n);
         json_string(f, c->hellaswag);
         fputs("}}\n", f);
-    } else
+    } else {
         fprintf(f, ", \"hellaswag\": null}\n");
+    }
     out_close(&o);
 
     printf("wrote %s/%s.{csv,json}%s%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
