@@ -2266,6 +2266,17 @@ int main(int argc, char **argv) {
     }
     // a fresh folder: a run folder left by an earlier test run would be refused as another run's
     if (run_cmd("rm -rf test_tmp && mkdir test_tmp", NULL, 0) != 0) fail("cannot make a fresh '%s'", TMP);
+    if (getenv("HOST_ONLY")) {  // dev/gpu_check.sh step o: the host code of TRAINER=./train_gpt on a GPU
+        test_resume();
+        test_resume_keeps_flags();
+        test_run_folders();
+        test_checkpoint_models();
+        test_checkpoint_adoption();
+        test_bad_inputs();
+        test_hostile_runs();
+        printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+        return n_fail ? 1 : 0;
+    }
     test_reference(ref);
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 0, "");
     test_finite_differences(ARCH_TRANSFORMER, PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");

@@ -26,6 +26,8 @@
 #   r  (only when named) compute-sanitizer racecheck (the flash kernels) and synccheck (both
 #      attention paths), both builds, one short step each [synccheck 8-12; racecheck over
 #      whole runs passed 99 s, so it is now limited to the flash kernels: not yet timed]
+#   o  (only when named) the CUDA trainer's host code: test_gpt's run-folder, resume,
+#      bad-input and adoption tests (HOST_ONLY=1 TRAINER=./train_gpt), crash safety with Ctrl-C
 #   p  (only when named) Nsight Compute: each kernel's share of two 10m training steps [15]
 #
 # GPU_CHECK_COMMIT names the commit in the summary where the device's copy has no .git
@@ -319,6 +321,18 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     step_end $((san_bad > 0)) "$((n - san_bad)) of $n runs clean (racecheck on the flash kernels, synccheck on both paths; both builds)"
 }
 
+step_o() {  # the CUDA trainer's host code: run folders, resume, bad input, Ctrl-C, crash safety
+    step_start "o host code (CUDA)"
+    local rc=0
+    run 240 env HOST_ONLY=1 TRAINER=./train_gpt ./test_gpt || rc=1
+    grep -E '^(FAIL|SKIP)' "$tmp/out" | head -n 40 | detail
+    local t1
+    t1=$(tail -n1 "$tmp/out")
+    run 240 python3 dev/test_crash_safety.py --trainer ./train_gpt --trials 4 || rc=1
+    grep -E '^(FAIL|SKIP)' "$tmp/out" | head -n 20 | detail
+    step_end $rc "test_gpt HOST_ONLY with ./train_gpt: $t1 | test_crash_safety ./train_gpt: $(tail -n1 "$tmp/out")"
+}
+
 step_p() {  # Nsight Compute: each kernel's time in two training steps of the 10m preset (micro-batch 4)
     step_start "p profile 10m step"
     make_shard
@@ -519,7 +533,7 @@ par=""
 if [ -z "${GPU_CHECK_CHILD:-}" ]; then
     for s in b c d v; do [[ $STEPS == *$s* ]] && par+=$s; done
 fi
-for s in a b c d v r e f g h i p; do  # r after the side-by-side ones: racecheck starves them
+for s in a b c d v r o e f g h i p; do  # r after the side-by-side ones: racecheck starves them
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
         echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
