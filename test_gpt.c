@@ -1115,6 +1115,13 @@ static const char *SMALL_FLAGS = "--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head
                                  "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
                                  "--pos posaug --indist_start 8";
 static char SMALL[512];  // TRAINER SMALL_FLAGS
+// HOST_ONLY=1: TRAINER is train_gpt.cu's build, so the checks of what only the CPU trainer
+// does (generation, OpenMP threads, host memory of activations) are skipped
+static int CUDA_TRAINER;
+static int cpu_trainer_only(const char *label) {
+    if (CUDA_TRAINER) skip(label, "the CPU trainer's (generation, threads and host activations are not train_gpt.cu's)");
+    return CUDA_TRAINER;
+}
 
 // `flags` run in one go (<TMP>/<prefix>full) and in two (<prefix>part: --stop_after 3,
 // then --resume with `resume_flags`) give the same losses and final checkpoint, to the
@@ -1189,6 +1196,7 @@ static void test_resume(void) {
     if (!check_resume(SMALL, "", "", "")) return;
     snprintf(a, sizeof(a), "%s/full/checkpoint.bin", TMP);
     // generation from the checkpoint
+    if (cpu_trainer_only("generation from a checkpoint")) return;
     snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, a);
     int rg = run_cmd(cmd, out, sizeof(out));
     check(rg == 0 && strstr(out, "The ") != NULL, "generation from a checkpoint", "exit %d", rg);
@@ -1750,12 +1758,13 @@ static void test_bad_inputs(void) {
          "more than the 1.00 GiB allowed by --max_memory"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char label[128];
+        snprintf(label, sizeof(label), "bad input: %s", cases[i].name);
+        if (strstr(cases[i].args, "--max_memory") && cpu_trainer_only(label)) continue;  // the GPU holds the activations
         snprintf(cmd, sizeof(cmd), "%s --out_dir %s/bad%zu %s", SMALL, TMP, i, cases[i].args);
         int rc = run_cmd(cmd, out, sizeof(out));
         // refused before the first training step, not minutes later
         int ok = rc == 1 && strstr(out, "error: ") && strstr(out, cases[i].expect) && !strstr(out, "| loss ");
-        char label[128];
-        snprintf(label, sizeof(label), "bad input: %s", cases[i].name);
         char *nl = strstr(out, "error: ");
         if (nl) { char *e = strchr(nl, '\n'); if (e) *e = 0; }
         check(ok, label, "exit %d, %s", rc, nl ? nl : "no error message");
@@ -1883,9 +1892,11 @@ static void test_hostile_runs(void) {
     int rs = run_cmd(cmd, out, sizeof(out));
     check(rs == 0 && strstr(out, "     11-11     OOD") && !strstr(out, "nan"), "the loss chart of an evaluation shorter than 16 positions",
           "exit %d", rs);
-    snprintf(cmd, sizeof(cmd), "%s --resume %s/short_eval/checkpoint.bin --steps 0 --generate 3 --prompt -h", TRAINER, TMP);
-    rs = run_cmd(cmd, out, sizeof(out));
-    check(rs == 0 && strstr(out, "-h") && !strstr(out, "usage:"), "--prompt -h is a prompt, not a request for help", "exit %d", rs);
+    if (!cpu_trainer_only("--prompt -h is a prompt, not a request for help")) {
+        snprintf(cmd, sizeof(cmd), "%s --resume %s/short_eval/checkpoint.bin --steps 0 --generate 3 --prompt -h", TRAINER, TMP);
+        rs = run_cmd(cmd, out, sizeof(out));
+        check(rs == 0 && strstr(out, "-h") && !strstr(out, "usage:"), "--prompt -h is a prompt, not a request for help", "exit %d", rs);
+    }
     snprintf(cmd, sizeof(cmd), "%s --steps 1 --eval_len 64 --eval_n 2 --gain_window 0 --out_dir '%s/q\"uo\\te' --eval_tag 'a\"b'",
              SMALL, TMP);
     rs = run_cmd(cmd, out, sizeof(out));
@@ -1899,10 +1910,13 @@ static void test_hostile_runs(void) {
     check(rs == 0 && strstr(json, "{\"tag\": \"a\\\"b\", \"run\": \"q\\\"uo\\\\te\","),
           "JSON strings escaped: a quote and a backslash in --eval_tag and --out_dir", "exit %d: %.80s", rs, json);
     // OMP_NUM_THREADS held to --threads' limit; the built-in corpus looked for from another folder
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2000 %s --steps 1 --out_dir %s/omp", TRAINER, TMP);
-    int r0 = run_cmd(cmd, out, sizeof(out));
-    check(r0 == 1 && strstr(out, "OMP_NUM_THREADS asks for 2000 threads, more than 1024"), "OMP_NUM_THREADS past the limit is refused",
-          "exit %d", r0);
+    int r0;
+    if (!cpu_trainer_only("OMP_NUM_THREADS past the limit is refused")) {
+        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2000 %s --steps 1 --out_dir %s/omp", TRAINER, TMP);
+        r0 = run_cmd(cmd, out, sizeof(out));
+        check(r0 == 1 && strstr(out, "OMP_NUM_THREADS asks for 2000 threads, more than 1024"),
+              "OMP_NUM_THREADS past the limit is refused", "exit %d", r0);
+    }
     snprintf(cmd, sizeof(cmd), "cd /tmp && %s/%s --steps 1 --out_dir %s/%s/elsewhere", getcwd(p, sizeof(p)) ? p : ".",
              TRAINER[0] == '.' ? TRAINER + 2 : TRAINER, p, TMP);
     r0 = run_cmd(cmd, out, sizeof(out));
@@ -1946,6 +1960,7 @@ static void test_hostile_runs(void) {
         skip("memory estimates against the measured peak", "a sanitizer build");
         return;
     }
+    if (cpu_trainer_only("memory estimates against the measured peak")) return;
     const char *shapes[2] = {"--seq_len 512 --batch_size 32 --total_batch 32 --steps 1 --eval_len 0",  // training dominates
                              "--n_embd 128 --ffn_hidden 2048 --batch_size 1 --total_batch 1 --steps 1 --eval_len 4096 --eval_n 1 "
                              "--gain_window 0 --passkey_lengths 300 --passkey_n 2"};  // evaluation dominates
@@ -1980,13 +1995,16 @@ static void test_checkpoint_adoption(void) {
     snprintf(b, sizeof(b), "%s/adopt/bare.csv", TMP);
     check(r1 == 0 && r2 == 0 && files_equal(a, b) && strstr(out, "C=32 L=2 NH=4 NKV=2 hd=8 F=64 T=32"),
           "--eval_only takes a non-preset model from the checkpoint: no shape flags, the same evaluation", "exit %d %d", r1, r2);
-    char with_flags[8192];
-    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, ck);
-    int r3 = run_cmd(cmd, with_flags, sizeof(with_flags));
-    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The ' --threads 2", TRAINER, ck);
-    int r4 = run_cmd(cmd, out, sizeof(out));
-    const char *ga = strstr(with_flags, "\nThe "), *gb = strstr(out, "\nThe ");
-    check(r3 == 0 && r4 == 0 && ga && gb && strcmp(ga, gb) == 0, "--generate takes the model from the checkpoint", "exit %d %d", r3, r4);
+    if (!cpu_trainer_only("--generate takes the model from the checkpoint")) {
+        char with_flags[8192];
+        snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, ck);
+        int r3 = run_cmd(cmd, with_flags, sizeof(with_flags));
+        snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The ' --threads 2", TRAINER, ck);
+        int r4 = run_cmd(cmd, out, sizeof(out));
+        const char *ga = strstr(with_flags, "\nThe "), *gb = strstr(out, "\nThe ");
+        check(r3 == 0 && r4 == 0 && ga && gb && strcmp(ga, gb) == 0, "--generate takes the model from the checkpoint", "exit %d %d",
+              r3, r4);
+    }
     snprintf(cmd, sizeof(cmd), "%s --init_from %s --steps 1 --batch_size 2 --total_batch 2 --eval_len 0 --val_every 0 --threads 2 "
              "--pos posaug --out_dir %s/adopt_init", TRAINER, ck, TMP);
     int r5 = run_cmd(cmd, out, sizeof(out));
@@ -2267,6 +2285,7 @@ int main(int argc, char **argv) {
     // a fresh folder: a run folder left by an earlier test run would be refused as another run's
     if (run_cmd("rm -rf test_tmp && mkdir test_tmp", NULL, 0) != 0) fail("cannot make a fresh '%s'", TMP);
     if (getenv("HOST_ONLY")) {  // dev/gpu_check.sh step o: the host code of TRAINER=./train_gpt on a GPU
+        CUDA_TRAINER = 1;
         test_resume();
         test_resume_keeps_flags();
         test_run_folders();

@@ -214,22 +214,22 @@ __global__ void learned_forward_kernel(floatX *x, const floatX *wpe, PosStep ps,
     x[i] = to_x(to_f(x[i]) + to_f(wpe[row * C + c]));
 }
 
-// dwpe[p_t] += dx[b,t] (fp32 atomics)                          mirrors learned_backward
-__global__ void learned_backward_kernel(float *dwpe, const floatX *dx, PosStep ps, int B, int T, int C,
-                                        const float *positions) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    int c = (int)(i % C), t = (int)((i / C) % T);
-    size_t row = (size_t)token_position(ps, positions, t);
-    atomicAdd(&dwpe[row * C + c], to_f(dx[i]));
-}
-
-// dwte[tokens[n]] += dx[n] (fp32 atomics)                      mirrors encoder_backward
-__global__ void encoder_backward_kernel(float *dwte, const floatX *dx, const int *tokens, int N, int C) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)N * C) return;
-    int n = (int)(i / C), c = (int)(i % C);
-    atomicAdd(&dwte[(size_t)tokens[n] * C + c], to_f(dx[i]));
+// The embedding tables' backward without atomics, so that a run repeats to the bit: the N
+// gradient rows of a micro-batch go to table rows (a token's, a position's), grouped by the
+// host (scatter_build) into sc = order (N), start (n_rows + 1), row (n_rows), n_rows (1):
+// table row row[u] gets the rows order[start[u]..start[u+1]) summed in that order.
+#define SCATTER_INTS(N) (3 * (size_t)(N) + 2)
+// dtable (rows,C) += dx (N,C) grouped by sc; grid (N), one block per group
+//                                              mirrors encoder_backward, learned_backward
+__global__ void scatter_add_rows_kernel(float *dtable, const floatX *dx, const int *sc, int N, int C) {
+    const int *order = sc, *start = sc + N, *row = sc + 2 * N + 1;
+    int u = blockIdx.x;
+    if (u >= sc[3 * N + 1]) return;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float sum = 0.0f;
+        for (int j = start[u]; j < start[u + 1]; j++) sum += to_f(dx[(size_t)order[j] * C + c]);
+        dtable[(size_t)row[u] * C + c] += sum;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -366,6 +366,36 @@ static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int 
     if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
     size_t n = (size_t)B * T * H * (hd / 2);
     rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, d_pos_layer(ps, layer), pos0);
+    cudaCheck(cudaGetLastError());
+}
+
+// sc (SCATTER_INTS(N)) for scatter_add_rows_kernel: items 0..N-1 grouped by key[n] in
+// [0, K), groups in key order, items in index order within a group (a counting sort)
+static void scatter_build(int *sc, const int *key, int N, int K) {
+    static int *count;
+    static int cap;
+    if (K + 1 > cap) {
+        free(count);
+        count = (int *)xmalloc((size_t)(K + 1) * sizeof(int));
+        cap = K + 1;
+    }
+    memset(count, 0, (size_t)(K + 1) * sizeof(int));
+    for (int n = 0; n < N; n++) count[key[n] + 1]++;
+    int *order = sc, *start = sc + N, *row = sc + 2 * N + 1, u = 0;
+    for (int k = 0; k < K; k++) {
+        if (count[k + 1]) {
+            start[u] = count[k];
+            row[u++] = k;
+        }
+        count[k + 1] += count[k];  // count[k]: the first slot of key k
+    }
+    start[u] = N;
+    sc[3 * N + 1] = u;
+    for (int n = 0; n < N; n++) order[count[key[n]]++] = n;
+}
+
+static void scatter_add_rows(float *dtable, const floatX *dx, const int *sc, int N, int C) {
+    scatter_add_rows_kernel<<<N, C < 256 ? 32 * ceil_div(C, 32) : 256>>>(dtable, dx, sc, N, C);
     cudaCheck(cudaGetLastError());
 }
 
@@ -1183,7 +1213,8 @@ static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *
 // so memory grows linearly with T (16K positions fit). Queries are Tq rows, keys and
 // values Tk rows; query t is the (q_offset + t)-th key position (q_offset > 0 with a KV
 // cache) and reads keys s <= q_offset + t, only the last `window` of them when window > 0.
-// entropy (Tq), when given, gets ent_scale * (-sum p ln p) added per row, from the running
+// entropy (B,NH,Tq), when given, gets ent_scale * (-sum p ln p) added per row (one thread
+// per element, no atomics: the sums over heads and layers repeat to the bit), from the running
 // sums: H = m + ln l - (sum_s e^(x_s - m) x_s) / l. alibi_alpha > 0: ALiBi, scores get
 // -m_h * alibi_alpha * (position distance). hd <= ATT_MAX_HD.
 // A block owns ATT_ROWS consecutive queries of one (b, h); warp w takes rows w, w + 4, ...
@@ -1271,7 +1302,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
 #pragma unroll
         for (int c = 0; c < ATT_MAX_HD / 32; c++)
             if (c * 32 + lane < hd) yr[c * 32 + lane] = to_x(acc[i][c] / l[i]);
-        if (entropy && lane == 0) atomicAdd(&entropy[t0 + r], ent_scale * (m[i] + logf(l[i]) - xsum[i] / l[i]));
+        if (entropy && lane == 0)
+            entropy[((size_t)b * NH + h) * Tq + t0 + r] += ent_scale * (m[i] + logf(l[i]) - xsum[i] / l[i]);
     }
 }
 
@@ -1533,8 +1565,12 @@ typedef struct {
     floatX *gates, *ghn, *gh, *top;  // (L,T,B,3C), (L,T,B,C), (B,3C), (B,T,C)
     floatX *dgi, *dgh, *dhx;         // (T,B,3C), (T,B,3C), (T,B,C)
     float *dcarry;                   // (B,C)
-    int *inputs, *targets;  // (B,T)
+    int *inputs, *targets;  // (B,T); with train, the embeddings' scatters follow (acts_ints)
+    int *sc_wte, *sc_wpe;   // (SCATTER_INTS(N)) dwte's rows by token, dwpe's by position (--pe learned)
 } Acts;
+
+// the ints of a (B,T) batch, in this order: inputs, targets, and with train sc_wte, sc_wpe
+static size_t acts_ints(size_t N, int train) { return 2 * N + (train ? 2 * SCATTER_INTS(N) : 0); }
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -1579,10 +1615,12 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         *fv[i] = fs[i] && mem ? (float *)(mem + off) : NULL;
         off += align64(fs[i] * sizeof(float));
     }
-    a->inputs = mem ? (int *)(mem + off) : NULL;
-    off += align64(N * sizeof(int));
-    a->targets = mem ? (int *)(mem + off) : NULL;
-    off += align64(N * sizeof(int));
+    int *ints = mem ? (int *)(mem + off) : NULL;
+    off += align64(acts_ints(N, train) * sizeof(int));
+    a->inputs = ints;
+    a->targets = ints ? ints + N : NULL;
+    a->sc_wte = ints && train ? ints + 2 * N : NULL;
+    a->sc_wpe = ints && train ? ints + 2 * N + SCATTER_INTS(N) : NULL;
     for (size_t i = 0; i < nx; i++) {
         *xv[i] = xs[i] && mem ? (floatX *)(mem + off) : NULL;
         off += align64(xs[i] * sizeof(floatX));
@@ -1607,7 +1645,7 @@ typedef struct {
     floatX *params_x;               // compute copy (aliases params in the FP32 build)
     float *norm_partial;
     float *loss_sum;                // (1) device: the step's mean loss, summed micro-batch by micro-batch
-    int *stage;                     // pinned host: the step's inputs and targets, uploaded asynchronously
+    int *stage;                     // pinned host: the step's ints (acts_ints), uploaded asynchronously
     float *stage_w, *d_weights;     // loss masks: the step's target weights (pinned), a micro-batch's (device)
     size_t stage_cap, stage_w_cap;
     Acts acts;
@@ -1742,7 +1780,7 @@ static void kv_keep_last(KVCache *kv, int keep) {
 // Options of a forward-only pass (acts with train = 0).              mirrors FwdOpts
 typedef struct {
     int window;      // > 0: each query sees only the last `window` keys
-    float *entropy;  // device (T): mean attention entropy per query position is added
+    float *entropy;  // device (B,NH,T): each head's share of the mean attention entropy is added
     KVCache *kv;     // inputs continue the cached sequence at positions pos0 + t
     int pos0;
     floatX *state;   // --arch gru, device (L,B,C), when given: the state to continue from, updated
@@ -1824,7 +1862,7 @@ static void gru_backward(GPT *g, Acts *a, const float *weights, float dloss) {
         dx = swap;
     }
     LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->dres, dout, B, T, C, 1);  // d(embeddings)
-    LAUNCH_ELEMS(encoder_backward_kernel, (size_t)N * C, G(g, P_WTE), a->dres, a->inputs, N, C);
+    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -1924,7 +1962,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     }
     int B = a->B, T = a->T, C = c->C, NH = c->NH, NKV = c->NKV, hd = g->hd, F = c->F;
     int N = B * T, QD = NH * hd, KD = NKV * hd;
-    size_t NC = (size_t)N * C, NF = (size_t)N * F;
+    size_t NF = (size_t)N * F;
     head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
@@ -1961,8 +1999,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dw_part, a->dC, x, P(g, P_ATTN_NORM) + (size_t)l * C,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
-    LAUNCH_ELEMS(encoder_backward_kernel, NC, G(g, P_WTE), a->dres, a->inputs, N, C);
-    if (ps->pe == PE_LEARNED) LAUNCH_ELEMS(learned_backward_kernel, NC, G(g, P_WPE), a->dres, *ps, B, T, C, d_pos_layer(ps, 0));
+    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C);
+    if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C);
 }
 
 static float grad_global_norm(GPT *g) {
@@ -1975,6 +2013,25 @@ static float grad_global_norm(GPT *g) {
     return (float)sqrt(s);
 }
 
+// A micro-batch's ints for the device (acts_ints, train): inputs and targets from rows
+// (B,T+1), then the embeddings' scatters, dwpe's from the positions of ps (--pe learned)
+static void stage_micro(int *dst, const GPT *g, const int *rows, const PosStep *ps) {
+    int B = g->acts.B, T = g->acts.T, N = B * T;
+    int *inp = dst, *tgt = dst + N, *sc_wte = dst + 2 * N, *sc_wpe = sc_wte + SCATTER_INTS(N);
+    for (int b = 0; b < B; b++) {
+        memcpy(inp + b * T, rows + (size_t)b * (T + 1), T * sizeof(int));
+        memcpy(tgt + b * T, rows + (size_t)b * (T + 1) + 1, T * sizeof(int));
+    }
+    scatter_build(sc_wte, inp, N, g->cfg.V);
+    if (ps->pe != PE_LEARNED) return;
+    int wpe_rows = (int)g->shapes[P_WPE].shape[0];
+    learned_rows_check(ps, 0, T, wpe_rows);  // before the positions become indices
+    int *key = (int *)xmalloc(N * sizeof(int));
+    for (int n = 0; n < N; n++) key[n] = (int)pos_token(ps, n % T);
+    scatter_build(sc_wpe, key, N, wpe_rows);
+    free(key);
+}
+
 // Forward and backward over rows (accum,B,T+1) on the host into g->grads. Returns the
 // mean loss; *norm the global gradient norm. Mirrors compute_gradients. The step's tokens
 // go to a pinned buffer first, so each micro-batch's upload is queued behind the previous
@@ -1983,11 +2040,11 @@ static float grad_global_norm(GPT *g) {
 static float compute_gradients(GPT *g, const int *rows, const float *weights, int accum, const PosStep *ps, float *norm) {
     Acts *a = &g->acts;
     int B = a->B, T = a->T;
-    size_t n = (size_t)B * T;
-    if (g->stage_cap < 2 * n * accum) {
+    size_t n = (size_t)B * T, ni = acts_ints(n, 1);
+    if (g->stage_cap < ni * accum) {
         cudaFreeHost(g->stage);
-        cudaCheck(cudaMallocHost((void **)&g->stage, 2 * n * accum * sizeof(int)));
-        g->stage_cap = 2 * n * accum;
+        cudaCheck(cudaMallocHost((void **)&g->stage, ni * accum * sizeof(int)));
+        g->stage_cap = ni * accum;
     }
     if (weights && g->stage_w_cap < n * accum) {
         cudaFreeHost(g->stage_w);
@@ -1997,20 +2054,12 @@ static float compute_gradients(GPT *g, const int *rows, const float *weights, in
         g->stage_w_cap = n * accum;
     }
     if (weights) memcpy(g->stage_w, weights, n * accum * sizeof(float));
-    for (int micro = 0; micro < accum; micro++) {  // inputs then targets, per micro-batch
-        int *inp = g->stage + 2 * n * micro, *tgt = inp + n;
-        for (int b = 0; b < B; b++) {
-            const int *row = rows + ((size_t)micro * B + b) * (T + 1);
-            memcpy(inp + b * T, row, T * sizeof(int));
-            memcpy(tgt + b * T, row + 1, T * sizeof(int));
-        }
-    }
+    for (int micro = 0; micro < accum; micro++)
+        stage_micro(g->stage + ni * micro, g, rows + (size_t)micro * B * (T + 1), ps);
     cudaCheck(cudaMemset(g->grads, 0, g->n_params * sizeof(float)));
     cudaCheck(cudaMemset(g->loss_sum, 0, sizeof(float)));
     for (int micro = 0; micro < accum; micro++) {
-        const int *inp = g->stage + 2 * n * micro;
-        cudaCheck(cudaMemcpyAsync(a->inputs, inp, n * sizeof(int), cudaMemcpyHostToDevice, 0));
-        cudaCheck(cudaMemcpyAsync(a->targets, inp + n, n * sizeof(int), cudaMemcpyHostToDevice, 0));
+        cudaCheck(cudaMemcpyAsync(a->inputs, g->stage + ni * micro, ni * sizeof(int), cudaMemcpyHostToDevice, 0));
         const float *w = NULL;
         if (weights) {
             cudaCheck(cudaMemcpyAsync(g->d_weights, g->stage_w + n * micro, n * sizeof(float), cudaMemcpyHostToDevice, 0));
@@ -2085,7 +2134,7 @@ static void gpt_checkpoint_load(GPT *g, TrainState *st, const char *path, int mo
 typedef struct {
     GPT *g;
     Acts a, a1;        // the current pass; one token at a time
-    float *d_entropy;  // (cap)
+    float *d_entropy;  // (NH,cap): per head, summed on the host
     int ent_cap;
 } EvalCtx;
 
@@ -2105,20 +2154,25 @@ static void upload_tokens(Acts *a, const int *tokens, int n, int with_targets) {
 static void gpu_losses(void *ctx, const int *tokens, int L, const PosStep *ps, int window, float *losses, float *entropy) {
     EvalCtx *e = (EvalCtx *)ctx;
     Acts *a = eval_acts(e, &e->a, L);
+    size_t ne = (size_t)e->g->cfg.NH * L;
     if (entropy && e->ent_cap < L) {
         cudaFree(e->d_entropy);
-        e->d_entropy = (float *)dmalloc(L * sizeof(float));
+        e->d_entropy = (float *)dmalloc(ne * sizeof(float));
         e->ent_cap = L;
     }
-    if (entropy) cudaCheck(cudaMemset(e->d_entropy, 0, L * sizeof(float)));
+    if (entropy) cudaCheck(cudaMemset(e->d_entropy, 0, ne * sizeof(float)));
     upload_tokens(a, tokens, L, 1);
     FwdOpts o = {window, entropy ? e->d_entropy : NULL, NULL, 0, NULL};
     gpt_forward(e->g, a, ps, 1, &o);
     cudaCheck(cudaMemcpy(losses, a->losses, L * sizeof(float), cudaMemcpyDeviceToHost));
     if (entropy) {
-        float *h = (float *)xmalloc(L * sizeof(float));
-        cudaCheck(cudaMemcpy(h, e->d_entropy, L * sizeof(float), cudaMemcpyDeviceToHost));
-        for (int i = 0; i < L; i++) entropy[i] += h[i];
+        float *h = (float *)xmalloc(ne * sizeof(float));
+        cudaCheck(cudaMemcpy(h, e->d_entropy, ne * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < L; i++) {
+            float sum = 0.0f;
+            for (int head = 0; head < e->g->cfg.NH; head++) sum += h[(size_t)head * L + i];
+            entropy[i] += sum;
+        }
         free(h);
     }
 }
@@ -2253,13 +2307,10 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     PosStep ps = case_pos_step(&pc, scheduled, check_alpha, 0);
 
     // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
-    int *inp = (int *)xmalloc(N * sizeof(int)), *tgt = (int *)xmalloc(N * sizeof(int));
-    for (int b = 0; b < B; b++) {
-        memcpy(inp + b * T, tokens + b * (T + 1), T * sizeof(int));
-        memcpy(tgt + b * T, tokens + b * (T + 1) + 1, T * sizeof(int));
-    }
-    cudaCheck(cudaMemcpy(g.acts.inputs, inp, N * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(g.acts.targets, tgt, N * sizeof(int), cudaMemcpyHostToDevice));
+    size_t ni = acts_ints(N, 1);
+    int *ints = (int *)xmalloc(ni * sizeof(int));
+    stage_micro(ints, &g, tokens, &ps);
+    cudaCheck(cudaMemcpy(g.acts.inputs, ints, ni * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(g.grads, 0, g.n_params * sizeof(float)));
     gpt_forward(&g, &g.acts, &ps, 0, NULL);
     floatX *lx = (floatX *)xmalloc((size_t)N * c.Vp * sizeof(floatX));
@@ -2314,7 +2365,7 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     }
     tw_close(&w);
     printf("dump (%s): loss %.6f, last step loss %.6f -> %s\n", PRECISION_NAME, loss, losses[steps - 1], out_path);
-    free(inp); free(tgt); free(lx); free(logits); free(losses_bt); free(losses); free(norms);
+    free(ints); free(lx); free(logits); free(losses_bt); free(losses); free(norms);
     free(grads.mem); free(fin.mem);
     gpt_free(&g);
     tf_free(&tf);
@@ -2362,7 +2413,7 @@ static void gpu_memory_check(const Config *c, int train) {
         int small = pk > chunk ? pk : chunk;
         double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +
-                   fl * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
+                   fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         shard_token_counts(c->val_data, &largest, &total);
         host.eval = fl * (total + largest) + 48.0 * c->eval_len;
     }

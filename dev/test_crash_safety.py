@@ -491,6 +491,8 @@ def second_sigint_stops_at_once():
 def generate_streams():
     """--generate prints each token as it is picked: the reader gets the prompt and the first
     tokens while it runs, not a 4 KB block (about 3.7 KB of text after the lines before it)."""
+    if "train_gpt_cpu" not in os.path.basename(OPT.trainer):
+        raise Skip("--generate runs on the CPU trainer only")
     ckpt = reference()["ckpt"]
     p = subprocess.Popen([OPT.trainer, "--resume", ckpt, "--steps", "0", "--generate", "50000", "--prompt", "The ",
                           "--threads", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -511,7 +513,7 @@ def generate_streams():
 def main():
     global OPT, TMP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trainer", default="./train_gpt_cpu", help="the CPU trainer (e.g. a sanitizer build)")
+    ap.add_argument("--trainer", default="./train_gpt_cpu", help="the trainer (a sanitizer build; ./train_gpt on a GPU)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the kill moments and junk files")
     ap.add_argument("--trials", type=int, default=24, help="SIGKILL trials")
     OPT = ap.parse_args()

@@ -244,7 +244,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
 #pragma unroll
         for (int c = 0; c < ATT_MAX_HD / 32; c++)
             if (c * 32 + lane < hd) yr[c * 32 + lane] = to_x(acc[i][c] / l[i]);
-        if (entropy && lane == 0) atomicAdd(&entropy[t0 + r], ent_scale * (m[i] + logf(l[i]) - xsum[i] / l[i]));
+        if (entropy && lane == 0)
+            entropy[((size_t)b * NH + h) * Tq + t0 + r] += ent_scale * (m[i] + logf(l[i]) - xsum[i] / l[i]);
     }
 }
 

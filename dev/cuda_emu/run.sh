@@ -21,16 +21,16 @@ flash_backward_kv_kernel flash_backward_q_kernel flash_backward_smem rmsnorm_bac
 attention_forward_online_kernel attention_online_smem attention_forward_online rope_kernel token_position sinusoidal_kernel online_merge block_online_reduce
 classifier_kernel sigmoid_f
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
-alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel encoder_backward_kernel
+alibi_bias_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel scatter_add_rows_kernel scatter_build scatter_add_rows
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel
 matmul_forward matmul_dweight matmul_backward gemm_batched attention_forward attention_backward learned_forward_kernel
-learned_backward_kernel residual_forward_kernel copy_to_x_kernel"
+residual_forward_kernel copy_to_x_kernel"
 # the bf16 build's tensor-core flash attention (test_kernels.cpp runs these in bf16 only)
 TC_FUNCS="FtcSmem flash_tc_load_tile flash_tc_write_rows flash_tc_forward_kernel flash_tc_scores flash_tc_backward_kv_kernel
 flash_tc_backward_q_kernel flash_tc_forward_hd flash_tc_backward_hd flash_forward_tensor_cores flash_backward_tensor_cores"
 cut_funcs() {  # cut_funcs NAME...: the defines and the functions, launches rewritten
     {
-        grep -E '^#define (FLASH_|ATT_|FTC_|XVEC)' "$SRC"
+        grep -E '^#define (FLASH_|ATT_|FTC_|XVEC|SCATTER_)' "$SRC"
         grep -E '^#define FLASH_MAX_HD' ../../llmc/config.h
         for fn in "$@"; do
             awk -v name="$fn" -f ../cuda/extract.awk "$SRC"

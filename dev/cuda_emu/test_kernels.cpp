@@ -212,7 +212,7 @@ static void test_rmsnorm(int N, int C, int accumulate) {
 // KV-cache offset, window, entropy, ALiBi ----
 static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha) {
     size_t nq = (size_t)B * Tq * NH * hd, nk = (size_t)B * Tk * NKV * hd;
-    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent(Tq, 0.0f);
+    std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent_bh((size_t)B * NH * Tq, 0.0f);
     std::vector<double> ry(nq, 0), rent(Tq, 0);
     int group = NH / NKV;
     float ent_scale = 1.0f / (B * NH);
@@ -237,8 +237,11 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
                         ry[(((size_t)b * Tq + t) * NH + h) * hd + c] += p * v[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
                 }
             }
-    attention_forward_online(y.data(), q.data(), k.data(), v.data(), B, Tq, Tk, q_offset, NH, NKV, hd, window, ent.data(),
+    attention_forward_online(y.data(), q.data(), k.data(), v.data(), B, Tq, Tk, q_offset, NH, NKV, hd, window, ent_bh.data(),
                              ent_scale, alpha);
+    std::vector<float> ent(Tq, 0.0f);  // (B,NH,Tq) summed over sequences and heads, as gpu_losses does
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int t = 0; t < Tq; t++) ent[t] += ent_bh[(size_t)bh * Tq + t];
     const char *names[2] = {"y", "entropy"};
     double errs[2] = {rel(y, ry), rel(ent, rent)};
     char what[160];
@@ -484,7 +487,7 @@ static void test_small(void) {
         e[0] = rel(h, wh), e[1] = rel(dg, wg), e[2] = rel(du, wu);
         report("SwiGLU forward and backward, 1000 elements", names, e, 3);
     }
-    {  // embedding: rows of wte, and their gradient added back (atomics; tokens repeat)
+    {  // embedding: rows of wte, and their gradient added back (grouped by token on the host; tokens repeat)
         int N = 40, C = 24, V = 7;
         std::vector<int> tok(N);
         for (int i = 0; i < N; i++) tok[i] = (int)rng_below(&rng, V);
@@ -494,7 +497,9 @@ static void test_small(void) {
             for (int c = 0; c < C; c++) wx[i * C + c] = wte[tok[i] * C + c], wdw[tok[i] * C + c] += dx[i * C + c];
         size_t n = (size_t)N * C;
         emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_forward_kernel(x.data(), tok.data(), wte.data(), N, C); });
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_backward_kernel(dwte.data(), dx.data(), tok.data(), N, C); });
+        std::vector<int> sc(SCATTER_INTS(N), -1);
+        scatter_build(sc.data(), tok.data(), N, V);
+        scatter_add_rows(dwte.data(), dx.data(), sc.data(), N, C);
         const char *names[2] = {"x", "dwte"};
         e[0] = rel(x, wx), e[1] = rel(dwte, wdw);
         report("embedding forward and backward, repeated tokens", names, e, 2);
@@ -557,7 +562,10 @@ static void test_small(void) {
         size_t n = (size_t)B * T * C;
         emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(x.data(), wpe.data(), ps, B, T, C, NULL, 0); });
         emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(xe.data(), wpe.data(), ps, B, T, C, positions.data(), pos0); });
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_backward_kernel(dwpe.data(), dx.data(), ps, B, T, C, NULL); });
+        std::vector<int> key(B * T), sc(SCATTER_INTS(B * T), -1);  // the rows stage_micro groups dwpe by
+        for (int i = 0; i < B * T; i++) key[i] = (int)pos_token(&ps, i % T);
+        scatter_build(sc.data(), key.data(), B * T, rows);
+        scatter_add_rows(dwpe.data(), dx.data(), sc.data(), B * T, C);
         const char *names[3] = {"x at alpha t + offset", "x at explicit positions", "dwpe"};
         e[0] = rel(x, wx), e[1] = rel(xe, wxe), e[2] = rel(dwpe, wdw);
         report("learned APE forward and backward", names, e, 3);
