@@ -2125,20 +2125,21 @@ static int read_csv(const char *path, double *out, int max_rows, int cols) {
     return rows;
 }
 
-// GPU evaluation vs CPU evaluation of the same checkpoint: every CSV column
-static void compare_gpu_eval(const char *gpu_bin, const char *label, double tol) {
+// GPU evaluation vs CPU evaluation of the same checkpoint: every CSV column (the folders
+// numbered by build: a second evaluation into a folder would be refused as another run's)
+static void compare_gpu_eval(const char *gpu_bin, int build, const char *label, double tol) {
     char cmd[2048], out[4096];
     const char *eval = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
-    snprintf(cmd, sizeof(cmd), "%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_cpu", SMALL, TMP, eval, TMP);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_cpu%d", SMALL, TMP, eval, TMP, build);
     int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s %s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu", gpu_bin, SMALL_FLAGS,
-             TMP, eval, TMP);
+    snprintf(cmd, sizeof(cmd), "%s %s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu%d", gpu_bin, SMALL_FLAGS,
+             TMP, eval, TMP, build);
     int r2 = run_cmd(cmd, out, sizeof(out));
     if (r1 || r2) { check(0, label, "exit codes %d %d: %s", r1, r2, out); return; }
     static double a[128 * 5], b[128 * 5];
     char pa[256], pb[256];
-    snprintf(pa, sizeof(pa), "%s/eval_cpu/eval_L128.csv", TMP);
-    snprintf(pb, sizeof(pb), "%s/eval_gpu/eval_L128.csv", TMP);
+    snprintf(pa, sizeof(pa), "%s/eval_cpu%d/eval_L128.csv", TMP, build);
+    snprintf(pb, sizeof(pb), "%s/eval_gpu%d/eval_L128.csv", TMP, build);
     int na = read_csv(pa, a, 128, 5), nb = read_csv(pb, b, 128, 5);
     const char *cols[5] = {"position", "loss", "loss_banded", "loss_chunked", "entropy"};
     for (int c = 1; c < 5; c++) {
@@ -2155,19 +2156,21 @@ static void compare_gpu_eval(const char *gpu_bin, const char *label, double tol)
 }
 
 // The GRU's per-position losses from test_gru_runs' checkpoint, GPU against CPU.
-static void compare_gpu_eval_gru(const char *gpu_bin, const char *label, double tol) {
+static void compare_gpu_eval_gru(const char *gpu_bin, int build, const char *label, double tol) {
     char cmd[2048], out[4096], l[200];
     const char *eval = "--eval_only --eval_len 96 --eval_n 2 --indist_start 8";
-    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_cpu", TRAINER, TMP, eval, TMP);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_cpu%d", TRAINER, TMP, eval, TMP,
+             build);
     int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_gpu", gpu_bin, TMP, eval, TMP);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/gru_full/checkpoint.bin %s --out_dir %s/gru_eval_gpu%d", gpu_bin, TMP, eval, TMP,
+             build);
     int r2 = run_cmd(cmd, out, sizeof(out));
     snprintf(l, sizeof(l), "%s: GRU evaluation losses", label);
     if (r1 || r2) { check(0, l, "exit codes %d %d: %s", r1, r2, out); return; }
     static double a[96 * 3], b[96 * 3];
     char pa[256], pb[256];
-    snprintf(pa, sizeof(pa), "%s/gru_eval_cpu/eval_L96.csv", TMP);
-    snprintf(pb, sizeof(pb), "%s/gru_eval_gpu/eval_L96.csv", TMP);
+    snprintf(pa, sizeof(pa), "%s/gru_eval_cpu%d/eval_L96.csv", TMP, build);
+    snprintf(pb, sizeof(pb), "%s/gru_eval_gpu%d/eval_L96.csv", TMP, build);
     int na = read_csv(pa, a, 96, 3), nb = read_csv(pb, b, 96, 3);
     double num = 0, den = 0;
     for (int i = 0; i < 96; i++) {
@@ -2266,8 +2269,8 @@ static void test_gpu(const char *ref) {
                 check(dumps_same_layout(gpu_out[ATTN_FLASH], gpu_out[ATTN_NAIVE]), label, "");
             }
         }
-        compare_gpu_eval(gpu_cmd[b], names[b], b == 0 ? 1e-5 : 2e-2);
-        compare_gpu_eval_gru(gpu_cmd[b], names[b], b == 0 ? 1e-5 : 2e-2);
+        compare_gpu_eval(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 2e-2);
+        compare_gpu_eval_gru(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 2e-2);
     }
 }
 

@@ -268,7 +268,9 @@ san_results() {
         i=$((i + 1))
         cat "$base$i.log" >> "$FULL"
         rc=$(cat "$base$i.rc")
-        errs=$(grep -o 'ERROR SUMMARY: [0-9]*' "$base$i.log" | grep -o '[0-9]*$')
+        # memcheck and synccheck end with "ERROR SUMMARY: N errors", racecheck with
+        # "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": N counts both
+        errs=$(grep -oE 'ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+' "$base$i.log" | tail -n1 | grep -oE '[0-9]+$')
         if grep -qiE "$unsupported" "$base$i.log"; then
             san_na=$((san_na + 1))
             echo "$label: no verdict, the tool failed: $(grep -m1 -iE "$unsupported" "$base$i.log")" | detail
