@@ -2269,8 +2269,9 @@ static void test_gpu(const char *ref) {
                 check(dumps_same_layout(gpu_out[ATTN_FLASH], gpu_out[ATTN_NAIVE]), label, "");
             }
         }
-        compare_gpu_eval(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 2e-2);
-        compare_gpu_eval_gru(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 2e-2);
+        // bf16: the H200 gave 1.3-1.5e-4 on the loss columns at 357ceb0 (entropy 1.6e-7)
+        compare_gpu_eval(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
+        compare_gpu_eval_gru(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
     }
 }
 

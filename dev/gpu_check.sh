@@ -23,11 +23,13 @@
 #      and flash attention [6]
 #   v  (only when named) every dev/cuda kernel variant's validation, no benchmark: g
 #      without the timings, for a rerun after a kernel fix [18]
-#   r  (only when named) compute-sanitizer racecheck (the flash kernels) and synccheck (both
-#      attention paths), both builds, one short step each [synccheck 8-12; racecheck over
-#      whole runs passed 99 s, so it is now limited to the flash kernels: not yet timed]
+#   r  (only when named) compute-sanitizer racecheck on the shared-memory kernels through
+#      dev/cuda's validation (the evaluation and flash attention, RMSNorm; both builds), and
+#      synccheck on a short trainer step (both attention paths, both builds) [149: the
+#      flash backward on CUDA cores under racecheck 147-149, the others 6-34; synccheck 16-18]
 #   o  (only when named) the CUDA trainer's host code: test_gpt's run-folder, resume,
-#      bad-input and adoption tests (HOST_ONLY=1 TRAINER=./train_gpt), crash safety with Ctrl-C
+#      bad-input and adoption tests (HOST_ONLY=1 TRAINER=./train_gpt), crash safety with
+#      Ctrl-C; bit-identical resume needs a run that repeats to the bit [96-99]
 #   p  (only when named) Nsight Compute: each kernel's share of two 10m training steps [15]
 #
 # GPU_CHECK_COMMIT names the commit in the summary where the device's copy has no .git
