@@ -14,6 +14,7 @@ CFLAGS += -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror
 LDLIBS = -lm
 PYTHON ?= python3
 HEADERS = $(wildcard llmc/*.h)
+CUDA_HEADERS = $(wildcard llmc/cuda/*.cuh)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 # the GPU's own architecture when one is visible, else Ampere and Hopper
@@ -52,9 +53,9 @@ kernels:
 	$(MAKE) -C dev/cuda all fp32
 kernels-run: kernels
 	$(MAKE) -C dev/cuda run run-fp32
-train_gpt: train_gpt.cu $(HEADERS)
+train_gpt: train_gpt.cu $(HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< -lcublas
-train_gpt_fp32: train_gpt.cu $(HEADERS)
+train_gpt_fp32: train_gpt.cu $(HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -o $@ $< -lcublas
 
 # the built-in corpus (no download)

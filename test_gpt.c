@@ -2198,8 +2198,6 @@ static int dumps_same_layout(const char *a_path, const char *b_path) {
 
 static void test_gpu(const char *ref) {
     char out[4096];
-    int rc_v1 = run_cmd("bash dev/cuda/check_v1.sh", out, sizeof(out));
-    check(rc_v1 == 0, "dev/cuda's v1 kernels are verbatim copies of train_gpt.cu's", "%s", rc_v1 ? out : "");
     int has_gpu = run_cmd("nvidia-smi -L", out, sizeof(out)) == 0 && strstr(out, "GPU");
     const char *builds[2] = {"./train_gpt_fp32", "./train_gpt"};
     // a kernel that hangs fails its case instead of stopping the whole test

@@ -4,7 +4,7 @@
 #
 #     bash dev/gpu_check.sh $OUT              # the device tool's run: $OUT comes back
 #     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdefgh
-#     GPU_CHECK_DRY=1 bash dev/gpu_check.sh DIR abcdefghivrp   # make test: the plan, no GPU
+#     GPU_CHECK_DRY=1 bash dev/gpu_check.sh DIR abcdefghivrop  # make test: the plan, no GPU
 #
 # Seconds each took on an H200 (2026-11-26) in brackets:
 #   a  build: nvidia-smi (GPU, driver, clocks), nvcc, make all cuda (CPU trainer, test_gpt,
@@ -316,7 +316,7 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     # racecheck instruments every shared-memory access: over whole trainer runs it took more
     # than 100 s on an H200, and with --kernel-name it failed inside cuBLAS ("Internal
     # Sanitizer Error", 27a9a82), so it runs the trainer's shared-memory kernels through
-    # dev/cuda's validation (verbatim copies, check_v1.sh; no cuBLAS in these versions)
+    # dev/cuda's validation (which includes them from llmc/cuda/; no cuBLAS in these versions)
     for v in "attention_bin 2" "attention_bin 5" "attention_bin 6" "attention_backward_bin 2" "attention_backward_bin 3" \
         "attention_fp32_bin 2" "attention_fp32_bin 5" "attention_backward_fp32_bin 2" "rmsnorm_bin 1" "rmsnorm_fp32_bin 1"; do
         n=$((n + 1))

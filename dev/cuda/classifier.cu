@@ -20,6 +20,7 @@
 //
 // usage: ./classifier_bin [VERSION] [--no-bench]
 #include "common.h"
+#include "../../llmc/cuda/classifier.cuh"
 
 // ----------------------------------------------------------------------------
 // CPU reference (train_gpt_cpu.c)
@@ -42,85 +43,7 @@ static void classifier_cpu(float *logits, float *losses, const int *targets, int
 }
 
 // ----------------------------------------------------------------------------
-// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-// (m, s) = (max, sum of exp(x - max)) merged with (m2, s2)
-__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
-    float mn = fmaxf(m, m2);
-    s = s * expf(m - mn) + s2 * expf(m2 - mn);  // -FLT_MAX (empty) never makes inf - inf
-    m = mn;
-}
-// the merge over the block (blockDim.x a multiple of 32); every thread gets it
-__device__ void block_online_reduce(float &m, float &s) {
-    __shared__ float sm[32], ssum[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
-        online_merge(m, s, m2, s2);
-    }
-    __syncthreads();
-    if (lane == 0) {
-        sm[warp] = m;
-        ssum[warp] = s;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        m = lane < nw ? sm[lane] : -FLT_MAX;
-        s = lane < nw ? ssum[lane] : 0.0f;
-        for (int o = 16; o > 0; o >>= 1) {
-            float m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
-            online_merge(m, s, m2, s2);
-        }
-        if (lane == 0) {
-            sm[0] = m;
-            ssum[0] = s;
-        }
-    }
-    __syncthreads();
-    m = sm[0];
-    s = ssum[0];
-}
-
-// logits (N,Vp) in place, losses (N), targets (N); grid N, block 1024
-__global__ void __launch_bounds__(1024) classifier_kernel(floatX *logits, float *losses, const int *targets,
-                                                          const float *weights, int N, int V, int Vp, float dloss,
-                                                          int backward) {
-    int row = blockIdx.x;
-    if (row >= N) return;
-    floatX *l = logits + (size_t)row * Vp;
-    int npack = Vp / XVEC, target = targets[row];
-    float lt = threadIdx.x == 0 ? to_f(l[target]) : 0.0f;  // read before any thread writes
-    float m = -FLT_MAX, s = 0.0f;
-    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
-        Pack128<floatX> p = load128(l + (size_t)i * XVEC);
-        int c0 = i * XVEC;
-        float pm = -FLT_MAX;
-#pragma unroll
-        for (int e = 0; e < XVEC; e++)
-            if (c0 + e < V) pm = fmaxf(pm, to_f(p.v[e]));
-        if (pm > m) {
-            s *= expf(m - pm);
-            m = pm;
-        }
-#pragma unroll
-        for (int e = 0; e < XVEC; e++)
-            if (c0 + e < V) s += expf(to_f(p.v[e]) - m);
-    }
-    block_online_reduce(m, s);  // its barriers also order thread 0's read of l[target] before the writes
-    float lse = m + logf(s);
-    if (threadIdx.x == 0) losses[row] = lse - lt;
-    if (!backward) return;
-    if (weights) dloss = weights[row];  // loss masks: this target's share of the step's loss
-    for (int i = threadIdx.x; i < npack; i += blockDim.x) {
-        Pack128<floatX> p = load128(l + (size_t)i * XVEC), o;
-        int c0 = i * XVEC;
-#pragma unroll
-        for (int e = 0; e < XVEC; e++) {
-            int c = c0 + e;
-            o.v[e] = to_x(c < V ? (expf(to_f(p.v[e]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f);
-        }
-        store128(l + (size_t)i * XVEC, o);
-    }
-}
+// v1: the trainer's own kernel (llmc/cuda/, included above)
 
 // ----------------------------------------------------------------------------
 // v2: the trainer's former kernel, three passes (max, sum, write) with scalar loads

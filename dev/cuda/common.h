@@ -1,6 +1,9 @@
 // dev/cuda/common.h: what every kernel-variant file shares.
-//   - floatX (bf16 by default, fp32 with -DENABLE_FP32) and to_f/to_x, as in train_gpt.cu
-//   - cudaCheck / cublasCheck, device_init() (a clear "error: no CUDA device" without a GPU)
+//   - the trainer's own CUDA headers: llmc/cuda/cuda_common.cuh (floatX: bf16 by default,
+//     fp32 with -DENABLE_FP32; cudaCheck / cublasCheck; the cuBLAS handle) and
+//     cuda_utils.cuh; each file includes the trainer's kernels from llmc/cuda/ as its v1
+//     (or its flash versions): one source, nothing copied
+//   - device_init() (a clear "error: no CUDA device" without a GPU)
 //   - the command line: [VERSION] [--no-bench]
 //   - host data: fixed-seed random inputs (the project's Rng, llmc/rng.h), rounding to
 //     floatX so the CPU reference sees exactly the device's inputs, upload/download
@@ -11,11 +14,8 @@
 //   - device ceilings measured in the same run: device-to-device cudaMemcpy bandwidth
 //     (GB/s, read + write) and a cuBLAS 8192^3 GEMM in floatX (TFLOP/s)
 // Exit codes of every binary: 0 all selected versions PASS, 1 a version FAILED
-// validation, 2 could not run (no CUDA device, CUDA error, bad arguments).
+// validation (or a CUDA error), 2 could not run (no CUDA device, bad arguments).
 #pragma once
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -24,30 +24,19 @@
 #include <string.h>
 #include <algorithm>
 #include <vector>
+#include "../../llmc/cuda/cuda_common.cuh"
+#include "../../llmc/cuda/cuda_utils.cuh"
 #include "../../llmc/rng.h"
 
 #define EXIT_VALIDATION_FAILED 1
 #define EXIT_CANNOT_RUN 2
 
-// ----------------------------------------------------------------------------
-// precision (the same definitions as train_gpt.cu)
-
 #ifdef ENABLE_FP32
-typedef float floatX;
-#define CUDA_FX CUDA_R_32F
-#define PRECISION_NAME "fp32"
 #define FX_TOL 1e-5  // norm-relative tolerance for floatX outputs
-__device__ __forceinline__ floatX to_x(float v) { return v; }
 #else
-typedef __nv_bfloat16 floatX;
-#define CUDA_FX CUDA_R_16BF
-#define PRECISION_NAME "bf16"
 #define FX_TOL 1e-2
-__device__ __forceinline__ floatX to_x(float v) { return __float2bfloat16(v); }
 #endif
 #define F32_TOL 1e-5  // norm-relative tolerance for fp32 outputs (rstd, losses, AdamW state)
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 static inline floatX host_to_x(float v) {
 #ifdef ENABLE_FP32
@@ -63,90 +52,6 @@ static inline float host_to_f(floatX v) {
     return __bfloat162float(v);
 #endif
 }
-
-// ----------------------------------------------------------------------------
-// errors
-
-static inline void cuda_check(cudaError_t e, const char *file, int line) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "error: CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(e));
-        exit(EXIT_CANNOT_RUN);
-    }
-}
-#define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
-static inline void cublas_check(cublasStatus_t s, const char *file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "error: cuBLAS error %d at %s:%d\n", (int)s, file, line);
-        exit(EXIT_CANNOT_RUN);
-    }
-}
-#define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
-
-static inline int ceil_div(size_t a, size_t b) { return (int)((a + b - 1) / b); }
-
-// ----------------------------------------------------------------------------
-// device helpers used by the trainer's kernels (copied from train_gpt.cu)
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
-    return v;
-}
-// sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it
-__device__ float block_sum(float v) {
-    __shared__ float partial[32];
-    __shared__ float total;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float s = lane < nw ? partial[lane] : 0.0f;
-        s = warp_sum(s);
-        if (lane == 0) total = s;
-    }
-    __syncthreads();
-    return total;
-}
-__device__ float block_max(float v) {
-    __shared__ float partial[32];
-    __shared__ float total;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float s = lane < nw ? partial[lane] : -FLT_MAX;
-        s = warp_max(s);
-        if (lane == 0) total = s;
-    }
-    __syncthreads();
-    return total;
-}
-
-// 128-bit packs: 8 bf16 or 4 fp32 moved with one load/store instruction. The pointer
-// must be 16-byte aligned (each file checks its layout before using a packed version).
-template <class T>
-struct alignas(16) Pack128 {
-    static constexpr int N = 16 / sizeof(T);
-    T v[N];
-};
-template <class T>
-__device__ __forceinline__ Pack128<T> load128(const T *p) {
-    Pack128<T> r;
-    *reinterpret_cast<int4 *>(r.v) = *reinterpret_cast<const int4 *>(p);
-    return r;
-}
-template <class T>
-__device__ __forceinline__ void store128(T *p, const Pack128<T> &r) {
-    *reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(r.v);
-}
-#define XVEC (Pack128<floatX>::N)  // floatX elements per 128 bits: 8 (bf16) or 4 (fp32)
 
 // ----------------------------------------------------------------------------
 // command line and device

@@ -18,7 +18,7 @@
 //
 // usage: ./rope_bin [VERSION] [--no-bench]
 #include "common.h"
-#include "../../llmc/schedule.h"
+#include "../../llmc/cuda/positions.cuh"
 
 // ----------------------------------------------------------------------------
 // CPU reference: rope_rotate of train_gpt_cpu.c (serial). Built with -ffp-contract=off so
@@ -50,26 +50,7 @@ static void rope_cpu(float *x, int B, int T, int H, int hd, float alpha, float o
 }
 
 // ----------------------------------------------------------------------------
-// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign,
-                            const float *positions, int pos0) {
-    int half = hd / 2;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
-    if (i >= (size_t)B * T * H * half) return;
-    int j = (int)(i % half);
-    size_t bth = i / half;
-    int t = (int)((bth / H) % T);
-    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
-    float angle = __fmul_rn(p, ps.inv_freq[j]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    c *= ps.mscale;
-    s *= sign * ps.mscale;
-    floatX *v = x + bth * hd;
-    float x0 = to_f(v[j]), x1 = to_f(v[j + half]);
-    v[j] = to_x(x0 * c - x1 * s);
-    v[j + half] = to_x(x1 * c + x0 * s);
-}
+// v1: the trainer's own kernel (llmc/cuda/, included above)
 
 // ----------------------------------------------------------------------------
 // v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads

@@ -15,6 +15,7 @@
 //
 // usage: ./swiglu_bin [VERSION] [--no-bench]
 #include "common.h"
+#include "../../llmc/cuda/swiglu.cuh"
 
 // ----------------------------------------------------------------------------
 // CPU reference (train_gpt_cpu.c)
@@ -34,25 +35,7 @@ static void swiglu_backward_cpu(float *dgate, float *dup, const float *dh, const
 }
 
 // ----------------------------------------------------------------------------
-// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-
-// SwiGLU: h = silu(gate) * up                                 mirrors swiglu_forward
-__global__ void swiglu_forward_kernel(floatX *h, const floatX *gate, const floatX *up, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float g = to_f(gate[i]);
-    h[i] = to_x(g / (1.0f + expf(-g)) * to_f(up[i]));
-}
-
-// dgate = dh * up * sig(g) * (1 + g (1 - sig(g))), dup = dh * silu(g)   mirrors swiglu_backward
-__global__ void swiglu_backward_kernel(floatX *dgate, floatX *dup, const floatX *dh, const floatX *gate,
-                                       const floatX *up, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float g = to_f(gate[i]), sg = 1.0f / (1.0f + expf(-g)), d = to_f(dh[i]);
-    dgate[i] = to_x(d * to_f(up[i]) * sg * (1.0f + g * (1.0f - sg)));
-    dup[i] = to_x(d * g * sg);
-}
+// v1: the trainer's own kernels (llmc/cuda/, included above)
 
 // ----------------------------------------------------------------------------
 // the math of one element, shared by v2 and v3 (the same expressions as v1)

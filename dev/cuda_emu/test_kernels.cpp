@@ -1,25 +1,30 @@
-// dev/cuda_emu/test_kernels.cpp: train_gpt.cu's kernels (cut out by run.sh into kernels.inc
-// and kernels_tc.inc) run through emu.h against double-precision references. The launch
-// shapes repeat the trainer's host functions (flash_forward_hd, flash_backward_hd,
-// rmsnorm_backward), or the host functions themselves run (attention_forward_online, the
-// tensor-core flash attention, the matmuls). Outputs start as NaN, so an element no thread
-// writes fails; the tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and
-// TOL_BF16 for bf16 outputs (references computed from the bf16-rounded inputs).
+// dev/cuda_emu/test_kernels.cpp: the kernels of llmc/cuda/*.cuh (inlined by run.sh into
+// kernels.inc, launches rewritten) run through emu.h against double-precision references.
+// The launch shapes repeat the trainer's host functions (flash_forward_hd,
+// flash_backward_hd, rmsnorm_backward), or the host functions themselves run
+// (attention_forward_online, the tensor-core flash attention, the matmuls, the
+// embeddings' scatter). Outputs start as NaN, so an element no thread writes fails; the
+// tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and TOL_BF16 for bf16
+// outputs (references computed from the bf16-rounded inputs).
+#include "../../llmc/config.h"
 #include "../../llmc/rng.h"
 #include "../../llmc/schedule.h"
-#include "emu.h"
-// what the cut-out host functions use from the rest of train_gpt.cu
+#include "runtime.h"
+// what llmc/cuda/cuda_common.cuh gives the kernels in the trainer
 #define CUDA_FX CUDA_R_32F
 static cublasHandle_t cublas;
 static const float ONE = 1.0f, ZERO = 0.0f;
 #define cublasCheck(x) do { if ((x) != CUBLAS_STATUS_SUCCESS) exit(1); } while (0)
 #define cudaCheck(x) (void)(x)
-inline int cudaGetLastError() { return 0; }
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-template <class F> inline int cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return 0; }
-namespace fp32 {  // the kernels as the fp32 build compiles them (emu.h: floatX = float)
+static void *dmalloc(size_t bytes) { return calloc(bytes ? bytes : 1, 1); }
+#define ENABLE_FP32
+namespace fp32 {  // the kernels as the fp32 build compiles them (floatX = float)
+typedef float floatX;
+inline float to_f(float v) { return v; }
+inline float to_x(float v) { return v; }
 #include "kernels.inc"
 }  // namespace fp32
+#undef ENABLE_FP32
 // the bf16 build: the same kernels compiled with floatX = __nv_bfloat16, and the tensor-core
 // flash attention, which exists in that build only
 namespace bf16 {
@@ -28,7 +33,6 @@ inline float to_f(float v) { return v; }
 inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 inline __nv_bfloat16 to_x(float v) { return __float2bfloat16(v); }
 #include "kernels.inc"
-#include "kernels_tc.inc"
 }  // namespace bf16
 using namespace fp32;
 

@@ -1,6 +1,13 @@
-"""train_gpt.cu (or kernels cut out of it) as C++ for the CPU emulation (trainer.sh, run.sh):
+"""train_gpt.cu (or the kernel headers of llmc/cuda/) as C++ for the CPU emulation
+(trainer.sh, run.sh):
 
     python3 dev/cuda_emu/transform.py train_gpt.cu > train_gpt_emu.cpp
+    python3 dev/cuda_emu/transform.py --skip cuda_common.cuh --no-includes kernels.cu
+
+Each `#include "X.cuh"` is replaced by the header's own text, once (its #pragma once
+dropped), so the launches in llmc/cuda/ are rewritten too; --skip drops the named headers
+(the emulation brings its own precision and runtime), --no-includes every other #include
+(run.sh compiles the result inside namespaces).
 
 Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
 `emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); })`, or emu_launch_serial
@@ -61,16 +68,44 @@ def callee_start(s, j):
     return re.search(r"[A-Za-z_][A-Za-z_0-9]*$", s[:k]).start()
 
 
+def inline_headers(path, skip, seen):
+    """The text of path with each #include of a .cuh file replaced by that file's text
+    (found beside the including file), each header once; headers named in skip dropped."""
+    import os
+    with open(path) as f:
+        lines = f.read().split("\n")
+    out = []
+    for line in lines:
+        m = re.match(r'#include "([^"]+\.cuh)"', line)
+        if line.strip() == "#pragma once":
+            continue
+        if not m:
+            q = re.match(r'#include "([^"]+)"', line)  # another header: found from anywhere
+            near = q and os.path.join(os.path.dirname(path), q.group(1))
+            out.append('#include "%s"' % os.path.abspath(near) if near and os.path.exists(near) else line)
+            continue
+        inc = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
+        if inc in seen or os.path.basename(inc) in skip:
+            continue
+        seen.add(inc)
+        out.append(inline_headers(inc, skip, seen))
+    return "\n".join(out)
+
+
 def main():
     import argparse
-    ap = argparse.ArgumentParser(description="Rewrite CUDA source (train_gpt.cu, or kernels cut out of it) as C++ "
-                                 "for the CPU emulation, to stdout: kernel launches become emu_launch calls.")
+    ap = argparse.ArgumentParser(description="Rewrite CUDA source (train_gpt.cu, or the kernel headers of llmc/cuda) "
+                                 "as C++ for the CPU emulation, to stdout: kernel launches become emu_launch calls.")
     ap.add_argument("file", help="the .cu file")
+    ap.add_argument("--skip", action="append", default=[], help="a header not to inline (its name), repeatable")
+    ap.add_argument("--no-includes", action="store_true", help="drop every #include left after inlining")
+    args = ap.parse_args()
     try:
-        with open(ap.parse_args().file) as f:
-            src = f.read()
+        src = inline_headers(args.file, set(args.skip), set())
     except (OSError, UnicodeDecodeError) as e:
         sys.exit("transform.py: error: %s" % e)
+    if args.no_includes:
+        src = re.sub(r"(?m)^#include .*$", "", src)
     device = {m.group(1): body(src, m) for m in DEVICE.finditer(src)}
     syncing = set()  # __device__ functions that synchronize, directly or through another one
     while True:

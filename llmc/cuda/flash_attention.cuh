@@ -1,0 +1,706 @@
+// llmc/cuda/flash_attention.cuh: causal GQA attention for training, --attention flash (no (T,T) matrix):
+// CUDA cores in the fp32 build, tensor cores (WMMA) in the bf16 build.
+#pragma once
+#include "../config.h"
+#include "attention.cuh"
+#include "cuda_utils.cuh"
+#ifndef ENABLE_FP32
+#include <mma.h>
+#endif
+
+// Flash attention for training (--attention flash): the same causal GQA attention with no
+// (T,T) matrix. The forward keeps y and the log-sum-exp of each row's scores, lse
+// (B,NH,T) fp32; the backward recomputes the probabilities from it (doc/model.md):
+//   x_ts = (q_t . k_s) * scale - bias_h * (t - s),   p_ts = exp(x_ts - lse_t),   s <= t
+//   D_t = dy_t . y_t  (= sum_s p_ts dP_ts),   dS_ts = p_ts (dy_t . v_s - D_t) * scale
+//   dv_s = sum_t p_ts dy_t,   dk_s = sum_t dS_ts q_t,   dq_t = sum_s dS_ts k_s
+// bias_h = ALiBi slope * alpha (0 without ALiBi). CUDA cores, fp32 math: a block of
+// FLASH_ROWS threads owns FLASH_ROWS query rows (forward, dQ) or key rows (dK/dV), one per
+// thread, and walks tiles of FLASH_TILE rows of the other side staged in shared memory,
+// which every thread reads at the same address (a broadcast). HDMAX (32, 64 or 128) sizes
+// the per-thread register arrays; hd <= HDMAX at run time. The dK/dV pass sums the
+// group's query heads in registers: GQA in fp32, with no atomics and no K/V copies.
+//                                  mirrors attention_forward_train and attention_backward
+#define FLASH_ROWS 64
+#define FLASH_TILE 32
+#define FLASH_CHUNK 16  // the forward's keys per online-softmax update (registers: x[FLASH_CHUNK])
+
+// y (B,T,NH,hd), lse (B,NH,T); q (B,T,NH,hd), k, v (B,T,NKV,hd). Grid (T/FLASH_ROWS, NH, B).
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, float *lse, const floatX *q, const floatX *k,
+                                                                   const floatX *v, int T, int NH, int NKV, int hd,
+                                                                   float alibi_alpha) {
+    __shared__ float ks[FLASH_TILE][HDMAX], vs[FLASH_TILE][HDMAX];
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int t = tile * FLASH_ROWS + threadIdx.x, last = min(tile * FLASH_ROWS + FLASH_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    size_t kstride = (size_t)NKV * hd;
+    const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
+    const floatX *qt = q + (((size_t)b * T + min(t, T - 1)) * NH + h) * hd;
+    float qr[HDMAX], acc[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) {
+        qr[c] = c < hd ? to_f(qt[c]) : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -FLT_MAX, l = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE) {
+        __syncthreads();  // the previous tile is consumed
+        for (int i = threadIdx.x; i < FLASH_TILE * hd; i += FLASH_ROWS) {
+            int r = i / hd, c = i % hd, s = s0 + r;
+            ks[r][c] = s < T ? to_f(kb[s * kstride + c]) : 0.0f;
+            vs[r][c] = s < T ? to_f(vb[s * kstride + c]) : 0.0f;
+        }
+        __syncthreads();
+        for (int j0 = 0; j0 < FLASH_TILE && s0 + j0 <= t; j0 += FLASH_CHUNK) {  // online softmax per chunk
+            float x[FLASH_CHUNK], mt = m;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) dot += qr[c] * ks[j0 + j][c];
+                int s = s0 + j0 + j;
+                x[j] = s <= t ? dot * scale - bias * (float)(t - s) : -FLT_MAX;
+                mt = fmaxf(mt, x[j]);
+            }
+            float corr = expf(m - mt);
+            l *= corr;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++) acc[c] *= corr;
+#pragma unroll
+            for (int j = 0; j < FLASH_CHUNK; j++) {
+                float p = s0 + j0 + j <= t ? expf(x[j] - mt) : 0.0f;
+                l += p;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) acc[c] += p * vs[j0 + j][c];
+            }
+            m = mt;
+        }
+    }
+    if (t >= T) return;
+    floatX *yt = y + (((size_t)b * T + t) * NH + h) * hd;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) yt[c] = to_x(acc[c] * inv);
+    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+// D (B,NH,T) = dy . y per row; one warp per (b,t,h)
+__global__ void flash_backward_dot_kernel(float *D, const floatX *dy, const floatX *y, int B, int T, int NH, int hd) {
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= (size_t)B * T * NH) return;
+    float s = 0.0f;
+    for (int i = lane; i < hd; i += 32) s += to_f(dy[row * hd + i]) * to_f(y[row * hd + i]);
+    s = warp_sum(s);
+    int h = (int)(row % NH), t = (int)((row / NH) % T), b = (int)(row / ((size_t)NH * T));
+    if (lane == 0) D[((size_t)b * NH + h) * T + t] = s;
+}
+
+// Loads rows r0.. of a (.,T,H,hd) tensor's head h into dst (n rows, stride ld), 0 past T.
+__device__ void flash_load_rows(float *dst, int ld, int n, const floatX *src, int b, int r0, int T, int H, int h, int hd) {
+    for (int i = threadIdx.x; i < n * hd; i += blockDim.x) {
+        int r = i / hd, c = i % hd, t = r0 + r;
+        dst[r * ld + c] = t < T ? to_f(src[(((size_t)b * T + t) * H + h) * hd + c]) : 0.0f;
+    }
+}
+
+// dk, dv (B,T,NKV,hd), overwritten. Grid (T/FLASH_ROWS, NKV, B): a block owns FLASH_ROWS
+// keys (their k, v rows in shared memory, padded to hd + 1 so that lanes hit different
+// banks) and walks the queries t >= its first key of every head of its group.
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
+                                                                       const float *lse, const float *D, const floatX *q,
+                                                                       const floatX *k, const floatX *v, int T, int NH,
+                                                                       int NKV, int hd, float alibi_alpha) {
+    extern __shared__ float sm[];
+    int ld = hd + 1;
+    float *kown = sm, *vown = kown + FLASH_ROWS * ld;          // (FLASH_ROWS, hd+1)
+    float *qs = vown + FLASH_ROWS * ld, *dys = qs + FLASH_TILE * HDMAX;  // (FLASH_TILE, HDMAX)
+    float *lses = dys + FLASH_TILE * HDMAX, *Ds = lses + FLASH_TILE;     // (FLASH_TILE)
+    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    int s0 = blockIdx.x * FLASH_ROWS, s = s0 + threadIdx.x, r = threadIdx.x;  // the first keys see the most queries
+    float scale = 1.0f / sqrtf((float)hd);
+    flash_load_rows(kown, ld, FLASH_ROWS, k, b, s0, T, NKV, kvh, hd);
+    flash_load_rows(vown, ld, FLASH_ROWS, v, b, s0, T, NKV, kvh, hd);
+    float dka[HDMAX], dva[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) dka[c] = dva[c] = 0.0f;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        for (int t0 = s0 / FLASH_TILE * FLASH_TILE; t0 < T; t0 += FLASH_TILE) {
+            __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+            flash_load_rows(qs, HDMAX, FLASH_TILE, q, b, t0, T, NH, h, hd);
+            flash_load_rows(dys, HDMAX, FLASH_TILE, dy, b, t0, T, NH, h, hd);
+            if (threadIdx.x < FLASH_TILE) {
+                int t = t0 + threadIdx.x;
+                lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+                Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            if (s >= T) continue;
+            for (int j = 0; j < FLASH_TILE; j++) {
+                int t = t0 + j;
+                if (t < s || t >= T) continue;  // key s is seen by queries t >= s
+                const float *qj = qs + j * HDMAX, *dyj = dys + j * HDMAX;
+                float dot = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) {
+                        dot += qj[c] * kown[r * ld + c];
+                        dp += dyj[c] * vown[r * ld + c];
+                    }
+                float p = expf(dot * scale - bias * (float)(t - s) - lses[j]);
+                float ds = p * (dp - Ds[j]) * scale;
+#pragma unroll
+                for (int c = 0; c < HDMAX; c++)
+                    if (c < hd) {
+                        dva[c] += p * dyj[c];
+                        dka[c] += ds * qj[c];
+                    }
+            }
+        }
+    }
+    if (s >= T) return;
+    floatX *dkr = dk + (((size_t)b * T + s) * NKV + kvh) * hd, *dvr = dv + (((size_t)b * T + s) * NKV + kvh) * hd;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) {
+            dkr[c] = to_x(dka[c]);
+            dvr[c] = to_x(dva[c]);
+        }
+}
+
+// dq (B,T,NH,hd), overwritten. Grid (T/FLASH_ROWS, NH, B): a block owns FLASH_ROWS queries
+// (their q, dy rows in shared memory, padded) and walks the key tiles s <= its last query.
+template <int HDMAX>
+__global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
+                                                                      const float *D, const floatX *q, const floatX *k,
+                                                                      const floatX *v, int T, int NH, int NKV, int hd,
+                                                                      float alibi_alpha) {
+    extern __shared__ float sm[];
+    int ld = hd + 1;
+    float *qown = sm, *dyown = qown + FLASH_ROWS * ld;                  // (FLASH_ROWS, hd+1)
+    float *ks = dyown + FLASH_ROWS * ld, *vs = ks + FLASH_TILE * HDMAX;  // (FLASH_TILE, HDMAX)
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), r = threadIdx.x;
+    int t0 = tile * FLASH_ROWS, t = t0 + r, last = min(t0 + FLASH_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    flash_load_rows(qown, ld, FLASH_ROWS, q, b, t0, T, NH, h, hd);
+    flash_load_rows(dyown, ld, FLASH_ROWS, dy, b, t0, T, NH, h, hd);
+    float lt = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f, Dt = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+    float dqa[HDMAX];
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++) dqa[c] = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FLASH_TILE) {
+        __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+        flash_load_rows(ks, HDMAX, FLASH_TILE, k, b, s0, T, NKV, kvh, hd);
+        flash_load_rows(vs, HDMAX, FLASH_TILE, v, b, s0, T, NKV, kvh, hd);
+        __syncthreads();
+        if (t >= T) continue;
+        for (int j = 0; j < FLASH_TILE; j++) {
+            int s = s0 + j;
+            if (s > t) break;  // causal
+            const float *kj = ks + j * HDMAX, *vj = vs + j * HDMAX;
+            float dot = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++)
+                if (c < hd) {
+                    dot += qown[r * ld + c] * kj[c];
+                    dp += dyown[r * ld + c] * vj[c];
+                }
+            float p = expf(dot * scale - bias * (float)(t - s) - lt);
+            float ds = p * (dp - Dt) * scale;
+#pragma unroll
+            for (int c = 0; c < HDMAX; c++)
+                if (c < hd) dqa[c] += ds * kj[c];
+        }
+    }
+    if (t >= T) return;
+    floatX *dqr = dq + (((size_t)b * T + t) * NH + h) * hd;
+#pragma unroll
+    for (int c = 0; c < HDMAX; c++)
+        if (c < hd) dqr[c] = to_x(dqa[c]);
+}
+
+// The CUDA-core path is the fp32 build's (the bf16 build trains on tensor cores, below;
+// dev/cuda runs this path in both builds, hence inline: no unused-function warning).
+// shared memory of the backward kernels (both use the same amount)
+static inline size_t flash_backward_smem(int hd, int hdmax) {
+    return (2 * (size_t)FLASH_ROWS * (hd + 1) + 2 * (size_t)FLASH_TILE * hdmax + 2 * FLASH_TILE) * sizeof(float);
+}
+
+template <int HDMAX>
+static void flash_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                             int NH, int NKV, int hd, float alibi_alpha) {
+    dim3 grid(ceil_div(T, FLASH_ROWS), NH, B);
+    flash_forward_kernel<HDMAX><<<grid, FLASH_ROWS>>>(y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+template <int HDMAX>
+static void flash_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
+                              const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV, int hd,
+                              float alibi_alpha) {
+    size_t smem = flash_backward_smem(hd, HDMAX);
+    static size_t opted = 0;  // above 48 KiB a kernel must opt in to dynamic shared memory
+    if (smem > opted) {
+        size_t most = flash_backward_smem(HDMAX, HDMAX);
+        cudaCheck(cudaFuncSetAttribute(flash_backward_kv_kernel<HDMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most));
+        cudaCheck(cudaFuncSetAttribute(flash_backward_q_kernel<HDMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most));
+        opted = most;
+    }
+    flash_backward_kv_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NKV, B), FLASH_ROWS, smem>>>(
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+    flash_backward_q_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NH, B), FLASH_ROWS, smem>>>(
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+// y (B,T,NH,hd) and lse (B,NH,T) of causal GQA attention on CUDA cores; hd <= FLASH_MAX_HD
+// (checked by the flags). alibi_alpha > 0: ALiBi with distances times alibi_alpha.
+static inline void flash_forward_cuda_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
+                                     int T, int NH, int NKV, int hd, float alibi_alpha) {
+    if (hd <= 32) flash_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+// dq, dk, dv overwritten; D (B,NH,T) is scratch. y and lse: the forward's.
+static inline void flash_backward_cuda_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                      const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                      int NH, int NKV, int hd, float alibi_alpha) {
+    size_t rows = (size_t)B * T * NH;
+    flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
+    cudaCheck(cudaGetLastError());
+    if (hd <= 32) flash_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+#ifndef ENABLE_FP32
+// ----------------------------------------------------------------------------
+// Flash attention on tensor cores (the bf16 build, where floatX is __nv_bfloat16): the
+// same passes and formulas, every product on WMMA tiles of 16x16x16 (bf16 inputs, fp32
+// accumulation); the softmax, lse, the ALiBi bias and dS in fp32. A block of FTC_WARPS
+// warps owns FTC_ROWS rows (queries in the forward and dQ, keys in dK/dV), 16 per warp,
+// and walks tiles of FTC_TILE rows of the other side (FTC_ROWS == FTC_TILE: the last tile
+// is the diagonal one). Tiles are staged in shared memory in bf16 with the head dimension
+// zero-padded to HDP (32, 64 or 128, so any even hd up to 128: zeros add nothing to a
+// product) and rows padded by 8 elements against bank conflicts. WMMA's register layout is
+// unspecified, so fragments are only filled, loaded, stored and multiplied: the elementwise
+// work goes through per-warp fp32 scratch in shared memory, and so does the forward's
+// output accumulator, which is rescaled by rows.
+//   forward  S = Q K^T; online softmax; O += P V with P in bf16; lse = m + ln l
+//   dK/dV    S^T = K Q^T and dP^T = V dY^T; then dV += P^T dY and dK += dS^T Q, the group's
+//            query heads summed into the same fp32 accumulator fragments
+//   dQ       S = Q K^T and dP = dY V^T; then dQ += dS K
+#define FTC_WARPS 4
+#define FTC_THREADS (FTC_WARPS * 32)
+#define FTC_ROWS (FTC_WARPS * 16)  // a block's own rows
+#define FTC_TILE 64                // rows of the other side per tile
+#define FTC_LDS (FTC_TILE + 4)     // leading dimension of the fp32 scratch (16, FTC_TILE) of a warp
+#define FTC_LDP (FTC_TILE + 8)     // and of its bf16 probabilities or dS (16, FTC_TILE)
+
+// Byte sizes of the dynamic shared memory regions; every region and every 16-row or
+// 16-column offset in one is a multiple of 32 bytes (WMMA's pointer alignment).
+template <int HDP>
+struct FtcSmem {
+    static constexpr int LDH = HDP + 8;                                       // bf16 tiles (64, HDP)
+    static constexpr int LDO = HDP + 4;                                       // fp32 (16, HDP) per warp
+    static constexpr size_t TILE = (size_t)FTC_TILE * LDH * sizeof(floatX);   // one bf16 tile
+    static constexpr size_t VEC = FTC_TILE * sizeof(float);                   // lse or D of a tile
+    static constexpr size_t SCR = (size_t)FTC_WARPS * 16 * FTC_LDS * sizeof(float);   // fp32 scratch, all warps
+    static constexpr size_t PB = (size_t)FTC_WARPS * 16 * FTC_LDP * sizeof(floatX);   // bf16 scratch, all warps
+    static constexpr size_t OUT = (size_t)FTC_WARPS * 16 * LDO * sizeof(float);       // fp32 (16, HDP), all warps
+    static constexpr size_t fwd = 2 * TILE + SCR + PB + OUT;         // K, V, S, P, O (Q staged in O first)
+    static constexpr size_t kv = 4 * TILE + 2 * VEC + 2 * SCR + 2 * PB;  // K, V, Q, dY, lse, D, S^T, dP^T, P^T, dS^T
+    static constexpr size_t q = 4 * TILE + 2 * VEC + 2 * SCR + PB;       // Q, dY, K, V, lse, D, S, dP, dS
+    static_assert(FTC_ROWS == FTC_TILE && HDP % 16 == 0, "diagonal tiles; whole WMMA tiles");
+    static_assert(OUT >= TILE && 2 * SCR >= OUT, "Q is staged in O's region; the output in S's and dP's");
+    static_assert(TILE % 32 == 0 && SCR % 32 == 0 && PB % 32 == 0 && OUT % 32 == 0 && (16 * LDH * 2) % 32 == 0 &&
+                      (16 * LDO * 4) % 32 == 0, "32-byte aligned regions and 16-row offsets");
+};
+
+// rows r0 .. r0+FTC_TILE-1 of head h of a (B,T,H,hd) tensor into dst (FTC_TILE, HDP), leading
+// dimension HDP + 8, zeros past T and in the columns hd .. HDP-1; coalesced, 16-byte loads
+// when hd % 8 == 0 (every row then starts 16-byte aligned)
+template <int HDP>
+__device__ void flash_tc_load_tile(floatX *dst, const floatX *src, int b, int r0, int T, int H, int h, int hd) {
+    const floatX *base = src + ((size_t)b * T * H + h) * hd;  // row t at base + t * H * hd
+    if (hd % 8 == 0) {
+        for (int i = threadIdx.x; i < FTC_TILE * HDP / 8; i += blockDim.x) {
+            int r = i / (HDP / 8), c = i % (HDP / 8) * 8, t = r0 + r;
+            int4 val = make_int4(0, 0, 0, 0);
+            if (t < T && c < hd) val = *reinterpret_cast<const int4 *>(base + (size_t)t * H * hd + c);
+            *reinterpret_cast<int4 *>(dst + r * (HDP + 8) + c) = val;
+        }
+    } else {
+        for (int i = threadIdx.x; i < FTC_TILE * HDP; i += blockDim.x) {
+            int r = i / HDP, c = i % HDP, t = r0 + r;
+            dst[r * (HDP + 8) + c] = t < T && c < hd ? base[(size_t)t * H * hd + c] : to_x(0.0f);
+        }
+    }
+}
+
+// a warp's 16 rows staged in src (16, >= hd), leading dimension ld, to rows r0.. of head h
+// of a (B,T,H,hd) tensor (rows past T skipped); consecutive lanes write consecutive columns
+__device__ void flash_tc_write_rows(floatX *dst, const float *src, int ld, int b, int r0, int T, int H, int h, int hd) {
+    for (int i = threadIdx.x % 32; i < 16 * hd; i += 32) {
+        int r = i / hd, c = i % hd, t = r0 + r;
+        if (t < T) dst[(((size_t)b * T + t) * H + h) * hd + c] = to_x(src[r * ld + c]);
+    }
+}
+
+// y (B,T,NH,hd), lse (B,NH,T); q (B,T,NH,hd), k, v (B,T,NKV,hd). Grid (T/FTC_ROWS, NH, B).
+template <int HDP>
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y, float *lse, const floatX *q,
+                                                                       const floatX *k, const floatX *v, int T, int NH,
+                                                                       int NKV, int hd, float alibi_alpha) {
+    using namespace nvcuda;
+    typedef FtcSmem<HDP> L;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Ks = (floatX *)smem, *Vs = (floatX *)(smem + L::TILE);  // (FTC_TILE, LDH)
+    float *Ss = (float *)(smem + 2 * L::TILE);                        // per warp (16, FTC_LDS)
+    floatX *Ps = (floatX *)(smem + 2 * L::TILE + L::SCR);             // per warp (16, FTC_LDP)
+    float *Os = (float *)(smem + 2 * L::TILE + L::SCR + L::PB);       // per warp (16, LDO); first Q (FTC_ROWS, LDH)
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FTC_ROWS, last = min(t0 + FTC_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    flash_tc_load_tile<HDP>((floatX *)Os, q, b, t0, T, NH, h, hd);
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> qf[HDP / 16];  // the warp's 16 queries
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::load_matrix_sync(qf[d], (floatX *)Os + warp * 16 * L::LDH + d * 16, L::LDH);
+    __syncthreads();  // every warp holds its queries: O's region is free
+    float *Sw = Ss + warp * 16 * FTC_LDS, *Ow = Os + warp * 16 * L::LDO;
+    floatX *Pw = Ps + warp * 16 * FTC_LDP;
+    for (int i = lane; i < 16 * L::LDO; i += 32) Ow[i] = 0.0f;
+    // lanes 2r and 2r+1 keep row r's online softmax, over the even and the odd columns
+    int r = lane / 2, half = lane % 2, t = t0 + warp * 16 + r;
+    float m = -FLT_MAX, l = 0.0f;
+    for (int s0 = 0; s0 <= last; s0 += FTC_TILE) {
+        __syncthreads();  // the previous tile is consumed
+        flash_tc_load_tile<HDP>(Ks, k, b, s0, T, NKV, kvh, hd);
+        flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
+        __syncthreads();
+        // S_w (16, FTC_TILE) = Q_w K^T: K (key, d) row-major is K^T column-major
+#pragma unroll
+        for (int j = 0; j < FTC_TILE / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+            wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+            for (int d = 0; d < HDP / 16; d++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> kf;
+                wmma::load_matrix_sync(kf, Ks + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(sf, qf[d], kf, sf);
+            }
+            wmma::store_matrix_sync(Sw + j * 16, sf, FTC_LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        const float *srow = Sw + r * FTC_LDS;
+        float mx = -FLT_MAX;
+        for (int j = half; j < FTC_TILE; j += 2)
+            if (s0 + j <= t) mx = fmaxf(mx, srow[j] * scale - bias * (float)(t - s0 - j));
+        float mt = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1)));
+        float corr = expf(m - mt), ps = 0.0f;
+        floatX *prow = Pw + r * FTC_LDP;
+        for (int j = half; j < FTC_TILE; j += 2) {
+            float p = s0 + j <= t ? expf(srow[j] * scale - bias * (float)(t - s0 - j) - mt) : 0.0f;
+            ps += p;
+            prow[j] = to_x(p);
+        }
+        l = l * corr + ps + __shfl_xor_sync(0xffffffff, ps, 1);
+        m = mt;
+        float *orow = Ow + r * L::LDO;
+        for (int c = half; c < HDP; c += 2) orow[c] *= corr;
+        __syncwarp();
+        // O_w (16, HDP) += P_w (16, FTC_TILE) V (FTC_TILE, HDP)
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> pf[FTC_TILE / 16];
+#pragma unroll
+        for (int j = 0; j < FTC_TILE / 16; j++) wmma::load_matrix_sync(pf[j], Pw + j * 16, FTC_LDP);
+#pragma unroll
+        for (int d = 0; d < HDP / 16; d++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+            wmma::load_matrix_sync(of, Ow + d * 16, L::LDO, wmma::mem_row_major);
+#pragma unroll
+            for (int j = 0; j < FTC_TILE / 16; j++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> vf;
+                wmma::load_matrix_sync(vf, Vs + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(of, pf[j], vf, of);
+            }
+            wmma::store_matrix_sync(Ow + d * 16, of, L::LDO, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    float inv = 1.0f / l, *orow = Ow + r * L::LDO;
+    for (int c = half; c < HDP; c += 2) orow[c] *= inv;
+    if (half == 0 && t < T) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    __syncwarp();
+    flash_tc_write_rows(y, Ow, L::LDO, b, t0 + warp * 16, T, NH, h, hd);
+}
+
+// The backward's two score products of a warp: S (16, FTC_TILE) = A1 B1^T and P = A2 B2^T, for
+// A1, A2 the warp's 16 rows and B1, B2 whole tiles (bf16, leading dimension HDP + 8), into
+// fp32 scratch with leading dimension FTC_LDS. The j loop is not unrolled: in dK/dV, dK's
+// and dV's accumulators take half the registers at HDP 128.
+template <int HDP>
+__device__ void flash_tc_scores(float *S, float *P, const floatX *a1, const floatX *b1, const floatX *a2, const floatX *b2) {
+    using namespace nvcuda;
+    const int ld = FtcSmem<HDP>::LDH;
+#pragma unroll 1
+    for (int j = 0; j < FTC_TILE / 16; j++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf, pf;
+        wmma::fill_fragment(sf, 0.0f);
+        wmma::fill_fragment(pf, 0.0f);
+#pragma unroll
+        for (int d = 0; d < HDP / 16; d++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> fb;  // B (row, d) row-major is B^T
+            wmma::load_matrix_sync(fa, a1 + d * 16, ld);
+            wmma::load_matrix_sync(fb, b1 + j * 16 * ld + d * 16, ld);
+            wmma::mma_sync(sf, fa, fb, sf);
+            wmma::load_matrix_sync(fa, a2 + d * 16, ld);
+            wmma::load_matrix_sync(fb, b2 + j * 16 * ld + d * 16, ld);
+            wmma::mma_sync(pf, fa, fb, pf);
+        }
+        wmma::store_matrix_sync(S + j * 16, sf, FTC_LDS, wmma::mem_row_major);
+        wmma::store_matrix_sync(P + j * 16, pf, FTC_LDS, wmma::mem_row_major);
+    }
+}
+
+// dk, dv (B,T,NKV,hd), overwritten. Grid (T/FTC_ROWS, NKV, B): a block owns FTC_ROWS keys,
+// 16 per warp, and walks the query tiles t0 >= its first key of every head of its group.
+template <int HDP>
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
+                                                                           const float *lse, const float *D,
+                                                                           const floatX *q, const floatX *k,
+                                                                           const floatX *v, int T, int NH, int NKV,
+                                                                           int hd, float alibi_alpha) {
+    using namespace nvcuda;
+    typedef FtcSmem<HDP> L;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Ks = (floatX *)smem, *Vs = (floatX *)(smem + L::TILE);                       // own keys (FTC_ROWS, LDH)
+    floatX *Qs = (floatX *)(smem + 2 * L::TILE), *dYs = (floatX *)(smem + 3 * L::TILE);  // (FTC_TILE, LDH)
+    float *lses = (float *)(smem + 4 * L::TILE), *Ds = lses + FTC_TILE;                 // (FTC_TILE)
+    float *STs = (float *)(smem + 4 * L::TILE + 2 * L::VEC), *DPs = STs + FTC_WARPS * 16 * FTC_LDS;  // per warp (16, FTC_LDS)
+    floatX *PTs = (floatX *)(smem + 4 * L::TILE + 2 * L::VEC + 2 * L::SCR), *DSs = PTs + FTC_WARPS * 16 * FTC_LDP;
+    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int s0 = blockIdx.x * FTC_ROWS, sw = s0 + warp * 16;  // the first keys see the most queries
+    float scale = 1.0f / sqrtf((float)hd);
+    float *STw = STs + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
+    floatX *PTw = PTs + warp * 16 * FTC_LDP, *DSw = DSs + warp * 16 * FTC_LDP;
+    flash_tc_load_tile<HDP>(Ks, k, b, s0, T, NKV, kvh, hd);
+    flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dkf[HDP / 16], dvf[HDP / 16];  // the warp's 16 keys
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) {
+        wmma::fill_fragment(dkf[d], 0.0f);
+        wmma::fill_fragment(dvf[d], 0.0f);
+    }
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        for (int t0 = s0; t0 < T; t0 += FTC_TILE) {
+            __syncthreads();  // the previous tile is consumed (and the own keys are loaded)
+            flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
+            flash_tc_load_tile<HDP>(dYs, dy, b, t0, T, NH, h, hd);
+            if (threadIdx.x < FTC_TILE) {
+                int t = t0 + threadIdx.x;
+                lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+                Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            // S^T_w (16 keys, FTC_TILE queries) = K_w Q^T and dP^T_w = V_w dY^T
+            flash_tc_scores<HDP>(STw, DPw, Ks + warp * 16 * L::LDH, Qs, Vs + warp * 16 * L::LDH, dYs);
+            __syncwarp();
+            for (int i = lane; i < 16 * FTC_TILE; i += 32) {
+                int kr = i / FTC_TILE, qc = i % FTC_TILE, s = sw + kr, t = t0 + qc;
+                float p = 0.0f, ds = 0.0f;
+                if (s <= t && t < T) {  // key s is seen by queries t >= s
+                    p = expf(STw[kr * FTC_LDS + qc] * scale - bias * (float)(t - s) - lses[qc]);
+                    ds = p * (DPw[kr * FTC_LDS + qc] - Ds[qc]) * scale;
+                }
+                PTw[kr * FTC_LDP + qc] = to_x(p);
+                DSw[kr * FTC_LDP + qc] = to_x(ds);
+            }
+            __syncwarp();
+            // dV_w += P^T_w dY, dK_w += dS^T_w Q
+#pragma unroll 1
+            for (int j = 0; j < FTC_TILE / 16; j++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> pa, dsa;
+                wmma::load_matrix_sync(pa, PTw + j * 16, FTC_LDP);
+                wmma::load_matrix_sync(dsa, DSw + j * 16, FTC_LDP);
+#pragma unroll
+                for (int d = 0; d < HDP / 16; d++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> dyb, qb;
+                    wmma::load_matrix_sync(dyb, dYs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(dvf[d], pa, dyb, dvf[d]);
+                    wmma::load_matrix_sync(qb, Qs + j * 16 * L::LDH + d * 16, L::LDH);
+                    wmma::mma_sync(dkf[d], dsa, qb, dkf[d]);
+                }
+            }
+        }
+    }
+    __syncthreads();  // every warp is done with the scratch: S^T's and dP^T's regions stage the output
+    float *Ow = STs + warp * 16 * L::LDO;
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dkf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dk, Ow, L::LDO, b, sw, T, NKV, kvh, hd);
+    __syncwarp();
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dvf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dv, Ow, L::LDO, b, sw, T, NKV, kvh, hd);
+}
+
+// dq (B,T,NH,hd), overwritten. Grid (T/FTC_ROWS, NH, B): a block owns FTC_ROWS queries, 16
+// per warp, and walks the key tiles s0 <= its last query.
+template <int HDP>
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
+                                                                          const float *D, const floatX *q,
+                                                                          const floatX *k, const floatX *v, int T, int NH,
+                                                                          int NKV, int hd, float alibi_alpha) {
+    using namespace nvcuda;
+    typedef FtcSmem<HDP> L;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Qs = (floatX *)smem, *dYs = (floatX *)(smem + L::TILE);                     // own queries (FTC_ROWS, LDH)
+    floatX *Ks = (floatX *)(smem + 2 * L::TILE), *Vs = (floatX *)(smem + 3 * L::TILE);  // (FTC_TILE, LDH)
+    float *lses = (float *)(smem + 4 * L::TILE), *Ds = lses + FTC_ROWS;                // (FTC_ROWS)
+    float *Ss = (float *)(smem + 4 * L::TILE + 2 * L::VEC), *DPs = Ss + FTC_WARPS * 16 * FTC_LDS;  // per warp (16, FTC_LDS)
+    floatX *DSs = (floatX *)(smem + 4 * L::TILE + 2 * L::VEC + 2 * L::SCR);            // per warp (16, FTC_LDP)
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FTC_ROWS, tw = t0 + warp * 16, last = min(t0 + FTC_ROWS, T) - 1;
+    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float *Sw = Ss + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
+    floatX *DSw = DSs + warp * 16 * FTC_LDP;
+    flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
+    flash_tc_load_tile<HDP>(dYs, dy, b, t0, T, NH, h, hd);
+    if (threadIdx.x < FTC_ROWS) {
+        int t = t0 + threadIdx.x;
+        lses[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+        Ds[threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+    }
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dqf[HDP / 16];  // the warp's 16 queries
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::fill_fragment(dqf[d], 0.0f);
+    for (int s0 = 0; s0 <= last; s0 += FTC_TILE) {
+        __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
+        flash_tc_load_tile<HDP>(Ks, k, b, s0, T, NKV, kvh, hd);
+        flash_tc_load_tile<HDP>(Vs, v, b, s0, T, NKV, kvh, hd);
+        __syncthreads();
+        // S_w (16, FTC_TILE) = Q_w K^T and dP_w = dY_w V^T
+        flash_tc_scores<HDP>(Sw, DPw, Qs + warp * 16 * L::LDH, Ks, dYs + warp * 16 * L::LDH, Vs);
+        __syncwarp();
+        for (int i = lane; i < 16 * FTC_TILE; i += 32) {
+            int qr = i / FTC_TILE, kc = i % FTC_TILE, t = tw + qr, s = s0 + kc;
+            float ds = 0.0f;
+            if (s <= t && t < T) {  // causal
+                float p = expf(Sw[qr * FTC_LDS + kc] * scale - bias * (float)(t - s) - lses[warp * 16 + qr]);
+                ds = p * (DPw[qr * FTC_LDS + kc] - Ds[warp * 16 + qr]) * scale;
+            }
+            DSw[qr * FTC_LDP + kc] = to_x(ds);
+        }
+        __syncwarp();
+        // dQ_w += dS_w (16, FTC_TILE) K (FTC_TILE, HDP)
+#pragma unroll
+        for (int j = 0; j < FTC_TILE / 16; j++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> dsa;
+            wmma::load_matrix_sync(dsa, DSw + j * 16, FTC_LDP);
+#pragma unroll
+            for (int d = 0; d < HDP / 16; d++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> kb;
+                wmma::load_matrix_sync(kb, Ks + j * 16 * L::LDH + d * 16, L::LDH);
+                wmma::mma_sync(dqf[d], dsa, kb, dqf[d]);
+            }
+        }
+    }
+    __syncthreads();  // every warp is done with the scratch: S's and dP's regions stage the output
+    float *Ow = Ss + warp * 16 * L::LDO;
+#pragma unroll
+    for (int d = 0; d < HDP / 16; d++) wmma::store_matrix_sync(Ow + d * 16, dqf[d], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    flash_tc_write_rows(dq, Ow, L::LDO, b, tw, T, NH, h, hd);
+}
+
+template <int HDP>
+static void flash_tc_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                int NH, int NKV, int hd, float alibi_alpha) {
+    static bool opted = false;  // above 48 KiB a kernel must opt in to dynamic shared memory
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FtcSmem<HDP>::fwd));
+        opted = true;
+    }
+    flash_tc_forward_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::fwd>>>(
+        y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+template <int HDP>
+static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
+                                 const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
+                                 int hd, float alibi_alpha) {
+    static bool opted = false;
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FtcSmem<HDP>::kv));
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_q_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FtcSmem<HDP>::q));
+        opted = true;
+    }
+    flash_tc_backward_kv_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NKV, B), FTC_THREADS, FtcSmem<HDP>::kv>>>(
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+    flash_tc_backward_q_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::q>>>(
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    cudaCheck(cudaGetLastError());
+}
+
+// as flash_forward_cuda_cores, on tensor cores
+static void flash_forward_tensor_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
+                                       int T, int NH, int NKV, int hd, float alibi_alpha) {
+    if (hd <= 32) flash_tc_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_tc_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_tc_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+
+// as flash_backward_cuda_cores, on tensor cores
+static void flash_backward_tensor_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                        const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                        int NH, int NKV, int hd, float alibi_alpha) {
+    size_t rows = (size_t)B * T * NH;
+    flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
+    cudaCheck(cudaGetLastError());
+    if (hd <= 32) flash_tc_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else if (hd <= 64) flash_tc_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_tc_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+}
+#endif
+
+// --attention flash: tensor cores in the bf16 build, CUDA cores in the fp32 build (WMMA takes
+// no fp32 inputs, and tf32 would miss the fp32 build's 1e-5 checks)
+static void flash_attention_forward(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
+                                    int T, int NH, int NKV, int hd, float alibi_alpha) {
+#ifdef ENABLE_FP32
+    flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+#else
+    flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+#endif
+}
+static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
+                                     const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                     int NH, int NKV, int hd, float alibi_alpha) {
+#ifdef ENABLE_FP32
+    flash_backward_cuda_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+#else
+    flash_backward_tensor_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+#endif
+}
