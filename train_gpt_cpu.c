@@ -553,27 +553,32 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     a->ls_F = train ? N * F : 0;
     a->ls_N = train ? N : 0;
     a->ls_att = train ? (size_t)B * c->NH * T * T : 0;
-    size_t sizes[] = {
-        (train ? L + 1 : 1) * N * C, tr * nl * N, tr * nl * N * C, tr * nl * N * QD, tr * nl * N * KD, tr * nl * N * KD,
-        tr * (train ? nl * B * c->NH * (size_t)T * T : 0), tr * nl * N * QD, tr * nl * N * C, tr * nl * N,
-        tr * nl * N * C, tr * nl * N * F, tr * nl * N * F, tr * nl * N * F, N, N * C, N * c->Vp, N,
-        train ? N * C : 0, train ? N * C : 0, tr * (train ? N * QD : 0), tr * (train ? N * KD : 0), tr * (train ? N * KD : 0),
-        tr * (train ? N * QD : 0), tr * (train ? N * F : 0), tr * (train ? N * F : 0), tr * (train ? N * F : 0),
-        qk * nl * N * QD, qk * nl * N * KD, qk * nl * N, qk * nl * N, tq * N * QD, tq * N * KD,
-        gru * nl * N * 3 * C, gru * nl * N * C, gru * B * 3 * C, gru * N * C, gt * N * 3 * C, gt * N * 3 * C, gt * N * C,
-        gt * B * C,
-    };
-    float **views[] = {&a->resid, &a->rstd1, &a->n1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->mid,
-                       &a->rstd2, &a->n2, &a->gate, &a->up, &a->h, &a->rstdf, &a->nf, &a->logits, &a->losses,
-                       &a->dres, &a->dC, &a->dq, &a->dk, &a->dv, &a->datty, &a->dgate, &a->dup, &a->dh,
-                       &a->qraw, &a->kraw, &a->rstdq, &a->rstdk, &a->dqraw, &a->dkraw,
-                       &a->gates, &a->ghn, &a->gh, &a->top, &a->dgi, &a->dgh, &a->dhx, &a->dcarry};
-    int nv = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    // one row per view, in memory order: the view, its floats (0: this run has none)
+#define VIEW(view, n) {&a->view, (size_t)(n)}
+    struct { float **view; size_t n; } views[] = {
+        // the forward's, per layer when training
+        VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(rstd1, tr * nl * N), VIEW(n1, tr * nl * N * C),
+        VIEW(q, tr * nl * N * QD), VIEW(k, tr * nl * N * KD), VIEW(v, tr * nl * N * KD),
+        VIEW(att, tr * (train ? nl * B * c->NH * (size_t)T * T : 0)), VIEW(atty, tr * nl * N * QD),
+        VIEW(mid, tr * nl * N * C), VIEW(rstd2, tr * nl * N), VIEW(n2, tr * nl * N * C), VIEW(gate, tr * nl * N * F),
+        VIEW(up, tr * nl * N * F), VIEW(h, tr * nl * N * F), VIEW(rstdf, N), VIEW(nf, N * C), VIEW(logits, N * c->Vp),
+        VIEW(losses, N),
+        // the backward's scratch, one layer
+        VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
+        VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
+        VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F),
+        // --qk_norm
+        VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
+        VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
+        // --arch gru
+        VIEW(gates, gru * nl * N * 3 * C), VIEW(ghn, gru * nl * N * C), VIEW(gh, gru * B * 3 * C), VIEW(top, gru * N * C),
+        VIEW(dgi, gt * N * 3 * C), VIEW(dgh, gt * N * 3 * C), VIEW(dhx, gt * N * C), VIEW(dcarry, gt * B * C)};
+#undef VIEW
     size_t total = 0;
     a->mem = mem;
-    for (int i = 0; i < nv; i++) {
-        *views[i] = sizes[i] && mem ? mem + total : NULL;
-        total += sizes[i];
+    for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+        *views[i].view = views[i].n && mem ? mem + total : NULL;
+        total += views[i].n;
     }
     return total;
 }

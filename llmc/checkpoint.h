@@ -17,12 +17,43 @@
 // --pe learned, q_norm and k_norm with --qk_norm; --arch gru has wte, final_norm and the
 // gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
 // the order r, z, n) instead of the blocks.
-enum { P_WTE, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_W_GATE, P_W_UP, P_W_DOWN, P_FINAL_NORM,
-       P_WPE, P_Q_NORM, P_K_NORM, P_GRU_W_IH, P_GRU_W_HH, P_GRU_B_IH, P_GRU_B_HH, NP };
-static const char *PARAM_NAMES[NP] = {"wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate",
-                                      "w_up", "w_down", "final_norm", "wpe", "q_norm", "k_norm",
-                                      "gru_w_ih", "gru_w_hh", "gru_b_ih", "gru_b_hh"};
-static const int PARAM_DECAY[NP] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0};  // AdamW decays matrices only
+//
+// The one table of them, in contract order (the checkpoint's and the init's): enum, name,
+// shape (ndim, then up to three sizes in terms of the config c, the transformer's layer
+// count L, the GRU's Lg, the head size hd and qk = --qk_norm), init, AdamW weight decay.
+// A new tensor is one row here (appended: the init draws in this order, so an optional
+// tensor never changes the others).
+//   INIT_NORMAL N(0, 0.02); INIT_PROJ N(0, 0.02 / sqrt(2L)) (the residual projections);
+//   INIT_ONES 1 (norm gains); INIT_GRU U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default)
+#define PARAM_TABLE(X)                                                                                    \
+    X(P_WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 1)                                                   \
+    X(P_ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_ONES, 0)                                            \
+    X(P_WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 1)                                               \
+    X(P_WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 1)                                              \
+    X(P_WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 1)                                              \
+    X(P_WO, "wo", 3, L, c->C, c->NH * hd, INIT_PROJ, 1)                                                 \
+    X(P_MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_ONES, 0)                                              \
+    X(P_W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 1)                                             \
+    X(P_W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 1)                                                 \
+    X(P_W_DOWN, "w_down", 3, L, c->C, c->F, INIT_PROJ, 1)                                               \
+    X(P_FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_ONES, 0)                                          \
+    X(P_WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 1)                                            \
+    X(P_Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_ONES, 0)                                   \
+    X(P_K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_ONES, 0)                                  \
+    X(P_GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
+    X(P_GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
+    X(P_GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
+    X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)
+
+enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU };
+#define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
+#define PARAM_NAME(e, name, nd, d0, d1, d2, init, decay) name,
+#define PARAM_INIT(e, name, nd, d0, d1, d2, init, decay) init,
+#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, decay) decay,
+enum { PARAM_TABLE(PARAM_ENUM) NP };
+static const char *PARAM_NAMES[NP] = {PARAM_TABLE(PARAM_NAME)};
+static const int PARAM_INITS[NP] = {PARAM_TABLE(PARAM_INIT)};
+static const int PARAM_DECAY[NP] = {PARAM_TABLE(PARAM_DECAY_OF)};
 
 typedef struct {
     int ndim, shape[3];
@@ -31,14 +62,9 @@ typedef struct {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int t[NP][4] = {  // ndim, shape
-        {2, c->Vp, c->C, 0},       {2, L, c->C, 0},           {3, L, c->NH * hd, c->C},
-        {3, L, c->NKV * hd, c->C}, {3, L, c->NKV * hd, c->C}, {3, L, c->C, c->NH * hd},
-        {2, L, c->C, 0},           {3, L, c->F, c->C},        {3, L, c->F, c->C},
-        {3, L, c->C, c->F},        {1, c->C, 0, 0},           {2, wpe_rows(c), c->C, 0},
-        {2, L, qk ? c->NH * hd : 0, 0}, {2, L, qk ? c->NKV * hd : 0, 0},
-        {3, Lg, 3 * c->C, c->C},   {3, Lg, 3 * c->C, c->C},   {2, Lg, 3 * c->C, 0}, {2, Lg, 3 * c->C, 0},
-    };
+#define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
+    int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
+#undef PARAM_SHAPE
     for (int i = 0; i < NP; i++) {
         s[i].ndim = t[i][0];
         s[i].numel = 1;
@@ -47,20 +73,21 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     }
 }
 
-// Seeded init, identical in both trainers: N(0, 0.02) for matrices, wte and wpe (wte's
-// padded rows V..Vp-1 zero), wo and w_down scaled by 1/sqrt(2L), norm gains 1; the GRU's
-// weights and biases U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default). Tensors are drawn
-// in contract order, so an optional tensor never changes the others.
+// Seeded init, identical in both trainers, each tensor by its PARAM_TABLE init (wte's
+// padded rows V..Vp-1 zero). Tensors are drawn in table order.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
     Rng r = rng_make(seed, RNG_INIT);
     float proj = 0.02f / sqrtf(2.0f * c->L), k = 1.0f / sqrtf((float)c->C);
     for (int i = 0; i < NP; i++) {
-        float *p = views[i], std = (i == P_WO || i == P_W_DOWN) ? proj : 0.02f;
-        int gru = i >= P_GRU_W_IH;
-        for (size_t j = 0; j < shapes[i].numel; j++)
-            p[j] = gru ? k * (2.0f * rng_f32(&r) - 1.0f) : PARAM_DECAY[i] ? std * rng_normal(&r) : 1.0f;
+        float *p = views[i];
+        for (size_t j = 0; j < shapes[i].numel; j++) switch (PARAM_INITS[i]) {
+            case INIT_NORMAL: p[j] = 0.02f * rng_normal(&r); break;
+            case INIT_PROJ: p[j] = proj * rng_normal(&r); break;
+            case INIT_ONES: p[j] = 1.0f; break;
+            default: p[j] = k * (2.0f * rng_f32(&r) - 1.0f); break;  // INIT_GRU
+            }
     }
     memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
 }

@@ -17,9 +17,11 @@
 //
 // usage: ./adamw_bin [VERSION] [--no-bench]
 #include "common.h"
+#include "../../llmc/checkpoint.h"
+#include "../../llmc/cuda/adamw.cuh"
 
-#define NPT 11  // tensors, as in llmc/checkpoint.h
-static const int DECAY[NPT] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0};  // PARAM_DECAY: matrices only
+#define NPT (P_FINAL_NORM + 1)  // the transformer's tensors (llmc/checkpoint.h's PARAM_TABLE)
+static const int *DECAY = PARAM_DECAY;  // matrices only
 
 // ----------------------------------------------------------------------------
 // CPU reference (train_gpt_cpu.c's adamw_update with its clip scale, per tensor)
@@ -41,20 +43,7 @@ static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<
 }
 
 // ----------------------------------------------------------------------------
-// v1: copied from train_gpt.cu (make check-v1 verifies the copy)
-__global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float gi = g[i] * grad_scale;
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    float pi = p[i] - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
-    p[i] = pi;
-    px[i] = to_x(pi);
-}
+// v1: the trainer's own kernel (llmc/cuda/, included above)
 
 // ----------------------------------------------------------------------------
 // v2: multi-tensor, float4
@@ -164,11 +153,16 @@ static void adamw_run(int v, float *p, floatX *px, const float *g, float *m, flo
     }
 }
 
-// tensor sizes of a preset, in PARAM_NAMES order
+// tensor sizes of a transformer, in PARAM_TABLE order (llmc/checkpoint.h's shapes)
 static std::vector<size_t> layout(int Vp, int C, int L, int NH, int NKV, int F) {
-    size_t hd = C / NH, QD = NH * hd, KD = NKV * hd;
-    return {(size_t)Vp * C, (size_t)L * C, L * QD * C, L * KD * C, L * KD * C, L * C * QD,
-            (size_t)L * C,  L * (size_t)F * C, L * (size_t)F * C, L * (size_t)C * F, (size_t)C};
+    Config c;
+    memset(&c, 0, sizeof(c));
+    c.Vp = Vp, c.C = C, c.L = L, c.NH = NH, c.NKV = NKV, c.F = F;
+    Shape s[NP];
+    param_shapes(&c, s);
+    std::vector<size_t> n;
+    for (int i = 0; i < NPT; i++) n.push_back(s[i].numel);
+    return n;
 }
 
 int main(int argc, char **argv) {
