@@ -27,6 +27,7 @@ KIND_CHECKPOINT = 2
 CKI = {name: i for i, name in enumerate(["V", "Vp", "C", "L", "NH", "NKV", "F", "T", "pos", "pe", "qk_norm", "wpe_rows",
                                            "arch"])}
 ARCH_NAMES = ["transformer", "gru"]
+# the trainer's POS_TABLE and PE_TABLE (llmc/schedule.h), by index; test_hf.py checks them against --help
 POS_NAMES = ["rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
              "random-base", "rpe", "rfs"]
 PE_NAMES = ["rope", "nope", "alibi", "sinusoidal", "learned"]

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -217,6 +218,22 @@ def hf_folder(name, cfg=None, tensors=None, dtype="F32", n_files=1):
 
 
 # ---- without torch -----------------------------------------------------------------------
+
+@test
+def scheme_names_match_the_trainer():
+    """hf_llama.py's index -> name lists (a checkpoint stores --pos and --pe as indices) are
+    the trainer's own tables (llmc/schedule.h's POS_TABLE and PE_TABLE, as --help lists them)."""
+    r = subprocess.run([TRAINER, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    listed, flag = {"--pos": [], "--pe": []}, None
+    for line in r.stdout.splitlines():
+        m = re.match(r"  (--\S+) ", line)
+        if m:
+            flag = m.group(1)
+        elif flag in listed and re.match(r" {21}\S", line):
+            listed[flag].append(line.split()[0])
+    assert listed["--pos"] == hl.POS_NAMES, f"--pos lists {listed['--pos']}, hf_llama.py has {hl.POS_NAMES}"
+    assert listed["--pe"] == hl.PE_NAMES, f"--pe lists {listed['--pe']}, hf_llama.py has {hl.PE_NAMES}"
+
 
 @test
 def roundtrip_bit_identical():

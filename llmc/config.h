@@ -131,17 +131,22 @@ typedef struct {
     const char *help;
     const char *const *choices;  // ARG_CHOICE: the names, stored as their index
     int n_choices;
-    int run;  // RUN_NO, RUN_TRAIN or RUN_SCHEME
+    int run;                         // RUN_NO, RUN_TRAIN or RUN_SCHEME
+    const char *const *choice_help;  // ARG_CHOICE from a table: what each one does (--help), or NULL
 } ArgSpec;
 
 static const char *YARN_TEMP_NAMES[2] = {"hf", "paper"};
 static const char *RPE_LAYERS_NAMES[2] = {"shared", "independent"};
 static const char *RPE_EVAL_NAMES[2] = {"standard", "random"};
-#define ARG(name, type, field, help, run) {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0, run}
+#define ARG(name, type, field, help, run) \
+    {name, type, offsetof(Config, field), sizeof(((Config *)0)->field), help, NULL, 0, run, NULL}
 #define A(name, type, field, help) ARG(name, type, field, help, RUN_NO)
 #define S(name, type, field, help) ARG(name, type, field, help, RUN_TRAIN)
 #define P(name, type, field, help) ARG(name, type, field, help, RUN_SCHEME)
-#define CHOICE(name, field, names, n, help, run) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n, run}
+#define CHOICE(name, field, names, n, help, run) {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n, run, NULL}
+// a choice from a table of llmc/schedule.h: --help lists each name with what it does
+#define TABLE_CHOICE(name, field, names, what, n, help) \
+    {name, ARG_CHOICE, offsetof(Config, field), sizeof(int), help, names, n, RUN_SCHEME, what}
 static const ArgSpec ARGS[] = {
     S("--model", ARG_STR, model, "preset: tiny (default), 10m, 42m, 113m, 425m, 1b, deep, wide, 33m, gru-tiny, gru, gru42m"),
     CHOICE("--arch", arch, ARCH_NAMES, ARCH_N, "transformer (default) or gru: a stacked GRU (hidden size --n_embd, --n_layer layers), no positions", RUN_NO),
@@ -153,10 +158,9 @@ static const ArgSpec ARGS[] = {
     A("--ffn_hidden", ARG_INT, F, "SwiGLU hidden size F"),
     A("--seq_len", ARG_INT, T, "training window T (= w)"),
     A("--rope_base", ARG_FLOAT, rope_base, "RoPE base B (10000)"),
-    CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_N_SCHEMES,
-           "positions: rope (p_t = t, default), posaug, posaug-log, fixed, discrete, cycle, curriculum-linear, "
-           "curriculum-step, random-base, rpe, rfs (doc/schemes.md)", RUN_SCHEME),
-    CHOICE("--pe", pe, PE_NAMES, PE_N, "position encoding: rope (default), nope, alibi, sinusoidal, learned (a trained wpe table)", RUN_SCHEME),
+    TABLE_CHOICE("--pos", pos_scheme, POS_SCHEME_NAMES, POS_SCHEME_WHAT, POS_N_SCHEMES,
+                 "the positions p_t of each training step (doc/schemes.md):"),
+    TABLE_CHOICE("--pe", pe, PE_NAMES, PE_WHAT, PE_N, "the position encoding:"),
     P("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
     P("--qk_norm", ARG_FLAG, qk_norm, "RMSNorm with gains over the whole q and k projections, before RoPE (DroPE's option)"),
     P("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
@@ -230,7 +234,11 @@ static const ArgSpec ARGS[] = {
 static inline void print_help(const char *prog) {
     printf("usage: %s [flags]\n\nTrains a Llama-style GPT with hand-written forward and backward passes,\n"
            "then evaluates per-position loss past the training window (the cliff).\n\n", prog);
-    for (int i = 0; i < N_ARGS; i++) printf("  %-16s %s\n", ARGS[i].name, ARGS[i].help);
+    for (int i = 0; i < N_ARGS; i++) {
+        printf("  %-16s %s\n", ARGS[i].name, ARGS[i].help);
+        for (int k = 0; ARGS[i].choice_help && k < ARGS[i].n_choices; k++)
+            printf("  %-16s   %-17s %s\n", "", ARGS[i].choices[k], ARGS[i].choice_help[k]);
+    }
     printf("  %-16s %s\n\npresets:\n", "--help", "this text");
     for (int i = 0; i < N_PRESETS; i++) {
         const Preset *p = &PRESETS[i];

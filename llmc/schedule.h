@@ -1,7 +1,8 @@
 // The position schedule (the PosAug hook's host side) and the learning-rate schedule.
 // Both trainers call pos_schedule_step() once per optimizer step; the RoPE kernels then
 // compute every angle on the fly as  angle = (alpha_l * t + offset) * inv_freq[j].
-// Adding a position scheme means adding a case here, not touching a kernel.
+// Adding a position scheme means a row of POS_TABLE and a case here, not a kernel, as long
+// as every sequence of the batch shares its positions (doc/position_hook.md, section 6).
 #pragma once
 #include "utils.h"
 #include "rng.h"
@@ -12,34 +13,48 @@
 #define MAX_HEADS 64
 #define MAX_ALPHA_SET 16
 
-enum {
-    POS_ROPE = 0,         // p_t = t
-    POS_POSAUG,           // alpha ~ U[a,b] per optimizer step
-    POS_POSAUG_LOG,       // ln alpha ~ U[ln a, ln b]
-    POS_FIXED,            // constant alpha
-    POS_DISCRETE,         // alpha drawn uniformly from a set
-    POS_CYCLE,            // alpha = set[step mod size]
-    POS_CURR_LINEAR,      // the range moves linearly from [1/2, 2] to [a,b] over training
-    POS_CURR_STEP,        // alpha 1 for the first part of training, then from [a,b]
-    POS_RANDOM_BASE,      // positions unchanged; B ~ U[B0/8, 8 B0] per step
-    POS_RPE,              // T distinct sorted integers from [0, rpe_max) per step; standard at evaluation
-    POS_RFS,              // T sorted floats U[0,1) * L per step; (2t+1) / (2 max(T,n)) * L at inference
-    POS_N_SCHEMES
-};
-static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {
-    "rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
-    "random-base", "rpe", "rfs"};
+// The training-time position schemes (--pos), one row each: enum, name (the flag's value),
+// what it does (--help prints it), which of its parameters the run header prints. A
+// checkpoint stores a scheme as its index: append rows, never reorder.
+enum { SHOW_NONE, SHOW_RANGE, SHOW_FIXED, SHOW_SET };
+#define POS_TABLE(X)                                                                                                      \
+    X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE)                                                                   \
+    X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE)        \
+    X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE)                                  \
+    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_FIXED)                                                       \
+    X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET)                               \
+    X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET)                                           \
+    X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training", SHOW_RANGE)   \
+    X(POS_CURR_STEP, "curriculum-step", "alpha 1 for the first part of training (--curriculum_frac), then from [a,b]",    \
+      SHOW_RANGE)                                                                                                         \
+    X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE)         \
+    X(POS_RPE, "rpe", "randomized positions: T distinct sorted integers from [0, --rpe_max) per step; p_t = t at "       \
+      "evaluation", SHOW_NONE)                                                                                            \
+    X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",    \
+      SHOW_NONE)
+#define POS_ENUM(e, name, what, show) e,
+#define POS_NAME(e, name, what, show) name,
+#define POS_WHAT_OF(e, name, what, show) what,
+#define POS_SHOW_OF(e, name, what, show) show,
+enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
+static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {POS_TABLE(POS_NAME)};
+static const char *POS_SCHEME_WHAT[POS_N_SCHEMES] = {POS_TABLE(POS_WHAT_OF)};
+static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
 
-// The position encoding that turns those positions into a signal (--pe):
-enum {
-    PE_ROPE = 0,      // rotate q and k by p_t * theta_j
-    PE_NOPE,          // none: the causal mask only
-    PE_ALIBI,         // attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)
-    PE_SINUSOIDAL,    // PE(p_t) added to the token embedding
-    PE_LEARNED,       // a trained row wpe[p_t] added to the token embedding (integer positions)
-    PE_N
-};
-static const char *PE_NAMES[PE_N] = {"rope", "nope", "alibi", "sinusoidal", "learned"};
+// The position encodings that turn those positions into a signal (--pe), the same way:
+// enum, name, what it does.
+#define PE_TABLE(X)                                                                           \
+    X(PE_ROPE, "rope", "rotate q and k by p_t * theta_j (default)")                          \
+    X(PE_NOPE, "nope", "none: the causal mask only")                                         \
+    X(PE_ALIBI, "alibi", "attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)") \
+    X(PE_SINUSOIDAL, "sinusoidal", "PE(p_t) added to the token embedding")                   \
+    X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")
+#define PE_ENUM(e, name, what) e,
+#define PE_NAME(e, name, what) name,
+#define PE_WHAT_OF(e, name, what) what,
+enum { PE_TABLE(PE_ENUM) PE_N };
+static const char *PE_NAMES[PE_N] = {PE_TABLE(PE_NAME)};
+static const char *PE_WHAT[PE_N] = {PE_TABLE(PE_WHAT_OF)};
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
