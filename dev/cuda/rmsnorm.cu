@@ -9,7 +9,8 @@
 //   v2  one warp per row with the row held in registers (128-bit loads/stores, bf16x8 /
 //       float4; x read once). Backward: a grid of resident blocks, each warp walks rows
 //       with its lane's columns fixed, so dw accumulates in registers across all its
-//       rows; one shared-memory reduction and one global atomic per column per block.
+//       rows; one shared-memory reduction and one global atomic per column per block (so
+//       dw is not bit-reproducible: the trainer would need a fixed-order sum to use it).
 //
 // Validation on random inputs against the CPU reference (rmsnorm_forward/backward of
 // train_gpt_cpu.c, with double accumulators), outputs poisoned with NaN first; backward
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(256) rmsnorm_backward_kernel_v2(floatX *dx, fl
 
 #define NV 2
 static const char *const VERSIONS[NV + 1] = {
-    "", "train_gpt.cu's kernels: warp per row, scalar loads; dw via shared + global atomics per 8 rows",
+    "", "train_gpt.cu's kernels: warp per row, scalar loads; dw per 8 rows into a scratch, summed in a fixed order",
     "warp per row, row in registers, 128-bit loads/stores; backward: resident grid, dw in registers, one atomic per "
     "column per block"};
 
