@@ -6,7 +6,7 @@
 // (./train_gpt); -DENABLE_FP32 builds the all-fp32 ./train_gpt_fp32 for tight checks
 // against the CPU.
 //
-// One training step (train_step), in the order this file defines it:
+// One training step (train_step), in the order it runs:
 //   stage_micro        the host copies a micro-batch's tokens and groups the embeddings'
 //                      gradient rows (llmc/cuda/encoder.cuh)
 //   gpt_forward        embedding, then per layer: RMSNorm, Q/K/V, RoPE at the step's
@@ -15,7 +15,7 @@
 //                      output projection, residual, RMSNorm, SwiGLU MLP, residual; then the
 //                      final norm and the fused classifier (loss and dlogits)
 //   gpt_backward       the same layers in reverse
-//   compute_gradients  micro-batches accumulated; the global gradient norm
+//   compute_gradients  the three above per micro-batch, accumulated; the global gradient norm
 //   apply_update       clip folded into AdamW; the bf16 copy of the weights
 #include "llmc/checkpoint.h"
 #include "llmc/config.h"
