@@ -288,6 +288,8 @@ san_results() {
     fi
 }
 
+no_verdict() { ((san_na > 0)) && echo ", $san_na without a verdict"; }  # after san_results
+
 step_c() {
     step_start "c compute-sanitizer"
     local san san_bad
@@ -304,7 +306,7 @@ step_c() {
     done
     wait
     san_results "$tmp/san" "${labels[@]}" || return
-    step_end $((san_bad + san_na > 0)) "$((n - san_bad - san_na)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)${san_na:+, $san_na without a verdict}"
+    step_end $((san_bad + san_na > 0)) "$((n - san_bad - san_na)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)$(no_verdict)"
 }
 
 step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the attention kernels
@@ -333,7 +335,7 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     done
     wait
     san_results "$tmp/r" "${labels[@]}" || return
-    step_end $((san_bad + san_na > 0)) "$((n - san_bad - san_na)) of $n runs clean${san_na:+, $san_na without a verdict} (racecheck on the attention and RMSNorm kernels through dev/cuda, synccheck on both trainer paths; both builds)"
+    step_end $((san_bad + san_na > 0)) "$((n - san_bad - san_na)) of $n runs clean$(no_verdict) (racecheck on the attention and RMSNorm kernels through dev/cuda, synccheck on both trainer paths; both builds)"
 }
 
 step_o() {  # the CUDA trainer's host code: run folders, resume, bad input, Ctrl-C, crash safety
