@@ -283,7 +283,8 @@ static void test_position_hook(void) {
     for (int i = 0; i < T * hd; i++) x0[i] = x[i] = rng_normal(&r);
     PosConfig pc3 = test_pc(POS_FIXED, 1, 1, 8.0f, hd, 1, 1);
     PosStep p3 = pos_schedule_step(&pc3, 0);
-    rope_forward(x, 1, T, 1, hd, &p3, 0);
+    PassPositions pp3 = pos_pass(&p3, 1, 1, 0, T);
+    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0);
     double max_err = 0, max_angle = 0;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < half; j++) {
@@ -297,7 +298,7 @@ static void test_position_hook(void) {
         }
     check(max_err < 2e-6 && max_angle > 1e5, "RoPE sin/cos accurate at large angles",
           "max abs err %.2e at angles up to %.0f rad", max_err, max_angle);
-    rope_backward(x, 1, T, 1, hd, &p3, 0);
+    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0);
     check(rel_err(x, x0, (size_t)T * hd) < 1e-6, "RoPE backward is the inverse rotation", "rel err %.2e",
           rel_err(x, x0, (size_t)T * hd));
     free(x); free(x0);
@@ -440,8 +441,46 @@ static void test_schemes(void) {
     pc.scheme = POS_ROPE;
     pc.pe = PE_LEARNED;
     ps = pos_schedule_step(&pc, 9);
-    learned_rows_check(&ps, 0, 64, 64);  // rows 0..63: passes (a failure would exit)
-    check(ps.pe == PE_LEARNED && pos_token(&ps, 63) == 63.0f, "learned APE: integer positions p_t = t, one row each", "");
+    PassPositions pp = pos_pass(&ps, pc.n_layer, 2, 0, 64);
+    learned_rows_check(&pp, 2, 64);  // rows 0..63: passes (a failure would exit)
+    check(ps.pe == PE_LEARNED && pass_pos(&pp, 0, 1, 63) == 63.0f, "learned APE: integer positions p_t = t, one row each", "");
+}
+
+// Positions are data: pos_pass fills p[l][b][t] from a step's recipe, with a stride of 0
+// where layers or sequences share them, and the rounding every kernel used to apply itself.
+static void test_pass_positions(void) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    for (int l = 0; l < 3; l++) ps.alpha[l] = 0.3f;
+    ps.offset = 0.7f;
+    PassPositions pp = pos_pass(&ps, 3, 4, 0, 50);
+    int ok = pp.layer_stride == 0 && pp.seq_stride == 0 && pp.n == 50;
+    for (int t = 0; t < 50; t++) ok &= pp.p[t] == 0.3f * (float)t + 0.7f;
+    check(ok, "pass positions: one shared row alpha * t + offset (fp32, unfused) for every layer and sequence",
+          "strides %d %d, n %zu", pp.layer_stride, pp.seq_stride, pp.n);
+    ps.alpha[2] = 2.5f;
+    pp = pos_pass(&ps, 3, 4, 10, 20);  // a pass continuing a KV cache at position 10
+    ok = pp.layer_stride == 20 && pp.seq_stride == 0 && pp.n == 60;
+    for (int t = 0; t < 20; t++) ok &= pass_pos(&pp, 1, 3, t) == 0.3f * (float)(10 + t) + 0.7f &&
+                                       pass_pos(&pp, 2, 0, t) == 2.5f * (float)(10 + t) + 0.7f;
+    check(ok, "pass positions: a row per layer when the layers' alphas differ, tokens pos0 + t of a KV cache",
+          "strides %d %d, n %zu", pp.layer_stride, pp.seq_stride, pp.n);
+    float expl[2][6][8];  // [layer][sequence of the step][position]
+    for (int l = 0; l < 2; l++)
+        for (int s = 0; s < 6; s++)
+            for (int t = 0; t < 8; t++) expl[l][s][t] = 100.0f * l + 10.0f * s + t;
+    ps.positions = &expl[0][0][0];
+    ps.n_positions = 8;
+    ps.positions_stride = 6 * 8;
+    ps.seq_stride = 8;
+    PosStep pm = pos_micro(&ps, 2, 2);  // micro-batch 2 of 2 sequences: the step's sequences 4 and 5
+    pp = pos_pass(&pm, 2, 2, 3, 5);
+    ok = pp.layer_stride == 10 && pp.seq_stride == 5 && pp.n == 20;
+    for (int l = 0; l < 2; l++)
+        for (int b = 0; b < 2; b++)
+            for (int t = 0; t < 5; t++) ok &= pass_pos(&pp, l, b, t) == expl[l][4 + b][3 + t];
+    check(ok, "pass positions: explicit positions per layer and per sequence, sliced for a micro-batch and pos0",
+          "strides %d %d, n %zu", pp.layer_stride, pp.seq_stride, pp.n);
 }
 
 // ----------------------------------------------------------------------------
@@ -2308,6 +2347,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, ", learned APE at RPE positions,");
     test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, ", GRU,");
     test_position_hook();
+    test_pass_positions();
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
     test_reference_named("dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug");

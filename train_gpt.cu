@@ -65,6 +65,7 @@ typedef struct {
     float *dcarry;                   // (B,C)
     int *inputs, *targets;  // (B,T); with train, the embeddings' scatters follow (acts_ints)
     int *sc_wte, *sc_wpe;   // (SCATTER_INTS(N)) dwte's rows by token, dwpe's by position (--pe learned)
+    PassPositions pos;      // the host's copy of the last forward's positions (upload_positions)
 } Acts;
 
 // the ints of a (B,T) batch, in this order: inputs, targets, and with train sc_wte, sc_wpe
@@ -382,15 +383,16 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     size_t NC = (size_t)N * C, NF = (size_t)N * F;
     if (o && o->kv && (B != 1 || o->kv->len + T > o->kv->cap))  // checked before anything is written
         fail("internal: a KV cache of %d entries (batch 1) cannot take %d x %d more", o->kv->cap, B, T);
-    int pos0 = o && o->kv ? o->pos0 : 0;
-    upload_positions(ps, c->L);  // RPE, RFS (the backward reuses them)
+    a->pos = pos_pass(ps, c->L, B, o && o->kv ? o->pos0 : 0, T);  // this pass's positions p[l][b][t]
+    const PassPositions *pp = &a->pos;
+    upload_positions(pp);  // the backward reuses them
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     if (ps->pe == PE_SINUSOIDAL)
-        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, *ps, B, T, C, d_pos_layer(ps, 0), pos0,
+        LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
                      sinusoidal_freqs(C));
     if (ps->pe == PE_LEARNED) {
-        learned_rows_check(ps, pos0, T, g->shapes[P_WPE].shape[0]);
-        LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), *ps, B, T, C, d_pos_layer(ps, 0), pos0);
+        if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
+        LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);
     }
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
@@ -409,19 +411,15 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
                         KD, c->rms_eps);
         }
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
+        rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
+        rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
         if (a->train) {
-            rope(q, B, T, NH, hd, ps, l, 1.0f, 0);
-            rope(k, B, T, NKV, hd, ps, l, 1.0f, 0);
             if (c->attention == ATTN_FLASH)
                 flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
             else
                 attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
         } else {
             KVCache *kv = o ? o->kv : NULL;
-            PosStep pl = *ps;  // positions pos0 + t with a KV cache
-            if (kv) pl.offset = ps->offset + ps->alpha[l] * (float)o->pos0;
-            rope(q, B, T, NH, hd, &pl, l, 1.0f, pos0);
-            rope(k, B, T, NKV, hd, &pl, l, 1.0f, pos0);
             const floatX *keys = k, *vals = v;
             int Tk = T, q_off = 0;
             if (kv) {  // append, then attend over the whole cache
@@ -480,8 +478,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
                                      T, NH, NKV, hd, alibi_alpha(ps, l));
         else
             attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        rope(a->dq, B, T, NH, hd, ps, l, -1.0f, 0);
-        rope(a->dk, B, T, NKV, hd, ps, l, -1.0f, 0);
+        rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
+        rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
             rmsnorm_backward(a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dw_part, a->dq, a->qraw + l * a->ls_q,
@@ -512,7 +510,7 @@ static float grad_global_norm(GPT *g) {
 }
 
 // A micro-batch's ints for the device (acts_ints, train): inputs and targets from rows
-// (B,T+1), then the embeddings' scatters, dwpe's from the positions of ps (--pe learned)
+// (B,T+1), then the embeddings' scatters, dwpe's from the micro-batch's positions (--pe learned)
 static void stage_micro(int *dst, const GPT *g, const int *rows, const PosStep *ps) {
     int B = g->acts.B, T = g->acts.T, N = B * T;
     int *inp = dst, *tgt = dst + N, *sc_wte = dst + 2 * N, *sc_wpe = sc_wte + SCATTER_INTS(N);
@@ -523,9 +521,10 @@ static void stage_micro(int *dst, const GPT *g, const int *rows, const PosStep *
     scatter_build(sc_wte, inp, N, g->cfg.V);
     if (ps->pe != PE_LEARNED) return;
     int wpe_rows = (int)g->shapes[P_WPE].shape[0];
-    learned_rows_check(ps, 0, T, wpe_rows);  // before the positions become indices
+    PassPositions pp = pos_pass(ps, g->cfg.L, B, 0, T);
+    learned_rows_check(&pp, B, wpe_rows);  // before the positions become indices
     int *key = (int *)xmalloc(N * sizeof(int));
-    for (int n = 0; n < N; n++) key[n] = (int)pos_token(ps, n % T);
+    for (int n = 0; n < N; n++) key[n] = (int)pass_pos(&pp, 0, n / T, n % T);
     scatter_build(sc_wpe, key, N, wpe_rows);
     free(key);
 }
@@ -552,8 +551,10 @@ static float compute_gradients(GPT *g, const int *rows, const float *weights, in
         g->stage_w_cap = n * accum;
     }
     if (weights) memcpy(g->stage_w, weights, n * accum * sizeof(float));
-    for (int micro = 0; micro < accum; micro++)
-        stage_micro(g->stage + ni * micro, g, rows + (size_t)micro * B * (T + 1), ps);
+    for (int micro = 0; micro < accum; micro++) {
+        PosStep pm = pos_micro(ps, micro, B);
+        stage_micro(g->stage + ni * micro, g, rows + (size_t)micro * B * (T + 1), &pm);
+    }
     cudaCheck(cudaMemset(g->grads, 0, g->n_params * sizeof(float)));
     cudaCheck(cudaMemset(g->loss_sum, 0, sizeof(float)));
     for (int micro = 0; micro < accum; micro++) {
@@ -563,8 +564,9 @@ static float compute_gradients(GPT *g, const int *rows, const float *weights, in
             cudaCheck(cudaMemcpyAsync(g->d_weights, g->stage_w + n * micro, n * sizeof(float), cudaMemcpyHostToDevice, 0));
             w = g->d_weights;
         }
-        gpt_forward(g, a, ps, 0, NULL);
-        gpt_backward(g, a, w, ps, 1.0f / accum);
+        PosStep pm = pos_micro(ps, micro, B);  // this micro-batch's sequences of the step
+        gpt_forward(g, a, &pm, 0, NULL);
+        gpt_backward(g, a, w, &pm, 1.0f / accum);
         loss_sum_kernel<<<1, 1024>>>(g->loss_sum, a->losses, w, (int)n, w ? 1.0f : 1.0f / ((float)n * accum));
         cudaCheck(cudaGetLastError());
     }

@@ -3,8 +3,9 @@
 // and the per-position evaluation that shows the extrapolation cliff.
 // Each layer's forward is followed by its backward; doc/model.md derives every backward.
 //
-// The PosAug hook: rope_forward() below computes angle = (alpha_l * t + offset) * theta_j;
-// the host side that chooses alpha each step is pos_schedule_step() in llmc/schedule.h.
+// The PosAug hook: rope_rotate() below computes angle = p_t * theta_j from the pass's
+// positions p[layer][b][t]; the host side that chooses them each step is
+// pos_schedule_step() in llmc/schedule.h, and pos_pass() fills them for each pass.
 #define _DEFAULT_SOURCE
 #include <math.h>
 #include <stddef.h>
@@ -48,15 +49,14 @@ static void encoder_forward(float *x, const int *tokens, const float *wte, int N
     for (int i = 0; i < N; i++) memcpy(x + (size_t)i * C, wte + (size_t)tokens[i] * C, C * sizeof(float));
 }
 
-// Sinusoidal absolute positions (--pe sinusoidal), added to x (B,T,C): the position of
-// token t comes from the hook (alpha * (pos0 + t) + offset, or the explicit positions),
-// PE[p, 2k] = sin(p * f_k), PE[p, 2k+1] = cos(p * f_k), f_k = 10000^(-2k/C), fp32 angles.
-// No parameters, so no backward.
-static void sinusoidal_forward(float *x, const PosStep *ps, int B, int T, int C, int pos0) {
+// Sinusoidal absolute positions (--pe sinusoidal), added to x (B,T,C) at the pass's
+// positions p (layer 0's), PE[p, 2k] = sin(p * f_k), PE[p, 2k+1] = cos(p * f_k),
+// f_k = 10000^(-2k/C), fp32 angles. No parameters, so no backward.
+static void sinusoidal_forward(float *x, const PassPositions *pp, int B, int T, int C) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            float p = pos_token(ps, pos0 + t);
+            float p = pass_pos(pp, 0, b, t);
             float *xt = x + ((size_t)b * T + t) * C;
             for (int k = 0; k < C / 2; k++) {
                 float angle = p * powf(10000.0f, -2.0f * k / C);
@@ -68,21 +68,21 @@ static void sinusoidal_forward(float *x, const PosStep *ps, int B, int T, int C,
 
 // Learned absolute positions (--pe learned): x (B,T,C) += wpe[p_t], wpe (rows,C); the
 // positions are integers below rows (learned_rows_check).
-static void learned_forward(float *x, const float *wpe, const PosStep *ps, int B, int T, int C, int pos0) {
+static void learned_forward(float *x, const float *wpe, const PassPositions *pp, int B, int T, int C) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *row = wpe + (size_t)pos_token(ps, pos0 + t) * C;
+            const float *row = wpe + (size_t)pass_pos(pp, 0, b, t) * C;
             float *xt = x + ((size_t)b * T + t) * C;
             for (int c = 0; c < C; c++) xt[c] += row[c];
         }
 }
 
 // dwpe[p_t] += sum_b dx[b,t]; serial over (b,t) so a repeated position accumulates in order
-static void learned_backward(float *dwpe, const float *dx, const PosStep *ps, int B, int T, int C) {
+static void learned_backward(float *dwpe, const float *dx, const PassPositions *pp, int B, int T, int C) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            float *d = dwpe + (size_t)pos_token(ps, t) * C;
+            float *d = dwpe + (size_t)pass_pos(pp, 0, b, t) * C;
             const float *g = dx + ((size_t)b * T + t) * C;
             for (int c = 0; c < C; c++) d[c] += g[c];
         }
@@ -145,28 +145,30 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
 
 // ----------------------------------------------------------------------------
 // RoPE, rotate-half layout: element j pairs with j + hd/2.
-// THE POSAUG HOOK: p_t = alpha * t + offset, angle = p_t * inv_freq[j], in fp32, computed
-// here when needed; cos and sin are scaled by mscale (YaRN's attention factor).
+// THE POSAUG HOOK: angle = p[b][t] * inv_freq[j] in fp32, computed here when needed, from
+// one layer's pass positions p (seq_stride 0: every sequence shares them; llmc/schedule.h's
+// pos_pass fills them from the step's alpha, offset or explicit positions); cos and sin are
+// scaled by mscale (YaRN's attention factor).
 // x (B,T,H,hd) rotated in place; sign = +1 forward, -1 backward (rotation by -angle).
-
-// positions, when given, replace alpha * t + offset by positions[pos0 + t] (RPE, RFS).
-static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, float offset, const float *inv_freq,
-                        float mscale, float sign, const float *positions, int pos0) {
-    int half = hd / 2;
-    float *cs = (float *)xmalloc((size_t)T * half * 2 * sizeof(float));  // (T, half, {cos,sin})
-#pragma omp parallel for
-    for (int t = 0; t < T; t++) {
-        float p = positions ? positions[pos0 + t] : alpha * (float)t + offset;
-        for (int j = 0; j < half; j++) {
-            float angle = p * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
-            cs[((size_t)t * half + j) * 2 + 0] = cosf(angle) * mscale;
-            cs[((size_t)t * half + j) * 2 + 1] = sign * sinf(angle) * mscale;
+static void rope_rotate(float *x, int B, int T, int H, int hd, const float *p, int seq_stride, const float *inv_freq,
+                        float mscale, float sign) {
+    int half = hd / 2, nb = seq_stride ? B : 1;
+    float *cs = (float *)xmalloc((size_t)nb * T * half * 2 * sizeof(float));  // (nb, T, half, {cos,sin})
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < T; t++) {
+            float pt = p[(size_t)b * seq_stride + t];
+            float *c = cs + ((size_t)b * T + t) * half * 2;
+            for (int j = 0; j < half; j++) {
+                float angle = pt * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
+                c[2 * j + 0] = cosf(angle) * mscale;
+                c[2 * j + 1] = sign * sinf(angle) * mscale;
+            }
         }
-    }
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *c = cs + (size_t)t * half * 2;
+            const float *c = cs + ((size_t)(seq_stride ? b : 0) * T + t) * half * 2;
             for (int h = 0; h < H; h++) {
                 float *v = x + (((size_t)b * T + t) * H + h) * hd;
                 for (int j = 0; j < half; j++) {
@@ -179,15 +181,16 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, float alpha, floa
     free(cs);
 }
 
-static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, int layer) {
-    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
-    rope_rotate(x, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, layer), 0);
+// layer l's rotation at the pass's positions pp (NoPE, ALiBi and the absolute encodings rotate nothing)
+static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l) {
+    if (ps->pe != PE_ROPE) return;
+    rope_rotate(x, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps->inv_freq, ps->mscale, 1.0f);
 }
 
 // The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
-static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, int layer) {
+static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l) {
     if (ps->pe != PE_ROPE) return;
-    rope_rotate(dx, B, T, H, hd, ps->alpha[layer], ps->offset, ps->inv_freq, ps->mscale, -1.0f, pos_layer(ps, layer), 0);
+    rope_rotate(dx, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps->inv_freq, ps->mscale, -1.0f);
 }
 
 // ----------------------------------------------------------------------------
@@ -536,6 +539,7 @@ typedef struct {
     float *dgi, *dgh; // (T,B,3C) gradients of the pre-activations (train only)
     float *dhx;       // (T,B,C) gradient of a layer's output (train only)
     float *dcarry;    // (B,C) gradient of h_{t-1} (train only)
+    PassPositions pos;  // the positions of the last forward pass, which its backward reuses
 } Acts;
 
 // Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:
@@ -764,12 +768,13 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     float **P = g->params;
     KVCache *kv = o ? o->kv : NULL;
     if (kv && (B != 1 || kv->len + T > kv->cap)) fail("internal: a KV cache of %d entries cannot take %d more", kv->cap, T);
-    int pos0 = kv ? o->pos0 : 0;
+    a->pos = pos_pass(ps, c->L, B, kv ? o->pos0 : 0, T);  // this pass's positions p[l][b][t]
+    const PassPositions *pp = &a->pos;
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
-    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, ps, B, T, C, pos0);
+    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, pp, B, T, C);
     if (ps->pe == PE_LEARNED) {
-        learned_rows_check(ps, pos0, T, g->shapes[P_WPE].shape[0]);
-        learned_forward(a->resid, P[P_WPE], ps, B, T, C, pos0);
+        learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
+        learned_forward(a->resid, P[P_WPE], pp, B, T, C);
     }
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
@@ -788,16 +793,11 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
         float alibi_buf[MAX_HEADS];
         const float *alibi = alibi_for_layer(ps, l, NH, alibi_buf);
+        rope_forward(q, B, T, NH, hd, ps, pp, l);
+        rope_forward(k, B, T, NKV, hd, ps, pp, l);
         if (a->train) {
-            rope_forward(q, B, T, NH, hd, ps, l);
-            rope_forward(k, B, T, NKV, hd, ps, l);
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi);
         } else {
-            float offset = ps->offset + (kv ? ps->alpha[l] * (float)o->pos0 : 0.0f);  // positions pos0 + t
-            if (ps->pe == PE_ROPE) {
-                rope_rotate(q, B, T, NH, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, l), pos0);
-                rope_rotate(k, B, T, NKV, hd, ps->alpha[l], offset, ps->inv_freq, ps->mscale, 1.0f, pos_layer(ps, l), pos0);
-            }
             const float *keys = k, *vals = v;
             int Tk = T, q_off = 0;
             if (kv) {  // append, then attend over the whole cache
@@ -859,8 +859,8 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
         attention_backward(a->dq, a->dk, a->dv, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        rope_backward(a->dq, B, T, NH, hd, ps, l);
-        rope_backward(a->dk, B, T, NKV, hd, ps, l);
+        rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
+        rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
             rmsnorm_backward(a->dqraw, G[P_Q_NORM] + (size_t)l * QD, a->dq, a->qraw + l * a->ls_q,
@@ -877,7 +877,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
     encoder_backward(G[P_WTE], a->dres, inputs, N, C);
-    if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, ps, B, T, C);
+    if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -938,13 +938,14 @@ static float compute_gradients(GPT *g, const int *rows, const float *weights, in
             memcpy(inp + b * T, row, T * sizeof(int));
             memcpy(tgt + b * T, row + 1, T * sizeof(int));
         }
-        float mean = gpt_forward(g, a, inp, tgt, ps);
+        PosStep pm = pos_micro(ps, micro, B);  // this micro-batch's sequences of the step
+        float mean = gpt_forward(g, a, inp, tgt, &pm);
         const float *w = weights ? weights + (size_t)micro * B * T : NULL;
         if (w)
             for (int i = 0; i < B * T; i++) loss += (double)w[i] * a->losses[i];
         else
             loss += mean / accum;
-        gpt_backward(g, a, inp, tgt, w, ps, 1.0f / accum);
+        gpt_backward(g, a, inp, tgt, w, &pm, 1.0f / accum);
     }
     *norm = grad_global_norm(g);
     free(inp);

@@ -1,8 +1,9 @@
 // The position schedule (the PosAug hook's host side) and the learning-rate schedule.
-// Both trainers call pos_schedule_step() once per optimizer step; the RoPE kernels then
-// compute every angle on the fly as  angle = (alpha_l * t + offset) * inv_freq[j].
-// Adding a position scheme means a row of POS_TABLE and a case here, not a kernel, as long
-// as every sequence of the batch shares its positions (doc/position_hook.md, section 6).
+// Both trainers call pos_schedule_step() once per optimizer step; each forward pass turns
+// that step into its positions p[layer][b][t] (pos_pass), and the kernels compute every
+// angle from them on the fly: angle = p * inv_freq[j], in fp32.
+// Adding a position scheme means a row of POS_TABLE and a case here, not a kernel
+// (doc/position_hook.md, section 6).
 #pragma once
 #include "utils.h"
 #include "rng.h"
@@ -80,7 +81,8 @@ typedef struct {
     float rfs_scale;             // RFS: L (1000)
 } PosConfig;
 
-// What one step's position kernels read.
+// One step's position recipe (the hook's output). The kernels do not read it directly:
+// pos_pass() turns it into the positions of a pass, p[layer][b][t], which they read.
 typedef struct {
     float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset; ALiBi: distances times alpha[l]
     float offset;
@@ -88,30 +90,82 @@ typedef struct {
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
     int pe;                         // PE_*: what the kernels do with the positions
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe == PE_ALIBI
-    const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL
-    int n_positions;                // per layer
+    const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL:
+    int n_positions;                //   layout [layer][sequence][n_positions]
     int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
+    int seq_stride;                 // sequence s of the step reads + s * seq_stride (0: shared by all sequences)
+    int seq0;                       // the step's sequence that is sequence 0 of this micro-batch (pos_micro)
 } PosStep;
 
-// Layer l's explicit positions, or NULL when the positions are alpha * t + offset.
+// Layer l's explicit positions (of the step's first sequence), or NULL when the positions
+// are alpha * t + offset.
 static inline const float *pos_layer(const PosStep *ps, int l) {
     return ps->positions ? ps->positions + (size_t)l * ps->positions_stride : NULL;
 }
 
-// The position of token t as the absolute encodings see it (layer 0's).
-static inline float pos_token(const PosStep *ps, int t) {
-    return ps->positions ? ps->positions[t] : ps->alpha[0] * (float)t + ps->offset;
+// The same step for micro-batch `micro` of B sequences (per-sequence positions move on).
+static inline PosStep pos_micro(const PosStep *ps, int micro, int B) {
+    PosStep m = *ps;
+    m.seq0 = micro * B;
+    return m;
 }
 
-// A learned table has a row for each integer position 0..rows-1 and nothing else: tokens
-// pos0..pos0+T-1 must land on rows, or the pass stops with a clear message.
-static inline void learned_rows_check(const PosStep *ps, int pos0, int T, int rows) {
-    for (int t = pos0; t < pos0 + T; t++) {
-        float p = pos_token(ps, t);
-        if (!(p >= 0 && p < rows && p == (float)(int)p))
-            fail("--pe learned: token %d has position %g, but wpe has rows for the integer positions 0..%d only "
-                 "(no row for longer inputs, no scaled positions)", t, p, rows - 1);
+// ----------------------------------------------------------------------------
+// Positions are data: what every kernel reads, on both backends, is the positions of one
+// pass over B sequences of T tokens, p[l][b][t] at  p + l * layer_stride + b * seq_stride + t
+// (a stride of 0: every layer, or every sequence, reads the same row). A pass that continues
+// a KV cache at position pos0 gets the positions of tokens pos0 .. pos0 + T - 1.
+typedef struct {
+    const float *p;   // host memory, valid until the next pos_pass
+    int pos0, T, layer_stride, seq_stride;
+    size_t n;         // floats in p
+} PassPositions;
+
+static inline float pass_pos(const PassPositions *pp, int l, int b, int t) {
+    return pp->p[(size_t)l * pp->layer_stride + (size_t)b * pp->seq_stride + t];
+}
+
+// Fills the pass's positions from the step's recipe: the explicit positions of tokens
+// pos0 + t, or alpha[l] * (pos0 + t) + offset in fp32 (both trainers build their host code
+// without fused multiply-add, so the rounding is the same everywhere). Grow-only buffer.
+static inline PassPositions pos_pass(const PosStep *ps, int n_layer, int B, int pos0, int T) {
+    static float *buf;
+    static size_t cap;
+    int per_layer = ps->positions ? ps->positions_stride != 0 : 0;
+    for (int l = 1; l < n_layer && !ps->positions; l++) per_layer |= ps->alpha[l] != ps->alpha[0];
+    int per_seq = ps->positions && ps->seq_stride != 0;
+    if (ps->positions && pos0 + T > ps->n_positions)
+        fail("internal: a pass over positions %d..%d of a step that has %d", pos0, pos0 + T - 1, ps->n_positions);
+    PassPositions pp = {NULL, pos0, T, per_layer ? (per_seq ? B : 1) * T : 0, per_seq ? T : 0, 0};
+    int nl = per_layer ? n_layer : 1, nb = per_seq ? B : 1;
+    pp.n = (size_t)nl * nb * T;
+    if (pp.n > cap) {
+        free(buf);
+        buf = (float *)xmalloc(pp.n * sizeof(float));
+        cap = pp.n;
     }
+    for (int l = 0; l < nl; l++)
+        for (int b = 0; b < nb; b++) {
+            float *dst = buf + (size_t)l * pp.layer_stride + (size_t)b * pp.seq_stride;
+            if (ps->positions)
+                memcpy(dst, pos_layer(ps, l) + (size_t)(ps->seq0 + b) * ps->seq_stride + pos0, (size_t)T * sizeof(float));
+            else
+                for (int t = 0; t < T; t++) dst[t] = ps->alpha[l] * (float)(pos0 + t) + ps->offset;
+        }
+    pp.p = buf;
+    return pp;
+}
+
+// A learned table has a row for each integer position 0..rows-1 and nothing else: every
+// position of the pass must be a row, or the pass stops with a clear message.
+static inline void learned_rows_check(const PassPositions *pp, int B, int rows) {
+    for (int b = 0; b < (pp->seq_stride ? B : 1); b++)
+        for (int t = 0; t < pp->T; t++) {
+            float p = pass_pos(pp, 0, b, t);
+            if (!(p >= 0 && p < rows && p == (float)(int)p))
+                fail("--pe learned: token %d has position %g, but wpe has rows for the integer positions 0..%d only "
+                     "(no row for longer inputs, no scaled positions)", pp->pos0 + t, p, rows - 1);
+        }
 }
 
 // The explicit positions of the current step or pass: one grow-only host buffer (a

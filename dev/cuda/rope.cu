@@ -1,7 +1,8 @@
 // dev/cuda/rope.cu: RoPE, rotate-half layout (element j pairs with j + hd/2), in place on
-// x (B,T,H,hd). THE POSAUG HOOK: p_t = alpha * t + offset, angle = p_t * inv_freq[j] in fp32
-// with no fused multiply-add (__fmul_rn/__fadd_rn, matching the CPU's -ffp-contract=off),
-// then an accurate sincosf (never __sinf/__cosf: wrong on unreduced angles of 1e5 rad).
+// x (B,T,H,hd). THE POSAUG HOOK: angle = p[b][t] * inv_freq[j] in fp32 from the pass's
+// positions (the host fills them, p_t = alpha * t + offset in the cases below, without fused
+// multiply-add), then an accurate sincosf (never __sinf/__cosf: wrong on unreduced angles
+// of 1e5 rad).
 // cos and sin are scaled by mscale; sign -1 is the backward (rotation by -angle).
 //
 //   v1  train_gpt.cu's rope_kernel: one thread per (b,t,h,j) pair, a sincosf per pair
@@ -9,11 +10,13 @@
 //       128-bit loads/stores (bf16x8 / float4) of both halves
 //   v3  one block per TT=4 positions: the cos/sin table of those positions computed once
 //       into shared memory (sincosf per (t,j), shared by every sequence and head), then
-//       the block streams (b, t, h, VEC-group) items with 128-bit loads/stores
+//       the block streams (b, t, h, VEC-group) items with 128-bit loads/stores; positions
+//       shared by the sequences only
 //
 // Validation (on fresh random inputs, CPU reference = rope_rotate of train_gpt_cpu.c):
 // training shapes at alpha 1, large angles at alpha 8 over T = 16384 (angles up to 131064
-// rad), and the backward (sign -1) with offset, mscale 1.2 and hd 128.
+// rad), the backward (sign -1) with offset, mscale 1.2 and hd 128, and positions of each
+// sequence its own (an offset per sequence).
 // Benchmark: q of the 10M preset, B=16 T=2048 NH=6 hd=64, at alpha 1 and alpha 8.
 //
 // usage: ./rope_bin [VERSION] [--no-bench]
@@ -23,21 +26,22 @@
 // ----------------------------------------------------------------------------
 // CPU reference: rope_rotate of train_gpt_cpu.c (serial). Built with -ffp-contract=off so
 // p and the angle round exactly as on the device.
-static void rope_cpu(float *x, int B, int T, int H, int hd, float alpha, float offset, const float *inv_freq,
+static void rope_cpu(float *x, int B, int T, int H, int hd, const float *p, int seq_stride, const float *inv_freq,
                      float mscale, float sign) {
-    int half = hd / 2;
-    std::vector<float> cs((size_t)T * half * 2);  // (T, half, {cos,sin})
-    for (int t = 0; t < T; t++) {
-        float p = alpha * (float)t + offset;
-        for (int j = 0; j < half; j++) {
-            float angle = p * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
-            cs[((size_t)t * half + j) * 2 + 0] = cosf(angle) * mscale;
-            cs[((size_t)t * half + j) * 2 + 1] = sign * sinf(angle) * mscale;
+    int half = hd / 2, nb = seq_stride ? B : 1;
+    std::vector<float> cs((size_t)nb * T * half * 2);  // (nb, T, half, {cos,sin})
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < T; t++) {
+            float *c = cs.data() + ((size_t)b * T + t) * half * 2;
+            for (int j = 0; j < half; j++) {
+                float angle = p[(size_t)b * seq_stride + t] * inv_freq[j];  // libm sinf/cosf reduce large angles exactly
+                c[2 * j + 0] = cosf(angle) * mscale;
+                c[2 * j + 1] = sign * sinf(angle) * mscale;
+            }
         }
-    }
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *c = cs.data() + (size_t)t * half * 2;
+            const float *c = cs.data() + ((size_t)(seq_stride ? b : 0) * T + t) * half * 2;
             for (int h = 0; h < H; h++) {
                 float *v = x + (((size_t)b * T + t) * H + h) * hd;
                 for (int j = 0; j < half; j++) {
@@ -54,14 +58,14 @@ static void rope_cpu(float *x, int B, int T, int H, int hd, float alpha, float o
 
 // ----------------------------------------------------------------------------
 // v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads
-__global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+__global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, const float *pos, int seq_stride, PosStep ps,
+                               float sign) {
     int half = hd / 2, nv = half / XVEC;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,nv)
     if (i >= (size_t)B * T * nv) return;
     int jv = (int)(i % nv);
     size_t bt = i / nv;
-    int t = (int)(bt % T);
-    float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
+    float p = pos[(bt / T) * seq_stride + bt % T];
     float cs[XVEC], sn[XVEC];
 #pragma unroll
     for (int k = 0; k < XVEC; k++) {
@@ -88,13 +92,12 @@ __global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, PosStep p
 // ----------------------------------------------------------------------------
 // v3: one block per ROPE_TT positions; their cos/sin table lives in shared memory
 #define ROPE_TT 4
-__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign) {
+__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const float *pos, PosStep ps, float sign) {
     __shared__ float cs[ROPE_TT][MAX_HALF_HD], sn[ROPE_TT][MAX_HALF_HD];
     int half = hd / 2, nv = half / XVEC, t0 = blockIdx.x * ROPE_TT;
     for (int e = threadIdx.x; e < ROPE_TT * half; e += blockDim.x) {
         int tt = e / half, j = e % half;
-        float p = __fadd_rn(__fmul_rn(ps.alpha[layer], (float)(t0 + tt)), ps.offset);
-        float angle = __fmul_rn(p, ps.inv_freq[j]);
+        float angle = t0 + tt < T ? __fmul_rn(pos[t0 + tt], ps.inv_freq[j]) : 0.0f;
         float s, c;
         sincosf(angle, &s, &c);
         cs[tt][j] = c * ps.mscale;
@@ -131,31 +134,30 @@ static const char *const VERSIONS[NV + 1] = {
     "one thread per (b,t,8 pairs): sincosf once per (b,t,j) for all heads, 128-bit loads/stores",
     "block per 4 positions: cos/sin table in shared memory (sincosf once per (t,j)), 128-bit loads/stores"};
 
-static bool supported(int v, int hd) {
-    if (hd % 2 || hd / 2 > MAX_HALF_HD) return false;
+static bool supported(int v, int hd, int seq_stride) {
+    if (hd % 2 || hd / 2 > MAX_HALF_HD || (v == 3 && seq_stride)) return false;
     if (v >= 2) return (hd / 2) % XVEC == 0;  // both halves start on a 16-byte boundary
     return true;
 }
 
-static void rope_run(int v, floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign) {
+// pos (device): one layer's positions, (B,T) with seq_stride T or (T) shared with 0
+static void rope_run(int v, floatX *x, int B, int T, int H, int hd, const float *pos, int seq_stride, const PosStep *ps,
+                     float sign) {
     if (v == 1) {
         size_t n = (size_t)B * T * H * (hd / 2);
-        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, NULL, 0);
+        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, pos, seq_stride, *ps, sign);
     } else if (v == 2) {
         size_t n = (size_t)B * T * (hd / 2 / XVEC);
-        rope_kernel_v2<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+        rope_kernel_v2<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, pos, seq_stride, *ps, sign);
     } else {
-        rope_kernel_v3<<<ceil_div(T, ROPE_TT), 256>>>(x, B, T, H, hd, *ps, layer, sign);
+        rope_kernel_v3<<<ceil_div(T, ROPE_TT), 256>>>(x, B, T, H, hd, pos, *ps, sign);
     }
     cudaCheck(cudaGetLastError());
 }
 
-static PosStep make_pos(int hd, float alpha, float offset, float mscale, int layer) {
+static PosStep make_pos(int hd, float mscale) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
-    for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
-    ps.alpha[layer] = alpha;
-    ps.offset = offset;
     ps.mscale = mscale;
     pos_inv_freq(ps.inv_freq, hd, 10000.0);
     return ps;
@@ -165,7 +167,18 @@ typedef struct {
     const char *name;
     int B, T, H, hd;
     float alpha, offset, mscale, sign;
+    float seq_offset;  // sequence b's positions start at b * seq_offset (0: one row shared by all)
 } RopeCase;
+
+// the positions of a case: alpha * t + offset (+ b * seq_offset), rounded as llmc/schedule.h's pos_pass
+static std::vector<float> case_positions(const RopeCase &c, int *seq_stride) {
+    int nb = c.seq_offset != 0.0f ? c.B : 1;
+    *seq_stride = nb > 1 ? c.T : 0;
+    std::vector<float> p((size_t)nb * c.T);
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < c.T; t++) p[(size_t)b * c.T + t] = c.alpha * (float)t + (c.offset + (float)b * c.seq_offset);
+    return p;
+}
 
 int main(int argc, char **argv) {
     Args args = parse_args(argc, argv, "rope", VERSIONS, NV);
@@ -175,38 +188,43 @@ int main(int argc, char **argv) {
     memset(&vd, 0, sizeof(vd));
 
     const RopeCase cases[] = {
-        {"train alpha 1", 4, 2048, 6, 64, 1.0f, 0.0f, 1.0f, 1.0f},
-        {"alpha 8, T 16384", 1, 16384, 6, 64, 8.0f, 0.5f, 1.0f, 1.0f},  // angles up to 131064.5 rad
-        {"backward hd 128", 2, 512, 2, 128, 2.5f, 3.0f, 1.2f, -1.0f},
+        {"train alpha 1", 4, 2048, 6, 64, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f},
+        {"alpha 8, T 16384", 1, 16384, 6, 64, 8.0f, 0.5f, 1.0f, 1.0f, 0.0f},  // angles up to 131064.5 rad
+        {"backward hd 128", 2, 512, 2, 128, 2.5f, 3.0f, 1.2f, -1.0f, 0.0f},
+        {"an offset per sequence", 3, 300, 4, 64, 1.0f, 0.0f, 1.0f, 1.0f, 977.0f},
     };
     Rng rng = rng_make(1337, 1);
     printf("validation (tolerance: norm rel %.0e for %s outputs)\n", FX_TOL, PRECISION_NAME);
     for (const RopeCase &c : cases) {
         size_t n = (size_t)c.B * c.T * c.H * c.hd;
-        int layer = 3;
-        PosStep ps = make_pos(c.hd, c.alpha, c.offset, c.mscale, layer);
+        PosStep ps = make_pos(c.hd, c.mscale);
+        int ss;
+        std::vector<float> pos = case_positions(c, &ss);
         std::vector<float> x(n);
         fill_normal(x, 0.0f, 1.0f, &rng);
         round_to_x(x);
         std::vector<float> ref = x;
-        rope_cpu(ref.data(), c.B, c.T, c.H, c.hd, c.alpha, c.offset, ps.inv_freq, c.mscale, c.sign);
+        rope_cpu(ref.data(), c.B, c.T, c.H, c.hd, pos.data(), ss, ps.inv_freq, c.mscale, c.sign);
         floatX *d = dalloc<floatX>(n);
+        float *dpos = dalloc<float>(pos.size());
+        cudaCheck(cudaMemcpy(dpos, pos.data(), pos.size() * sizeof(float), cudaMemcpyHostToDevice));
         printf("  case %s: B=%d T=%d H=%d hd=%d alpha=%g offset=%g mscale=%g sign=%+g (max angle %.0f rad)\n", c.name,
-               c.B, c.T, c.H, c.hd, c.alpha, c.offset, c.mscale, c.sign, (c.alpha * (c.T - 1) + c.offset) * ps.inv_freq[0]);
+               c.B, c.T, c.H, c.hd, c.alpha, c.offset, c.mscale, c.sign, pos.back() * ps.inv_freq[0]);
         for (int v = first; v <= last; v++) {
-            if (!supported(v, c.hd)) {
-                printf("   v%d: not supported for hd=%d\n", v, c.hd);
+            if (!supported(v, c.hd, ss)) {
+                printf("   v%d: not supported for hd=%d%s\n", v, c.hd, ss ? " with positions per sequence" : "");
                 vd.skipped[v] = 1;
                 continue;
             }
             printf("   v%d:\n", v);
             upload_x(d, x);  // in place: the kernel overwrites its input
-            rope_run(v, d, c.B, c.T, c.H, c.hd, &ps, layer, c.sign);
+            rope_run(v, d, c.B, c.T, c.H, c.hd, dpos, ss, &ps, c.sign);
             cudaCheck(cudaDeviceSynchronize());
             vd.ran[v] = 1;
             if (!check_close("x", download_x(d, n), ref, FX_TOL)) vd.failed[v] = 1;
         }
         cudaCheck(cudaFree(d));
+        cudaCheck(cudaFree(dpos));
     }
     for (int v = first; v <= last; v++) verdict_print("rope", v, &vd);
 
@@ -221,17 +239,23 @@ int main(int argc, char **argv) {
         floatX *d = dalloc<floatX>(n);
         upload_x(d, x);
         double bytes = 2.0 * n * sizeof(floatX);  // read + write
+        float *dpos = dalloc<float>(T);
         for (float alpha : {1.0f, 8.0f}) {
-            PosStep ps = make_pos(hd, alpha, 0.0f, 1.0f, 0);
+            PosStep ps = make_pos(hd, 1.0f);
+            RopeCase bc = {"bench", B, T, H, hd, alpha, 0.0f, 1.0f, 1.0f, 0.0f};
+            int ss;
+            std::vector<float> pos = case_positions(bc, &ss);
+            cudaCheck(cudaMemcpy(dpos, pos.data(), T * sizeof(float), cudaMemcpyHostToDevice));
             for (int v = first; v <= last; v++) {
-                if (vd.failed[v] || !supported(v, hd)) continue;
-                float us = bench_us([&] { rope_run(v, d, B, T, H, hd, &ps, 0, 1.0f); });
+                if (vd.failed[v] || !supported(v, hd, 0)) continue;
+                float us = bench_us([&] { rope_run(v, d, B, T, H, hd, dpos, 0, &ps, 1.0f); });
                 char label[32];
                 snprintf(label, sizeof(label), " (alpha %g)", alpha);
                 report_bandwidth("rope", v, label, us, bytes);
             }
         }
         cudaCheck(cudaFree(d));
+        cudaCheck(cudaFree(dpos));
     }
     return verdict_exit("rope", first, last, &vd);
 }

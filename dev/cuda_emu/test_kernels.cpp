@@ -254,24 +254,34 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     report(what, names, errs, 2);
 }
 
-// ---- RoPE (the PosAug hook): p = alpha * t + offset or explicit positions, fp32 angles ----
-static void test_rope(int B, int T, int H, int hd, float alpha, int explicit_positions) {
+// ---- RoPE (the PosAug hook): the pass's positions from llmc/schedule.h's pos_pass, fp32 angles ----
+// mode 0: alpha * t + offset; 1: explicit positions, a pass from pos0 3; 2: explicit positions per sequence
+static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
     ps.pe = PE_ROPE;
+    for (int l = 0; l < 2; l++) ps.alpha[l] = 1.0f;
     ps.alpha[1] = alpha;  // layer 1
     ps.offset = 0.5f;
     ps.mscale = 1.25f;
     for (int j = 0; j < hd / 2; j++) ps.inv_freq[j] = powf(10000.0f, -2.0f * j / hd);
-    int pos0 = explicit_positions ? 3 : 0;
-    std::vector<float> positions(T + pos0);
-    for (int t = 0; t < T + pos0; t++) positions[t] = 1000.0f * t / (T + pos0) + 0.25f * t;
+    int pos0 = mode == 1 ? 3 : 0, nseq = mode == 2 ? B : 1, np = T + pos0;
+    std::vector<float> positions((size_t)nseq * np);
+    for (int s = 0; s < nseq; s++)
+        for (int t = 0; t < np; t++) positions[(size_t)s * np + t] = 1000.0f * t / np + 0.25f * t + 37.0f * s;
+    if (mode) {
+        ps.positions = positions.data();
+        ps.n_positions = np;
+        ps.seq_stride = mode == 2 ? np : 0;
+    }
+    PassPositions pp = pos_pass(&ps, 2, B, pos0, T);
+    const float *p1 = pp.p + pp.layer_stride;  // layer 1's (host memory: the emulator's device)
     size_t n = (size_t)B * T * H * hd;
     std::vector<float> x0 = randn(n), x = x0;
     std::vector<double> want(n);
     for (size_t r = 0; r < n / hd; r++) {
-        int t = (int)(r / H % T);
-        float p = explicit_positions ? positions[pos0 + t] : alpha * (float)t + ps.offset;  // fp32, unfused
+        int t = (int)(r / H % T), b = (int)(r / H / T);
+        float p = mode ? positions[(size_t)(mode == 2 ? b : 0) * np + pos0 + t] : alpha * (float)t + ps.offset;  // unfused
         for (int j = 0; j < hd / 2; j++) {
             double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale, s = sin(a) * ps.mscale;
             double u = x0[r * hd + j], w = x0[r * hd + j + hd / 2];
@@ -280,19 +290,20 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int explicit_pos
         }
     }
     size_t pairs = n / 2;
-    const float *pp = explicit_positions ? positions.data() : NULL;
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(x.data(), B, T, H, hd, ps, 1, 1.0f, pp, pos0); });
+    int ss = pp.seq_stride;
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(x.data(), B, T, H, hd, p1, ss, ps, 1.0f); });
     double e_fwd = rel(x, want);
     ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
     std::vector<float> y = x0;
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, ps, 1, 1.0f, pp, pos0); });
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, ps, 1, -1.0f, pp, pos0); });
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, p1, ss, ps, 1.0f); });
+    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, p1, ss, ps, -1.0f); });
     double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
     const char *names[2] = {"forward", "backward after forward"};
     double errs[2] = {e_fwd, e_back};
     char what[160];
     snprintf(what, sizeof(what), "RoPE B %d T %d H %d hd %d, %s", B, T, H, hd,
-             explicit_positions ? "explicit positions from pos0 3" : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
+             mode == 1 ? "explicit positions from pos0 3" : mode == 2 ? "positions per sequence"
+             : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
     report(what, names, errs, 2);
 }
 
@@ -314,7 +325,8 @@ static void test_sinusoidal(int B, int T, int C, float alpha) {
                 want[((size_t)b * T + t) * C + 2 * k + 1] += cos(a);
             }
     size_t n = (size_t)B * T * (C / 2);
-    emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { sinusoidal_kernel(x.data(), ps, B, T, C, NULL, 0, freq.data()); });
+    PassPositions pp = pos_pass(&ps, 1, B, 0, T);
+    emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { sinusoidal_kernel(x.data(), B, T, C, pp.p, pp.seq_stride, freq.data()); });
     const char *names[1] = {"x"};
     double errs[1] = {rel(x, want)};
     char what[128];
@@ -564,10 +576,15 @@ static void test_small(void) {
                     wdw[(size_t)p * C + c] += dx[i];
                 }
         size_t n = (size_t)B * T * C;
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(x.data(), wpe.data(), ps, B, T, C, NULL, 0); });
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(xe.data(), wpe.data(), ps, B, T, C, positions.data(), pos0); });
+        PassPositions pp = pos_pass(&ps, 1, B, 0, T);
+        std::vector<float> pa(pp.p, pp.p + pp.n);  // alpha t + offset (the next pos_pass reuses the buffer)
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(x.data(), wpe.data(), B, T, C, pa.data(), 0); });
         std::vector<int> key(B * T), sc(SCATTER_INTS(B * T), -1);  // the rows stage_micro groups dwpe by
-        for (int i = 0; i < B * T; i++) key[i] = (int)pos_token(&ps, i % T);
+        for (int i = 0; i < B * T; i++) key[i] = (int)pass_pos(&pp, 0, i / T, i % T);
+        ps.positions = positions.data();
+        ps.n_positions = T + pos0;
+        pp = pos_pass(&ps, 1, B, pos0, T);
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(xe.data(), wpe.data(), B, T, C, pp.p, pp.seq_stride); });
         scatter_build(sc.data(), key.data(), B * T, rows);
         scatter_add_rows(dwpe.data(), dx.data(), sc.data(), B * T, C);
         const char *names[3] = {"x at alpha t + offset", "x at explicit positions", "dwpe"};
@@ -666,6 +683,7 @@ int main() {
     test_rope(2, 37, 3, 16, 1.0f, 0);
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
+    test_rope(3, 20, 2, 32, 1.0f, 2);
     test_sinusoidal(2, 50, 64, 4.0f);
     test_classifier(5, 257, 384, 0, 0);
     test_classifier(4, 1000, 1024, 1, 0);

@@ -1,26 +1,27 @@
 // llmc/cuda/positions.cuh: the position hook on the GPU. rope_kernel is PosAug's: angle =
-// (alpha_l * t + offset) * theta_j in fp32; pos_schedule_step() in llmc/schedule.h picks
-// alpha each step. Also the absolute encodings (sinusoidal, learned) at the same positions.
+// p[b][t] * theta_j in fp32, from the pass's positions, which the host fills each pass
+// (pos_pass in llmc/schedule.h, after pos_schedule_step() picked the step's alpha or
+// positions). Also the absolute encodings (sinusoidal, learned) at the same positions.
 #pragma once
 #include "../schedule.h"
 #include "cuda_utils.cuh"
 
 // RoPE, rotate-half layout (element j pairs with j + hd/2). THE POSAUG HOOK:
-// p_t = alpha * t + offset and angle = p_t * inv_freq[j] in fp32 with the same rounding
-// as the CPU (no fused multiply-add), then an accurate sincosf (the project is never built
-// with --use_fast_math: __sinf/__cosf are wrong on unreduced angles of 1e5 radians).
-// x (B,T,H,hd) rotated in place; sign -1 is the backward. positions (device), when given,
-// replace alpha * t + offset by positions[pos0 + t] (RPE, RFS).  mirrors rope_forward/rope_backward
-__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, int layer, float sign,
-                            const float *positions, int pos0) {
+// angle = p[b * seq_stride + t] * inv_freq[j] in fp32 with the CPU's rounding, then an
+// accurate sincosf (the project is never built with --use_fast_math: __sinf/__cosf are
+// wrong on unreduced angles of 1e5 radians). p: one layer's pass positions on the device
+// (seq_stride 0: every sequence shares them).
+// x (B,T,H,hd) rotated in place; sign -1 is the backward.     mirrors rope_rotate
+__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
+                            float sign) {
     int half = hd / 2;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
     if (i >= (size_t)B * T * H * half) return;
     int j = (int)(i % half);
     size_t bth = i / half;
-    int t = (int)((bth / H) % T);
-    float p = positions ? positions[pos0 + t] : __fadd_rn(__fmul_rn(ps.alpha[layer], (float)t), ps.offset);
-    float angle = __fmul_rn(p, ps.inv_freq[j]);
+    size_t bt = bth / H;
+    int t = (int)(bt % T), b = (int)(bt / T);
+    float angle = __fmul_rn(p[(size_t)b * seq_stride + t], ps.inv_freq[j]);
     float s, c;
     sincosf(angle, &s, &c);
     c *= ps.mscale;
@@ -31,53 +32,51 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, PosStep ps, 
     v[j + half] = to_x(x1 * c + x0 * s);
 }
 
-// ps->positions (host; n_layer sets with --rpe_layers independent) go to the device once
-// per pass: upload_positions()
+// The pass's positions (pos_pass) on the device: uploaded when they differ from the last
+// upload (a training step's micro-batches share them unless they are per sequence); the
+// backward reads the forward's.
 static float *d_positions;
 static size_t d_positions_cap;
 
-static void upload_positions(const PosStep *ps, int n_layer) {
-    if (!ps->positions) return;
-    size_t n = (size_t)ps->n_positions * (ps->positions_stride ? n_layer : 1);
-    if (n > d_positions_cap) {
+static void upload_positions(const PassPositions *pp) {
+    static float *last;  // what d_positions holds
+    static size_t last_n;
+    if (pp->n == last_n && memcmp(last, pp->p, pp->n * sizeof(float)) == 0) return;
+    if (pp->n > d_positions_cap) {
         cudaFree(d_positions);
-        d_positions = (float *)dmalloc(n * sizeof(float));
-        d_positions_cap = n;
+        d_positions = (float *)dmalloc(pp->n * sizeof(float));
+        free(last);
+        last = (float *)xmalloc(pp->n * sizeof(float));
+        d_positions_cap = pp->n;
     }
-    cudaCheck(cudaMemcpy(d_positions, ps->positions, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_positions, pp->p, pp->n * sizeof(float), cudaMemcpyHostToDevice));
+    memcpy(last, pp->p, pp->n * sizeof(float));
+    last_n = pp->n;
 }
 
-// Layer l's explicit positions on the device, or NULL.         mirrors pos_layer
-static const float *d_pos_layer(const PosStep *ps, int l) {
-    return ps->positions ? d_positions + (size_t)l * ps->positions_stride : NULL;
-}
+// Layer l's pass positions on the device (after upload_positions)
+static const float *d_pos_layer(const PassPositions *pp, int l) { return d_positions + (size_t)l * pp->layer_stride; }
 
-static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, int layer, float sign, int pos0) {
+static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, float sign) {
     if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
     size_t n = (size_t)B * T * H * (hd / 2);
-    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, *ps, layer, sign, d_pos_layer(ps, layer), pos0);
+    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, d_pos_layer(pp, l), pp->seq_stride, *ps, sign);
     cudaCheck(cudaGetLastError());
 }
 
 // ----------------------------------------------------------------------------
-// the absolute encodings at the same positions
-
-// The position of token t as the absolute encodings see it (layer 0's), with the CPU's
-// rounding (no fused multiply-add).                           mirrors pos_token
-__device__ float token_position(const PosStep &ps, const float *positions, int t) {
-    return positions ? positions[t] : __fadd_rn(__fmul_rn(ps.alpha[0], (float)t), ps.offset);
-}
+// the absolute encodings at the same positions: p is layer 0's pass positions
 
 // x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal); freq (C/2)
 // holds f_k = 10000^(-2k/C) from the host's powf, as the CPU computes it (the device powf
 // may differ in the last bit, which positions of 1e5 turn into 1e-2 in the angle).
 //                                                             mirrors sinusoidal_forward
-__global__ void sinusoidal_kernel(floatX *x, PosStep ps, int B, int T, int C, const float *positions, int pos0,
-                                  const float *freq) {
+__global__ void sinusoidal_kernel(floatX *x, int B, int T, int C, const float *p0, int seq_stride, const float *freq) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C/2)
     if (i >= (size_t)B * T * (C / 2)) return;
-    int k = (int)(i % (C / 2)), t = (int)((i / (C / 2)) % T);
-    float p = token_position(ps, positions, pos0 + t);
+    int k = (int)(i % (C / 2));
+    size_t bt = i / (C / 2);
+    float p = p0[(bt / T) * seq_stride + bt % T];
     float s, c;
     sincosf(__fmul_rn(p, freq[k]), &s, &c);
     floatX *xt = x + (i / (C / 2)) * C;
@@ -103,11 +102,12 @@ static const float *sinusoidal_freqs(int C) {
 
 // x (B,T,C) += wpe[p_t] (--pe learned; the host checked every p_t is a row)
 //                                                             mirrors learned_forward
-__global__ void learned_forward_kernel(floatX *x, const floatX *wpe, PosStep ps, int B, int T, int C,
-                                       const float *positions, int pos0) {
+__global__ void learned_forward_kernel(floatX *x, const floatX *wpe, int B, int T, int C, const float *p0,
+                                       int seq_stride) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,C)
     if (i >= (size_t)B * T * C) return;
-    int c = (int)(i % C), t = (int)((i / C) % T);
-    size_t row = (size_t)token_position(ps, positions, pos0 + t);
+    int c = (int)(i % C);
+    size_t bt = i / C;
+    size_t row = (size_t)p0[(bt / T) * seq_stride + bt % T];
     x[i] = to_x(to_f(x[i]) + to_f(wpe[row * C + c]));
 }
