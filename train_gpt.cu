@@ -945,6 +945,7 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);  // each step's line reaches a pipe (| tee) when it is printed
     Config cfg;
+    describe_if_asked(argc, argv);  // --describe: the tables as JSON
     parse_args(&cfg, argc, argv);
     cudaDeviceProp prop = gpu_init();
     Tokenizer tok;

@@ -110,9 +110,14 @@ def token_id(tok, text):
 def check_exportable(ci):
     if ci[hl.CKI["arch"]] != 0:
         raise Refused(f"--arch {hl.ARCH_NAMES[ci[hl.CKI['arch']]]} cannot be exported: LlamaForCausalLM is a transformer")
-    pe, pos = hl.PE_NAMES[ci[hl.CKI["pe"]]], hl.POS_NAMES[ci[hl.CKI["pos"]]]
+    pes, poss = hl.pe_names(), hl.pos_names()
+    if not (0 <= ci[hl.CKI["pe"]] < len(pes) and 0 <= ci[hl.CKI["pos"]] < len(poss)):
+        raise Refused(f"encoding {ci[hl.CKI['pe']]} or scheme {ci[hl.CKI['pos']]} is not one of this trainer's "
+                      "(a checkpoint of a newer build?)")
+    pe, pos = pes[ci[hl.CKI["pe"]]], poss[ci[hl.CKI["pos"]]]
     if pe != "rope":
-        raise Refused(f"--pe {pe} cannot be exported: {WHY_NOT[pe]}")
+        raise Refused(f"--pe {pe} cannot be exported: "
+                      f"{WHY_NOT.get(pe, 'LlamaForCausalLM encodes positions by RoPE only')}")
     if ci[hl.CKI["qk_norm"]]:
         raise Refused("--qk_norm cannot be exported: LlamaForCausalLM has no QK-norm (ours RMS-normalizes the whole q "
                       "and k projections, with gains, before RoPE; HF's models with one normalize per head, as Qwen3, "

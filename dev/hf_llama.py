@@ -8,11 +8,13 @@ header length n, n bytes of JSON {name: {"dtype", "shape", "data_offsets": [begi
 little-endian tensor data, contiguous, without holes.
 """
 
+import functools
 import itertools
 import json
 import math
 import os
 import struct
+import subprocess
 import sys
 
 import numpy as np
@@ -27,10 +29,30 @@ KIND_CHECKPOINT = 2
 CKI = {name: i for i, name in enumerate(["V", "Vp", "C", "L", "NH", "NKV", "F", "T", "pos", "pe", "qk_norm", "wpe_rows",
                                            "arch"])}
 ARCH_NAMES = ["transformer", "gru"]
-# the trainer's POS_TABLE and PE_TABLE (llmc/schedule.h), by index; test_hf.py checks them against --help
-POS_NAMES = ["rope", "posaug", "posaug-log", "fixed", "discrete", "cycle", "curriculum-linear", "curriculum-step",
-             "random-base", "rpe", "rfs"]
-PE_NAMES = ["rope", "nope", "alibi", "sinusoidal", "learned"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@functools.lru_cache(maxsize=None)
+def trainer_tables():
+    """The trainer's own tables (`train_gpt_cpu --describe`): position schemes and encodings in
+    checkpoint index order, their parameters, the tensors. $TRAINER names another build."""
+    exe = os.path.join(ROOT, os.environ.get("TRAINER", "train_gpt_cpu"))
+    if not os.path.exists(exe):
+        raise SystemExit(f"{exe} does not exist: run make first (the scheme names come from the trainer itself)")
+    r = subprocess.run([exe, "--describe"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise SystemExit(f"{exe} --describe failed (exit {r.returncode}): {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def pos_names():
+    """--pos values by the index a checkpoint's meta.config_i stores (llmc/schedule.h's POS_TABLE)."""
+    return [p["name"] for p in trainer_tables()["pos"]]
+
+
+def pe_names():
+    """--pe values by index (PE_TABLE)."""
+    return [p["name"] for p in trainer_tables()["pe"]]
 DEFAULT_ALPHAS = (0.125, 8.0, 4.0)  # --alpha_range and --alpha defaults: stored, unused by a rope run
 
 # our stacked tensors (llmc/checkpoint.h PARAM_NAMES, the 11 base ones) -> HF names, {i} the layer

@@ -220,9 +220,10 @@ def hf_folder(name, cfg=None, tensors=None, dtype="F32", n_files=1):
 # ---- without torch -----------------------------------------------------------------------
 
 @test
-def scheme_names_match_the_trainer():
-    """hf_llama.py's index -> name lists (a checkpoint stores --pos and --pe as indices) are
-    the trainer's own tables (llmc/schedule.h's POS_TABLE and PE_TABLE, as --help lists them)."""
+def scheme_names_come_from_the_trainer():
+    """hf_llama.py reads the index -> name tables (a checkpoint stores --pos and --pe as indices)
+    from the trainer's --describe; they are the lists --help prints (llmc/schedule.h's POS_TABLE
+    and PE_TABLE), and --describe's tensors are the ones a checkpoint holds."""
     r = subprocess.run([TRAINER, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     listed, flag = {"--pos": [], "--pe": []}, None
     for line in r.stdout.splitlines():
@@ -231,8 +232,14 @@ def scheme_names_match_the_trainer():
             flag = m.group(1)
         elif flag in listed and re.match(r" {21}\S", line):
             listed[flag].append(line.split()[0])
-    assert listed["--pos"] == hl.POS_NAMES, f"--pos lists {listed['--pos']}, hf_llama.py has {hl.POS_NAMES}"
-    assert listed["--pe"] == hl.PE_NAMES, f"--pe lists {listed['--pe']}, hf_llama.py has {hl.PE_NAMES}"
+    assert listed["--pos"] == hl.pos_names() and len(listed["--pos"]) >= 11, \
+        f"--pos lists {listed['--pos']}, --describe {hl.pos_names()}"
+    assert listed["--pe"] == hl.pe_names() and len(listed["--pe"]) >= 5, f"--pe lists {listed['--pe']}, --describe {hl.pe_names()}"
+    ck = small_checkpoint("describe", "--steps", 1)
+    _, _, _, params = hl.read_checkpoint(ck)
+    described = [t["name"] for t in hl.trainer_tables()["tensors"]]
+    assert set(params) <= set(described) and set(hl.PARAM_NAMES) <= set(described), \
+        f"checkpoint tensors {sorted(params)}, --describe {described}"
 
 
 @test

@@ -60,6 +60,58 @@ typedef struct {
     size_t numel;  // 0: the tensor is not part of this model
 } Shape;
 
+// --describe: the trainer's tables as JSON, so that Python reads the schemes, encodings,
+// scheme parameters and tensors from the trainer itself (dev/hf_llama.py), never from a copy.
+static inline void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+    putchar('"');
+}
+
+static inline void print_describe(void) {
+    static const char *init_names[] = {"normal", "proj", "ones", "gru"};
+    printf("{\"pos\": [");
+    for (int i = 0; i < POS_N_SCHEMES; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(POS_SCHEME_NAMES[i]);
+        printf(", \"what\": ");
+        json_str(POS_SCHEME_WHAT[i]);
+        printf("}");
+    }
+    printf("],\n \"pe\": [");
+    for (int i = 0; i < PE_N; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(PE_NAMES[i]);
+        printf(", \"what\": ");
+        json_str(PE_WHAT[i]);
+        printf("}");
+    }
+    printf("],\n \"pos_params\": [");
+    const char *sep = "";
+#define POS_PARAM_JSON(field, ctype, argtype, flag, def, scheme, check, must, help) \
+    printf("%s{\"flag\": \"%s\", \"scheme\": \"%s\", \"default\": %.9g, \"help\": ", sep, flag,           \
+           POS_SCHEME_NAMES[scheme], (double)(def));                                                    \
+    json_str(help);                                                                                     \
+    printf("}");                                                                                        \
+    sep = ", ";
+    POS_PARAM_TABLE(POS_PARAM_JSON)
+#undef POS_PARAM_JSON
+    printf("],\n \"tensors\": [");
+    for (int i = 0; i < NP; i++)
+        printf("%s{\"name\": \"%s\", \"init\": \"%s\", \"decay\": %d}", i ? ", " : "", PARAM_NAMES[i],
+               init_names[PARAM_INITS[i]], PARAM_DECAY[i]);
+    printf("]}\n");
+}
+
+// Answers --describe (before any other flag is read) and exits.
+static inline void describe_if_asked(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--describe") == 0) {
+            print_describe();
+            exit(0);
+        }
+}
+
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},

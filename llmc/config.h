@@ -14,12 +14,11 @@ typedef struct {
     float rope_base, rms_eps;
     // position scheme (the hook)
     int pos_scheme, pe, drope_step, qk_norm;
-    float alpha_min, alpha_max, alpha_fixed;
+    float alpha_min, alpha_max;
     char alpha_set[256];                 // discrete, cycle
-    int rpe_max, rpe_layers, rpe_eval;
-    float rfs_scale;
+    int rpe_layers, rpe_eval;
     int pos_layers, curriculum_dist;
-    float curriculum_frac;
+    POS_PARAM_TABLE(POS_PARAM_FIELD)     // the schemes' numeric parameters (llmc/schedule.h)
     // optimization
     int B, total_batch, steps, warmup;
     float lr, min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip;
@@ -101,10 +100,11 @@ static inline void config_defaults(Config *c) {
     memset(c, 0, sizeof(*c));
     c->V = 257;  // the byte tokenizer: 256 bytes + end-of-text
     c->rope_base = 10000.0f; c->rms_eps = 1e-5f;
-    c->pos_scheme = POS_ROPE; c->alpha_min = 0.125f; c->alpha_max = 8.0f; c->alpha_fixed = 4.0f;
+    c->pos_scheme = POS_ROPE; c->alpha_min = 0.125f; c->alpha_max = 8.0f;
     snprintf(c->alpha_set, sizeof(c->alpha_set), "1,2,4,8");
-    c->curriculum_frac = 0.5f;
-    c->rfs_scale = 1000.0f;
+#define POS_PARAM_DEFAULT(field, ctype, argtype, flag, def, scheme, check, must, help) c->field = def;
+    POS_PARAM_TABLE(POS_PARAM_DEFAULT)
+#undef POS_PARAM_DEFAULT
     c->weight_decay = 0.1f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f; c->grad_clip = 1.0f;
     c->seed = 42;
     snprintf(c->train_data, sizeof(c->train_data), "data/builtin/train.bin");
@@ -164,14 +164,13 @@ static const ArgSpec ARGS[] = {
     P("--drope_step", ARG_INT, drope_step, "DroPE: from this step on, no positional encoding (0: never)"),
     P("--qk_norm", ARG_FLAG, qk_norm, "RMSNorm with gains over the whole q and k projections, before RoPE (DroPE's option)"),
     P("--alpha_range", ARG_RANGE, alpha_min, "PosAug range a,b with 0 < a <= b (default 0.125,8)"),
-    P("--alpha", ARG_FLOAT, alpha_fixed, "alpha of --pos fixed (default 4)"),
+#define POS_PARAM_ARG(field, ctype, argtype, flag, def, scheme, check, must, help) P(flag, argtype, field, help),
+    POS_PARAM_TABLE(POS_PARAM_ARG)
+#undef POS_PARAM_ARG
     P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
-    P("--rpe_max", ARG_INT, rpe_max, "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)"),
     CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)", RUN_SCHEME),
     CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
-    P("--rfs_scale", ARG_FLOAT, rfs_scale, "RFS: positions scaled to [0, L) (1000)"),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent", RUN_SCHEME),
-    P("--curriculum_frac", ARG_FLOAT, curriculum_frac, "curriculum-step: part of training at alpha 1 (0.5)"),
     CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform", RUN_SCHEME),
     S("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
     S("--total_batch", ARG_INT, total_batch, "sequences per optimizer step (multiple of --batch_size)"),
@@ -239,6 +238,7 @@ static inline void print_help(const char *prog) {
         for (int k = 0; ARGS[i].choice_help && k < ARGS[i].n_choices; k++)
             printf("  %-16s   %-17s %s\n", "", ARGS[i].choices[k], ARGS[i].choice_help[k]);
     }
+    printf("  %-16s %s\n", "--describe", "the schemes, encodings, their parameters and the tensors as JSON");
     printf("  %-16s %s\n\npresets:\n", "--help", "this text");
     for (int i = 0; i < N_PRESETS; i++) {
         const Preset *p = &PRESETS[i];
@@ -391,18 +391,22 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->max_memory >= 0, "--max_memory must be >= 0 GiB (0: what the machine has), got %g", c->max_memory);
     REQUIRE(c->rope_base > 1.0f, "--rope_base must be > 1, got %g", c->rope_base);
     REQUIRE(c->alpha_min > 0 && c->alpha_min <= c->alpha_max, "--alpha_range needs 0 < a <= b, got %g,%g", c->alpha_min, c->alpha_max);
-    REQUIRE(c->alpha_fixed > 0, "--alpha must be > 0, got %g", c->alpha_fixed);
+#define POS_PARAM_CHECK(field, ctype, argtype, flag, def, scheme, check, must, help) \
+    {                                                                                 \
+        ctype v = c->field;                                                           \
+        REQUIRE(check, "%s must %s, got %g", flag, must, (double)v);                  \
+    }
+    POS_PARAM_TABLE(POS_PARAM_CHECK)
+#undef POS_PARAM_CHECK
     float set[MAX_ALPHA_SET];
     int ns = parse_float_list(c->alpha_set, set, MAX_ALPHA_SET, "--alpha_set");
     REQUIRE(ns > 0, "--alpha_set needs at least one value");
-    REQUIRE(c->curriculum_frac >= 0 && c->curriculum_frac <= 1, "--curriculum_frac must lie in [0, 1], got %g", c->curriculum_frac);
     REQUIRE(c->NH <= MAX_HEADS, "--n_head %d exceeds the maximum %d", c->NH, MAX_HEADS);
     if (c->rpe_max == 0) c->rpe_max = 8 * c->T;
     REQUIRE(c->drope_step >= 0, "--drope_step must be >= 0");
     REQUIRE(c->rpe_max >= c->T, "--rpe_max %d must be at least --seq_len %d", c->rpe_max, c->T);
     REQUIRE(!(c->rpe_eval && c->eval_len > c->rpe_max), "--rpe_eval random draws --eval_len %d positions from [0, --rpe_max %d): too few",
             c->eval_len, c->rpe_max);
-    REQUIRE(c->rfs_scale > 0, "--rfs_scale must be > 0");
     REQUIRE(c->steps >= 0, "--steps must be >= 0, got %d", c->steps);
     REQUIRE(c->warmup >= 0, "--warmup must be >= 0, got %d", c->warmup);
     REQUIRE(c->lr > 0 && c->min_lr >= 0 && c->min_lr <= c->lr, "need 0 <= --min_lr <= --lr and --lr > 0 (got %g, %g)", c->min_lr, c->lr);
@@ -593,7 +597,11 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
     if (FLAG_VALUE(cli, "--alpha_range") && s != POS_POSAUG && s != POS_POSAUG_LOG && s != POS_CURR_LINEAR && s != POS_CURR_STEP)
         fail("--alpha_range is the range of --pos posaug, posaug-log and the curriculum schemes; --pos %s draws no alpha from it",
              pos);
-    if (FLAG_VALUE(cli, "--alpha") && s != POS_FIXED) fail("--alpha is the alpha of --pos fixed; --pos %s does not use it", pos);
+#define POS_PARAM_IGNORED(field, ctype, argtype, flag, def, scheme, check, must, help)                                    \
+    if (FLAG_VALUE(cli, flag) && s != scheme)                                                                              \
+        fail("%s is a parameter of --pos %s; --pos %s does not use it", flag, POS_SCHEME_NAMES[scheme], pos);
+    POS_PARAM_TABLE(POS_PARAM_IGNORED)
+#undef POS_PARAM_IGNORED
     if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
         fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
 }
@@ -738,7 +746,6 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.drope_step = c->drope_step;
     p.alpha_min = c->alpha_min;
     p.alpha_max = c->alpha_max;
-    p.alpha_fixed = c->alpha_fixed;
     p.rope_base = c->rope_base;
     p.head_dim = c->C / c->NH;
     p.n_layer = c->L;
@@ -746,13 +753,14 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.seed = (uint64_t)c->seed;
     p.n_alpha_set = parse_float_list(c->alpha_set, p.alpha_set, MAX_ALPHA_SET, "--alpha_set");
     p.layers = c->pos_layers;
-    p.curriculum_frac = c->curriculum_frac;
     p.curriculum_log = c->curriculum_dist;
     p.total_steps = c->steps;
     p.seq_len = c->T;
-    p.rpe_max = c->rpe_max;
+    p.step_seqs = c->total_batch;
     p.rpe_per_layer = c->rpe_layers;
     p.rpe_eval_random = c->rpe_eval;
-    p.rfs_scale = c->rfs_scale;
+#define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
+    POS_PARAM_TABLE(POS_PARAM_COPY)
+#undef POS_PARAM_COPY
     return p;
 }

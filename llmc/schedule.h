@@ -17,12 +17,12 @@
 // The training-time position schemes (--pos), one row each: enum, name (the flag's value),
 // what it does (--help prints it), which of its parameters the run header prints. A
 // checkpoint stores a scheme as its index: append rows, never reorder.
-enum { SHOW_NONE, SHOW_RANGE, SHOW_FIXED, SHOW_SET };
+enum { SHOW_NONE, SHOW_RANGE, SHOW_SET };
 #define POS_TABLE(X)                                                                                                      \
     X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE)                                                                   \
     X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE)        \
     X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE)                                  \
-    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_FIXED)                                                       \
+    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_NONE)                                                       \
     X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET)                               \
     X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET)                                           \
     X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training", SHOW_RANGE)   \
@@ -38,6 +38,22 @@ enum { SHOW_NONE, SHOW_RANGE, SHOW_FIXED, SHOW_SET };
 #define POS_WHAT_OF(e, name, what, show) what,
 #define POS_SHOW_OF(e, name, what, show) show,
 enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
+
+// The schemes' numeric parameters, one row each: the field (of PosConfig and of the run's
+// Config), its C type and flag type, the flag, its default, the scheme that reads it (the
+// run header prints it, another scheme refuses it), the check its value must pass (on v)
+// and what that check says, and the --help line. From this row come the field, the flag,
+// its default and check, --help, the header, and meta.flags in the checkpoint (so --resume
+// continues with it). A new parameter is one row. (--alpha_range, --alpha_set and the
+// choices have their own syntax, in llmc/config.h.)
+#define POS_PARAM_TABLE(X)                                                                                           \
+    X(alpha_fixed, float, ARG_FLOAT, "--alpha", 4.0f, POS_FIXED, v > 0, "be > 0", "alpha of --pos fixed (default 4)") \
+    X(rpe_max, int, ARG_INT, "--rpe_max", 0, POS_RPE, v >= 0, "be >= 0",                                             \
+      "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)")                                             \
+    X(rfs_scale, float, ARG_FLOAT, "--rfs_scale", 1000.0f, POS_RFS, v > 0, "be > 0", "RFS: positions scaled to [0, L) (1000)") \
+    X(curriculum_frac, float, ARG_FLOAT, "--curriculum_frac", 0.5f, POS_CURR_STEP, v >= 0 && v <= 1, "lie in [0, 1]",  \
+      "curriculum-step: part of training at alpha 1 (0.5)")
+#define POS_PARAM_FIELD(field, ctype, argtype, flag, def, scheme, check, must, help) ctype field;
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {POS_TABLE(POS_NAME)};
 static const char *POS_SCHEME_WHAT[POS_N_SCHEMES] = {POS_TABLE(POS_WHAT_OF)};
 static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
@@ -64,21 +80,19 @@ typedef struct {
     int scheme, pe;
     long drope_step;             // > 0: from this step on the encoding is NoPE (DroPE)
     float alpha_min, alpha_max;  // PosAug range [a,b]
-    float alpha_fixed;           // for "fixed"
     float rope_base;             // B in theta_j = B^(-2j/hd)
     int head_dim, n_layer, n_head;
     uint64_t seed;
     float alpha_set[MAX_ALPHA_SET];  // discrete, cycle
     int n_alpha_set;
     int layers;                  // LAYERS_*: which layers get alpha
-    float curriculum_frac;       // curriculum-step: the part of training at alpha 1
     int curriculum_log;          // curriculum schemes draw log-uniformly
     long total_steps;            // curriculum schemes
     int seq_len;                 // the training window T
-    int rpe_max;                 // RPE: positions come from [0, rpe_max)
+    int step_seqs;               // sequences per optimizer step (--total_batch): a per-sequence scheme draws this many
     int rpe_per_layer;           // RPE: every layer draws its own positions
     int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
-    float rfs_scale;             // RFS: L (1000)
+    POS_PARAM_TABLE(POS_PARAM_FIELD)  // alpha_fixed, rpe_max, rfs_scale, curriculum_frac, ...
 } PosConfig;
 
 // One step's position recipe (the hook's output). The kernels do not read it directly:

@@ -41,11 +41,14 @@ static inline void print_run_header(const Config *c, const char *where) {
     if (c->arch == ARCH_GRU) printf("--arch gru (no positions)");
     else printf("--pe %s --pos %s", PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
     switch (POS_SCHEME_SHOW[c->pos_scheme]) {  // the scheme's parameters (llmc/schedule.h's POS_TABLE)
-    case SHOW_FIXED: printf(" (alpha %g)", c->alpha_fixed); break;
     case SHOW_SET: printf(" (alpha set %s)", c->alpha_set); break;
     case SHOW_RANGE: printf(" (alpha range [%g, %g])", c->alpha_min, c->alpha_max); break;
     default: break;
     }
+#define POS_PARAM_SHOW(field, ctype, argtype, flag, def, scheme, check, must, help) \
+    if (c->pos_scheme == scheme) printf(" (%s %g)", flag + 2, (double)c->field);
+    POS_PARAM_TABLE(POS_PARAM_SHOW)
+#undef POS_PARAM_SHOW
     if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
     if (c->qk_norm) printf(" | QK-norm");
     printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %.1f MFLOP per token | %s | out %s\n", c->total_batch, c->T,
