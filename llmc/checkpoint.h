@@ -68,25 +68,26 @@ static inline void json_str(const char *s) {
     putchar('"');
 }
 
+// [{"name": ..., "what": ...}, ...] of a name table and its descriptions
+static inline void json_named(const char *const *names, const char *const *what, int n) {
+    putchar('[');
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(names[i]);
+        printf(", \"what\": ");
+        json_str(what[i]);
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static inline void print_describe(void) {
     static const char *init_names[] = {"normal", "proj", "ones", "gru"};
-    printf("{\"pos\": [");
-    for (int i = 0; i < POS_N_SCHEMES; i++) {
-        printf("%s{\"name\": ", i ? ", " : "");
-        json_str(POS_SCHEME_NAMES[i]);
-        printf(", \"what\": ");
-        json_str(POS_SCHEME_WHAT[i]);
-        printf("}");
-    }
-    printf("],\n \"pe\": [");
-    for (int i = 0; i < PE_N; i++) {
-        printf("%s{\"name\": ", i ? ", " : "");
-        json_str(PE_NAMES[i]);
-        printf(", \"what\": ");
-        json_str(PE_WHAT[i]);
-        printf("}");
-    }
-    printf("],\n \"pos_params\": [");
+    printf("{\"pos\": ");
+    json_named(POS_SCHEME_NAMES, POS_SCHEME_WHAT, POS_N_SCHEMES);
+    printf(",\n \"pe\": ");
+    json_named(PE_NAMES, PE_WHAT, PE_N);
+    printf(",\n \"pos_params\": [");
     const char *sep = "";
 #define POS_PARAM_JSON(field, ctype, argtype, flag, def, scheme, check, must, help) \
     printf("%s{\"flag\": \"%s\", \"scheme\": \"%s\", \"default\": %.9g, \"help\": ", sep, flag,           \
