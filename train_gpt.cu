@@ -65,7 +65,7 @@ typedef struct {
     float *dcarry;                   // (B,C)
     int *inputs, *targets;  // (B,T); with train, the embeddings' scatters follow (acts_ints)
     int *sc_wte, *sc_wpe;   // (SCATTER_INTS(N)) dwte's rows by token, dwpe's by position (--pe learned)
-    PassPositions pos;      // the host's copy of the last forward's positions (upload_positions)
+    PassPositions pos;      // the last forward's positions (uploaded; the backward reads their strides)
 } Acts;
 
 // the ints of a (B,T) batch, in this order: inputs, targets, and with train sc_wte, sc_wpe

@@ -539,7 +539,7 @@ typedef struct {
     float *dgi, *dgh; // (T,B,3C) gradients of the pre-activations (train only)
     float *dhx;       // (T,B,C) gradient of a layer's output (train only)
     float *dcarry;    // (B,C) gradient of h_{t-1} (train only)
-    PassPositions pos;  // the positions of the last forward pass, which its backward reuses
+    PassPositions pos;  // the last forward's positions, which its backward reuses (pos_pass's buffer)
 } Acts;
 
 // Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:

@@ -139,15 +139,21 @@ static inline float pass_pos(const PassPositions *pp, int l, int b, int t) {
     return pp->p[(size_t)l * pp->layer_stride + (size_t)b * pp->seq_stride + t];
 }
 
+// Whether the layers' positions differ (a row set per layer), or all read one.
+static inline int pos_per_layer(const PosStep *ps, int n_layer) {
+    if (ps->positions) return ps->positions_stride != 0;
+    for (int l = 1; l < n_layer; l++)
+        if (ps->alpha[l] != ps->alpha[0]) return 1;
+    return 0;
+}
+
 // Fills the pass's positions from the step's recipe: the explicit positions of tokens
 // pos0 + t, or alpha[l] * (pos0 + t) + offset in fp32 (both trainers build their host code
 // without fused multiply-add, so the rounding is the same everywhere). Grow-only buffer.
 static inline PassPositions pos_pass(const PosStep *ps, int n_layer, int B, int pos0, int T) {
     static float *buf;
     static size_t cap;
-    int per_layer = ps->positions ? ps->positions_stride != 0 : 0;
-    for (int l = 1; l < n_layer && !ps->positions; l++) per_layer |= ps->alpha[l] != ps->alpha[0];
-    int per_seq = ps->positions && ps->seq_stride != 0;
+    int per_layer = pos_per_layer(ps, n_layer), per_seq = ps->positions && ps->seq_stride != 0;
     if (ps->positions && pos0 + T > ps->n_positions)
         fail("internal: a pass over positions %d..%d of a step that has %d", pos0, pos0 + T - 1, ps->n_positions);
     PassPositions pp = {NULL, pos0, T, per_layer ? (per_seq ? B : 1) * T : 0, per_seq ? T : 0, 0};
