@@ -1013,6 +1013,87 @@ static float *test_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
     return m;
 }
 
+// The attention-score hook (llmc/attn_bias.h) with a learned table, a bucket map and slopes
+// together: the training path's gradients of the table (through the diagonal sums) and of
+// q against central differences in double, and the rows path (evaluation, KV cache) equal
+// to the training path's forward.
+static double attn_bias_loss(const float *q, const float *k, const float *v, const float *w, const AttnBias *ab, int B,
+                             int T, int NH, int NKV, int hd) {
+    float *y = (float *)xmalloc((size_t)B * T * NH * hd * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
+    attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, ab);
+    double s = 0;
+    for (size_t i = 0; i < (size_t)B * T * NH * hd; i++) s += (double)y[i] * w[i];
+    free(y);
+    free(att);
+    return s;
+}
+
+static void test_attn_bias(void) {
+    enum { B = 2, T = 11, NH = 4, NKV = 2, hd = 8, NB = 5 };
+    size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd;
+    float *q = test_matrix(nq, 31), *k = test_matrix(nk, 32), *v = test_matrix(nk, 33), *w = test_matrix(nq, 34);
+    float *table = test_matrix(NH * NB, 35);
+    for (int i = 0; i < NH * NB; i++) table[i] *= 4.0f;  // a bias that moves the softmax
+    int bucket[T];
+    for (int d = 0; d < T; d++) bucket[d] = d < 3 ? d : d < 6 ? 3 : 4;  // clipped, several distances per bucket
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.alpha[0] = 1.5f;
+    alibi_slopes(ps.alibi_slope, NH);
+    AttnBias ab = attn_bias_layer(&ps, 0, NH, NULL, NULL, T);
+    ab.table = table;  // no encoding of PE_BIAS_TABLE yet: the hook's table set by hand
+    ab.bucket = bucket;
+    ab.NB = NB;
+    float *y = (float *)xmalloc(nq * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
+    float *dq = (float *)xmalloc(nq * 4), *dk = (float *)xmalloc(nk * 4), *dv = (float *)xmalloc(nk * 4);
+    float *diag = (float *)xmalloc((size_t)B * NH * T * 4), dtable[NH * NB] = {0};
+    attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
+    attention_backward(dq, dk, dv, diag, w, att, q, k, v, B, T, NH, NKV, hd);
+    attn_bias_table_grad(dtable, diag, bucket, B, NH, T, NB);
+    double worst = 0, worst_q = 0;
+    for (int i = 0; i < NH * NB; i++) {
+        float orig = table[i], h = 1e-2f;
+        table[i] = orig + h;
+        double lp = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
+        table[i] = orig - h;
+        double lm = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
+        table[i] = orig;
+        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - dtable[i]) / (fabs(fd) + 1e-3);
+        if (e > worst) worst = e;
+    }
+    for (size_t i = 0; i < nq; i += 7) {
+        float orig = q[i], h = 1e-2f;
+        q[i] = orig + h;
+        double lp = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
+        q[i] = orig - h;
+        double lm = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
+        q[i] = orig;
+        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - dq[i]) / (fabs(fd) + 1e-3);
+        if (e > worst_q) worst_q = e;
+    }
+    check(worst < 2e-2, "attention-score hook: the learned table's gradient (diagonal sums, buckets) against central "
+          "differences", "worst rel err %.2e over %d entries", worst, NH * NB);
+    check(worst_q < 2e-2, "attention-score hook: dq with a table and slopes against central differences",
+          "worst rel err %.2e", worst_q);
+    // the rows path: all at once, then the last 4 queries continuing a cache of the first 7
+    float *yr = (float *)xmalloc(nq * 4);
+    attention_forward_rows(yr, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 1, &ab);
+    double e_rows = 0, e_kv = 0;
+    for (size_t i = 0; i < nq; i++) e_rows = fmax(e_rows, fabs(yr[i] - y[i]));
+    for (int b = 0; b < B; b++) {  // B = 1 passes, as a KV cache has
+        float *y1 = (float *)xmalloc((size_t)4 * NH * hd * 4);
+        attention_forward_rows(y1, q + ((size_t)b * T + 7) * NH * hd, k + (size_t)b * T * NKV * hd,
+                               v + (size_t)b * T * NKV * hd, 1, 4, T, 7, NH, NKV, hd, 0, NULL, 1, &ab);
+        for (size_t i = 0; i < (size_t)4 * NH * hd; i++)
+            e_kv = fmax(e_kv, fabs(y1[i] - y[((size_t)b * T + 7) * NH * hd + i]));
+        free(y1);
+    }
+    check(e_rows < 1e-6 && e_kv < 1e-6, "attention-score hook: the evaluation's rows path, whole and continuing a cache, "
+          "equals the training path", "max abs diff %.2e, %.2e", e_rows, e_kv);
+    free(q); free(k); free(v); free(w); free(table); free(y); free(att); free(dq); free(dk); free(dv); free(diag);
+    free(yr);
+}
+
 static void test_kernels(void) {
     // the packed GEMM equals the one-fmaf-chain definition bit for bit, on odd shapes, in
     // every transposition, with and without accumulation, across KC (384) and NC (512) blocks;
@@ -2351,6 +2432,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, ", GRU,");
     test_position_hook();
     test_pass_positions();
+    test_attn_bias();
     test_schemes();
     test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
     test_reference_named("dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug");

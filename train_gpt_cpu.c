@@ -204,10 +204,10 @@ static void transpose_rows(float *dst, const float *src, int T, int hd, int ld) 
         for (int i = 0; i < hd; i++) dst[(size_t)i * T + t] = src[(size_t)t * ld + i];
 }
 
-// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P. alibi (NH), when
-// given: ALiBi, the logit of key s for query t gets -alibi[h] * (t - s).
+// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P. The logit of key s
+// for query t gets the attention-score hook's attn_bias(ab, h, t - s) (llmc/attn_bias.h).
 static void attention_forward_train(float *y, float *att, const float *q, const float *k, const float *v, int B,
-                                    int T, int NH, int NKV, int hd, const float *alibi) {
+                                    int T, int NH, int NKV, int hd, const AttnBias *ab) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -221,10 +221,10 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
                 Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                 gemm_serial(&qk, T, T);
-                float m = alibi ? alibi[h] : 0.0f;
-                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled (and biased)
+                const float *tb = attn_bias_row(ab, h), m = ab->slope[h];
+                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
                     float *a = S + (size_t)t * T;
-                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale - m * (float)(t - s);
+                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(tb, ab->bucket, m, t - s);
                     exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
                     float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
@@ -243,10 +243,10 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
 // which query t is the (q_offset + t)-th (q_offset > 0 with a KV cache). Query t reads
 // keys s <= q_offset + t, and with window W > 0 only the last W of them (itself included).
 // entropy (Tq), when given, gets the attention entropy -sum p ln p of each query row
-// added, averaged over the heads and divided by `layers`. alibi (NH), when given: ALiBi.
+// added, averaged over the heads and divided by `layers`. ab: the attention-score hook.
 static void attention_forward_rows(float *y, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
                                    int q_offset, int NH, int NKV, int hd, int window, float *entropy, int layers,
-                                   const float *alibi) {
+                                   const AttnBias *ab) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
     float *ent = entropy ? (float *)xcalloc((size_t)B * NH * Tq, sizeof(float)) : NULL;  // (B,NH,Tq)
@@ -261,12 +261,13 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
                     const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
+                    const float *tb = attn_bias_row(ab, h), m = ab->slope[h];
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                        a[s] = dot * scale - (alibi ? alibi[h] * (float)(last - s) : 0.0f);
+                        a[s] = dot * scale + attn_bias_at(tb, ab->bucket, m, last - s);
                     }
                     int n = last - first + 1;
                     exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
@@ -295,9 +296,13 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 
 // dq, dk, dv overwritten. Parallel over (b, kv head): every dk/dv element has one writer,
 // and the group's query heads add into it in a fixed order.
-//   dP = dY V^T;  dS = P * (dP - rowsum(P * dP)) * scale;  dQ = dS K;  dK += dS^T Q;  dV += P^T dY
-static void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att, const float *q,
-                               const float *k, const float *v, int B, int T, int NH, int NKV, int hd) {
+//   dP = dY V^T;  dX = P * (dP - rowsum(P * dP));  dS = dX * scale;
+//   dQ = dS K;  dK += dS^T Q;  dV += P^T dY
+// diag (B,NH,T), when given: the logits' gradient summed along each diagonal,
+// diag[b][h][d] = sum over t (ascending) of dX[t][t - d]: what a learned attention bias
+// needs (attn_bias_table_grad).
+static void attention_backward(float *dq, float *dk, float *dv, float *diag, const float *dy, const float *att,
+                               const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -314,13 +319,22 @@ static void attention_backward(float *dq, float *dk, float *dv, const float *dy,
                     const float *P = att + ((size_t)b * NH + h) * T * T;
                     const float *qh = q + ((size_t)b * T * NH + h) * hd, *dyh = dy + ((size_t)b * T * NH + h) * hd;
                     int first = h == kvh * group;
+                    float *dg = diag ? diag + ((size_t)b * NH + h) * T : NULL;
+                    if (dg) memset(dg, 0, (size_t)T * sizeof(float));
                     Gemm dp = {ds, dyh, vt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                     gemm_serial(&dp, T, T);
                     for (int t = 0; t < T; t++) {
                         const float *p = P + (size_t)t * T;
                         float *d = ds + (size_t)t * T, dsum = 0.0f;
                         for (int s = 0; s <= t; s++) dsum += p[s] * d[s];
-                        for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - dsum) * scale;
+                        if (dg)
+                            for (int s = 0; s <= t; s++) {
+                                float dx = p[s] * (d[s] - dsum);
+                                dg[t - s] += dx;
+                                d[s] = dx * scale;
+                            }
+                        else
+                            for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - dsum) * scale;
                         for (int s = t + 1; s < T; s++) d[s] = 0.0f;
                     }
                     Gemm dqg = {dq + ((size_t)b * T * NH + h) * hd, ds, kb, NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
@@ -531,6 +545,7 @@ typedef struct {
     float *dq, *dk, *dv, *datty;  // like q, k, v, atty
     float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
+    float *bias_diag;             // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
     float *ghn;       // (L,T,B,C) Whn h + bhn
@@ -540,6 +555,8 @@ typedef struct {
     float *dhx;       // (T,B,C) gradient of a layer's output (train only)
     float *dcarry;    // (B,C) gradient of h_{t-1} (train only)
     PassPositions pos;  // the last forward's positions, which its backward reuses (pos_pass's buffer)
+    const int *bias_bucket;  // the last forward's attention-bias buckets [l][d] (attn_bias_buckets' buffer), or NULL
+    int bias_bucket_stride;  // per layer (0: shared)
 } Acts;
 
 // Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:
@@ -549,6 +566,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
+    size_t tb = tr && train && pe_bias_buckets(c->pe);              // a learned attention bias
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -570,7 +588,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         // the backward's scratch, one layer
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
-        VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F),
+        VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -670,11 +688,12 @@ static void kv_keep_last(KVCache *kv, int n_layer, int keep) {
     kv->len = keep;
 }
 
-// ALiBi slopes of layer l, times its alpha (ALiBi+PosAug), or NULL without ALiBi.
-static const float *alibi_for_layer(const PosStep *ps, int l, int NH, float *buf) {
-    if (ps->pe != PE_ALIBI) return NULL;
-    for (int h = 0; h < NH; h++) buf[h] = ps->alibi_slope[h] * ps->alpha[l];
-    return buf;
+// Layer l's attention-score hook over Tk keys: ALiBi's slopes, a learned bias's table slice
+// and the pass's buckets (llmc/attn_bias.h).
+static AttnBias layer_attn_bias(const GPT *g, const Acts *a, const PosStep *ps, int l, int Tk) {
+    int NH = g->cfg.NH, NB = g->shapes[P_ATTN_BIAS].numel ? g->shapes[P_ATTN_BIAS].shape[2] : 0;
+    const float *table = a->bias_bucket ? g->params[P_ATTN_BIAS] + (size_t)l * NH * NB : NULL;
+    return attn_bias_layer(ps, l, NH, table, a->bias_bucket ? a->bias_bucket + l * a->bias_bucket_stride : NULL, Tk);
 }
 
 // Options of a forward-only pass (acts with train = 0):
@@ -770,6 +789,8 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     if (kv && (B != 1 || kv->len + T > kv->cap)) fail("internal: a KV cache of %d entries cannot take %d more", kv->cap, T);
     a->pos = pos_pass(ps, c->L, B, kv ? o->pos0 : 0, T);  // this pass's positions p[l][b][t]
     const PassPositions *pp = &a->pos;
+    int Tk = kv ? kv->len + T : T;  // keys of the pass
+    a->bias_bucket = attn_bias_buckets(ps, c->L, Tk, &a->bias_bucket_stride);
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
     if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, pp, B, T, C);
     if (ps->pe == PE_LEARNED) {
@@ -791,26 +812,24 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        float alibi_buf[MAX_HEADS];
-        const float *alibi = alibi_for_layer(ps, l, NH, alibi_buf);
+        AttnBias ab = layer_attn_bias(g, a, ps, l, Tk);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
         if (a->train) {
-            attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi);
+            attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, &ab);
         } else {
             const float *keys = k, *vals = v;
-            int Tk = T, q_off = 0;
+            int q_off = 0;
             if (kv) {  // append, then attend over the whole cache
                 float *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
                 memcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(float));
                 memcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(float));
                 keys = kl;
                 vals = vl;
-                Tk = kv->len + T;
                 q_off = kv->len;
             }
             attention_forward_rows(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
-                                   o ? o->entropy : NULL, c->L, alibi);
+                                   o ? o->entropy : NULL, c->L, &ab);
         }
         matmul_forward(mid, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C);
         residual_forward(mid, mid, x, (size_t)N * C);
@@ -858,7 +877,13 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        attention_backward(a->dq, a->dk, a->dv, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        float *diag = a->bias_bucket ? a->bias_diag : NULL;  // a learned attention bias
+        attention_backward(a->dq, a->dk, a->dv, diag, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        if (diag) {
+            int NB = g->shapes[P_ATTN_BIAS].shape[2];
+            attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * NB, diag, a->bias_bucket + l * a->bias_bucket_stride,
+                                 B, NH, T, NB);
+        }
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections

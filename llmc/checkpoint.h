@@ -9,12 +9,14 @@
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
+#include "attn_bias.h"
 #include "config.h"
 #include "tensorfile.h"
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned, q_norm and k_norm with --qk_norm; --arch gru has wte, final_norm and the
+// --pe learned, q_norm and k_norm with --qk_norm, attn_bias with an encoding of
+// PE_BIAS_TABLE (llmc/attn_bias.h); --arch gru has wte, final_norm and the
 // gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
 // the order r, z, n) instead of the blocks.
 //
@@ -24,7 +26,8 @@
 // A new tensor is one row here (appended: the init draws in this order, so an optional
 // tensor never changes the others).
 //   INIT_NORMAL N(0, 0.02); INIT_PROJ N(0, 0.02 / sqrt(2L)) (the residual projections);
-//   INIT_ONES 1 (norm gains); INIT_GRU U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default)
+//   INIT_ONES 1 (norm gains); INIT_GRU U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default);
+//   INIT_ZEROS 0 (a learned attention bias starts as no bias)
 #define PARAM_TABLE(X)                                                                                    \
     X(P_WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 1)                                                   \
     X(P_ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_ONES, 0)                                            \
@@ -43,9 +46,10 @@
     X(P_GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
     X(P_GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
     X(P_GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
-    X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)
+    X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
+    X(P_ATTN_BIAS, "attn_bias", 3, L, nb ? c->NH : 0, nb, INIT_ZEROS, 0)
 
-enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU };
+enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS };
 #define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
 #define PARAM_NAME(e, name, nd, d0, d1, d2, init, decay) name,
 #define PARAM_INIT(e, name, nd, d0, d1, d2, init, decay) init,
@@ -82,7 +86,7 @@ static inline void json_named(const char *const *names, const char *const *what,
 }
 
 static inline void print_describe(void) {
-    static const char *init_names[] = {"normal", "proj", "ones", "gru"};
+    static const char *init_names[] = {"normal", "proj", "ones", "gru", "zeros"};
     printf("{\"pos\": ");
     json_named(POS_SCHEME_NAMES, POS_SCHEME_WHAT, POS_N_SCHEMES);
     printf(",\n \"pe\": ");
@@ -115,6 +119,7 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
+    int nb = gru ? 0 : pe_bias_buckets(c->pe);
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -139,6 +144,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
             case INIT_NORMAL: p[j] = 0.02f * rng_normal(&r); break;
             case INIT_PROJ: p[j] = proj * rng_normal(&r); break;
             case INIT_ONES: p[j] = 1.0f; break;
+            case INIT_ZEROS: p[j] = 0.0f; break;
             default: p[j] = k * (2.0f * rng_f32(&r) - 1.0f); break;  // INIT_GRU
             }
     }
