@@ -1039,8 +1039,9 @@ static void test_attn_bias(void) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
     ps.alpha[0] = 1.5f;
-    alibi_slopes(ps.alibi_slope, NH);
-    AttnBias ab = attn_bias_layer(&ps, 0, NH, NULL, NULL, T);
+    pos_set_pe(&ps, PE_ALIBI, NH);
+    BiasPass bp = attn_bias_pass(&ps, 1, NH, T);
+    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL);
     ab.table = table;  // no encoding of PE_BIAS_TABLE yet: the hook's table set by hand
     ab.bucket = bucket;
     ab.NB = NB;

@@ -221,7 +221,7 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
                 Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                 gemm_serial(&qk, T, T);
-                const float *tb = attn_bias_row(ab, h), m = ab->slope[h];
+                const float *tb = attn_bias_row(*ab, h), m = attn_bias_slope(*ab, h);
                 for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
                     float *a = S + (size_t)t * T;
                     for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(tb, ab->bucket, m, t - s);
@@ -261,7 +261,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
                     const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
-                    const float *tb = attn_bias_row(ab, h), m = ab->slope[h];
+                    const float *tb = attn_bias_row(*ab, h), m = attn_bias_slope(*ab, h);
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
@@ -555,8 +555,7 @@ typedef struct {
     float *dhx;       // (T,B,C) gradient of a layer's output (train only)
     float *dcarry;    // (B,C) gradient of h_{t-1} (train only)
     PassPositions pos;  // the last forward's positions, which its backward reuses (pos_pass's buffer)
-    const int *bias_bucket;  // the last forward's attention-bias buckets [l][d] (attn_bias_buckets' buffer), or NULL
-    int bias_bucket_stride;  // per layer (0: shared)
+    BiasPass bias;      // the last forward's attention-score hook (attn_bias_pass's buffers)
 } Acts;
 
 // Lays out the views of a (B,T) batch in mem and returns the floats they take (mem NULL:
@@ -688,14 +687,6 @@ static void kv_keep_last(KVCache *kv, int n_layer, int keep) {
     kv->len = keep;
 }
 
-// Layer l's attention-score hook over Tk keys: ALiBi's slopes, a learned bias's table slice
-// and the pass's buckets (llmc/attn_bias.h).
-static AttnBias layer_attn_bias(const GPT *g, const Acts *a, const PosStep *ps, int l, int Tk) {
-    int NH = g->cfg.NH, NB = g->shapes[P_ATTN_BIAS].numel ? g->shapes[P_ATTN_BIAS].shape[2] : 0;
-    const float *table = a->bias_bucket ? g->params[P_ATTN_BIAS] + (size_t)l * NH * NB : NULL;
-    return attn_bias_layer(ps, l, NH, table, a->bias_bucket ? a->bias_bucket + l * a->bias_bucket_stride : NULL, Tk);
-}
-
 // Options of a forward-only pass (acts with train = 0):
 typedef struct {
     int window;      // > 0: each query sees only the last `window` keys (the exact banded variant)
@@ -790,7 +781,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     a->pos = pos_pass(ps, c->L, B, kv ? o->pos0 : 0, T);  // this pass's positions p[l][b][t]
     const PassPositions *pp = &a->pos;
     int Tk = kv ? kv->len + T : T;  // keys of the pass
-    a->bias_bucket = attn_bias_buckets(ps, c->L, Tk, &a->bias_bucket_stride);
+    a->bias = attn_bias_pass(ps, c->L, NH, Tk);  // its attention-score hook
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
     if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, pp, B, T, C);
     if (ps->pe == PE_LEARNED) {
@@ -812,7 +803,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        AttnBias ab = layer_attn_bias(g, a, ps, l, Tk);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, g->shapes[P_ATTN_BIAS].numel ? P[P_ATTN_BIAS] : NULL);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
         if (a->train) {
@@ -877,13 +868,10 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        float *diag = a->bias_bucket ? a->bias_diag : NULL;  // a learned attention bias
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, g->shapes[P_ATTN_BIAS].numel ? G[P_ATTN_BIAS] : NULL);
+        float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         attention_backward(a->dq, a->dk, a->dv, diag, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        if (diag) {
-            int NB = g->shapes[P_ATTN_BIAS].shape[2];
-            attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * NB, diag, a->bias_bucket + l * a->bias_bucket_stride,
-                                 B, NH, T, NB);
-        }
+        if (diag) attn_bias_table_grad((float *)ab.table, diag, ab.bucket, B, NH, T, ab.NB);
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -4,13 +4,13 @@
 //     x_ts = (q_t . k_s) / sqrt(hd) + attn_bias(ab, h, t - s)
 //     attn_bias = table[h][bucket[t - s]] - slope[h] * (t - s)
 //
-// One AttnBias per layer and pass, filled on the host by attn_bias_layer() from the step's
-// recipe: ALiBi is the slope (m_h * alpha[l]); an encoding with a learned bias is a table
-// of NB buckets per head and layer (the tensor attn_bias (L,NH,NB)) and the bucket of each
-// distance in positions, alpha[l] * (t - s). Its gradient: dtable[h][j] is the sum of
-// dx_ts over every (b, t, s) whose distance falls in bucket j, summed per diagonal first
-// (attn_bias_diag: d = t - s, t ascending), then over b and d in order, the same on both
-// backends. The positions of explicit-position schemes (RPE, RFS) are not read: the bias
+// One BiasPass per pass, filled on the host by attn_bias_pass() from the step's recipe,
+// and one AttnBias per layer from it (attn_bias_layer). ALiBi is the slope (m_h * alpha[l]);
+// an encoding with a learned bias is a table of NB buckets per head and layer (the tensor
+// attn_bias (L,NH,NB)) and the bucket of each distance in positions, alpha[l] * (t - s).
+// Its gradient: dtable[h][j] sums dx_ts over every (b, t, s) whose distance falls in bucket
+// j: along each diagonal d = t - s first (t ascending), then over b and d in order, the
+// same on both backends. The positions of explicit-position schemes (RPE, RFS) are not read: the bias
 // sees token distances times alpha.
 // A new encoding of the bias kind is a row of PE_BIAS_TABLE (doc/position_hook.md, §6).
 #pragma once
@@ -24,27 +24,28 @@
 
 // The encodings with a learned bias table: their PE_* (a row of PE_TABLE), the number of
 // buckets NB, and the bucket of a distance `dist` (in positions, >= 0) as an expression.
-// Empty: no encoding has a learned bias yet (issue: the PE survey's relative encodings).
+// Empty: no encoding has a learned bias yet.
 #define PE_BIAS_TABLE(X)
 
-#define MAX_BIAS_BUCKETS 1024
-
+// Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).
 typedef struct {
-    float slope[MAX_HEADS];  // -slope[h] * (t - s): ALiBi's m_h * alpha[l]; 0 without
-    const float *table;      // (NH, NB) this layer's learned bias, or NULL
-    const int *bucket;       // (n_dist) bucket of token distance d = t - s (with a table)
-    int NB, n_dist;
+    const float *slope;   // (NH) -slope[h] * (t - s): ALiBi's m_h * alpha[l]; NULL without
+    const float *table;   // (NH, NB) this layer's learned bias, or NULL
+    const int *bucket;    // (n_dist) bucket of token distance d = t - s (with a table)
+    int NB;
 } AttnBias;
+
+AB_HOST_DEVICE static inline float attn_bias_slope(AttnBias ab, int h) { return ab.slope ? ab.slope[h] : 0.0f; }
+
+// Head h's table row, or NULL
+AB_HOST_DEVICE static inline const float *attn_bias_row(AttnBias ab, int h) {
+    return ab.table ? ab.table + h * ab.NB : NULL;
+}
 
 // The bias at token distance d of a head whose table row is table_h (NULL: none) and slope
 // slope_h: what the kernels compute, with both hoisted out of their loops.
 AB_HOST_DEVICE static inline float attn_bias_at(const float *table_h, const int *bucket, float slope_h, int d) {
     return (table_h ? table_h[bucket[d]] : 0.0f) - slope_h * (float)d;
-}
-
-// Head h's table row, or NULL
-AB_HOST_DEVICE static inline const float *attn_bias_row(const AttnBias *ab, int h) {
-    return ab->table ? ab->table + h * ab->NB : NULL;
 }
 
 // Buckets per head of encoding pe (0: no learned table)
@@ -65,41 +66,64 @@ static inline int pe_bias_bucket(int pe, float dist) {
     return 0;
 }
 
-// The bucket of every token distance 0 .. n_dist-1 of each layer, bucket[l][d], for the
-// layers' alphas (one row when they share it): a grow-only host buffer, valid until the
-// next call. NULL without a learned table.
-static inline const int *attn_bias_buckets(const PosStep *ps, int n_layer, int n_dist, int *layer_stride) {
-    static int *buf;
-    static size_t cap;
-    *layer_stride = 0;
-    if (pe_bias_buckets(ps->pe) == 0) return NULL;
+// What a pass's hook reads, filled on the host from the step's recipe: slopes [l][h] and the
+// buckets of token distances 0 .. n_dist-1, [l][d] (a stride of 0: all layers share one
+// row). Grow-only host buffers, valid until the next attn_bias_pass.
+typedef struct {
+    const float *slope;   // NULL: no slopes
+    const int *bucket;    // NULL: no learned table
+    int slope_stride, bucket_stride, n_dist, NB;
+    size_t n_slope, n_bucket;  // entries of each
+} BiasPass;
+
+static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, int n_dist) {
+    static float *slope;
+    static int *bucket;
+    static size_t slope_cap, bucket_cap;
+    BiasPass bp;
+    memset(&bp, 0, sizeof(bp));
     int nl = pos_per_layer(ps, n_layer) ? n_layer : 1;
-    if ((size_t)nl * n_dist > cap) {
-        free(buf);
-        cap = (size_t)nl * n_dist;
-        buf = (int *)xmalloc(cap * sizeof(int));
-    }
-    for (int l = 0; l < nl; l++)
-        for (int d = 0; d < n_dist; d++) {
-            int j = pe_bias_bucket(ps->pe, ps->alpha[l] * (float)d);
-            if (j < 0 || j >= pe_bias_buckets(ps->pe)) fail("internal: distance %d in bucket %d of %d", d, j,
-                                                           pe_bias_buckets(ps->pe));
-            buf[(size_t)l * n_dist + d] = j;
+    if (ps->pe == PE_ALIBI) {  // m_h * alpha[l]
+        bp.n_slope = (size_t)nl * NH;
+        if (bp.n_slope > slope_cap) {
+            free(slope);
+            slope_cap = bp.n_slope;
+            slope = (float *)xmalloc(slope_cap * sizeof(float));
         }
-    *layer_stride = nl > 1 ? n_dist : 0;
-    return buf;
+        for (int l = 0; l < nl; l++)
+            for (int h = 0; h < NH; h++) slope[(size_t)l * NH + h] = ps->alibi_slope[h] * ps->alpha[l];
+        bp.slope = slope;
+        bp.slope_stride = nl > 1 ? NH : 0;
+    }
+    bp.NB = pe_bias_buckets(ps->pe);
+    bp.n_dist = n_dist;
+    if (bp.NB) {  // the bucket of alpha[l] * d
+        bp.n_bucket = (size_t)nl * n_dist;
+        if (bp.n_bucket > bucket_cap) {
+            free(bucket);
+            bucket_cap = bp.n_bucket;
+            bucket = (int *)xmalloc(bucket_cap * sizeof(int));
+        }
+        for (int l = 0; l < nl; l++)
+            for (int d = 0; d < n_dist; d++) {
+                int j = pe_bias_bucket(ps->pe, ps->alpha[l] * (float)d);
+                if (j < 0 || j >= bp.NB) fail("internal: distance %d in bucket %d of %d", d, j, bp.NB);
+                bucket[(size_t)l * n_dist + d] = j;
+            }
+        bp.bucket = bucket;
+        bp.bucket_stride = nl > 1 ? n_dist : 0;
+    }
+    return bp;
 }
 
-// Layer l's hook: table_l (NH, NB) is that layer's slice of attn_bias (NULL without one),
-// bucket_l its bucket row of n_dist distances.
-static inline AttnBias attn_bias_layer(const PosStep *ps, int l, int NH, const float *table_l, const int *bucket_l,
-                                       int n_dist) {
+// Layer l's hook from the pass bp (its pointers wherever bp's point) and the model's
+// attn_bias (L,NH,NB) (NULL without one).
+static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *attn_bias) {
     AttnBias ab;
-    for (int h = 0; h < MAX_HEADS; h++) ab.slope[h] = h < NH ? ps->alibi_slope[h] * ps->alpha[l] : 0.0f;
-    ab.NB = pe_bias_buckets(ps->pe);
-    ab.table = ab.NB ? table_l : NULL;
-    ab.bucket = ab.NB ? bucket_l : NULL;
-    ab.n_dist = n_dist;
+    ab.slope = bp->slope ? bp->slope + (size_t)l * bp->slope_stride : NULL;
+    ab.NB = bp->bucket && attn_bias ? bp->NB : 0;
+    ab.table = ab.NB ? attn_bias + (size_t)l * NH * ab.NB : NULL;
+    ab.bucket = ab.NB ? bp->bucket + (size_t)l * bp->bucket_stride : NULL;
     return ab;
 }
 
