@@ -56,6 +56,7 @@ typedef struct {
     float *rstd1, *rstd2, *rstdf, *losses;
     float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
     float *dw_part;     // (ceil(N/8), max(C, NH*hd, NKV*hd)): the RMSNorm backward's per-block dw
+    float *bias_diag;   // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -66,6 +67,7 @@ typedef struct {
     int *inputs, *targets;  // (B,T); with train, the embeddings' scatters follow (acts_ints)
     int *sc_wte, *sc_wpe;   // (SCATTER_INTS(N)) dwte's rows by token, dwpe's by position (--pe learned)
     PassPositions pos;      // the last forward's positions (uploaded; the backward reads their strides)
+    BiasPass bias;          // the last forward's attention-score hook, its pointers on the device
 } Acts;
 
 // the ints of a (B,T) batch, in this order: inputs, targets, and with train sc_wte, sc_wpe
@@ -82,6 +84,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
+    size_t tb = tr && train && pe_bias_buckets(c->pe);  // a learned attention bias
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -97,6 +100,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(rstd1, tr * nl * N), VIEW(rstd2, tr * nl * N), VIEW(rstdf, N), VIEW(losses, N),
         VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N), VIEW(dcarry, gt * B * C),
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
+        VIEW(bias_diag, tb * N * c->NH),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -367,8 +371,12 @@ static void gru_backward(GPT *g, Acts *a, const float *weights, float dloss) {
 // ----------------------------------------------------------------------------
 // the transformer
 
-// ALiBi's distance factor for layer l (0: no ALiBi)
-static float alibi_alpha(const PosStep *ps, int l) { return ps->pe == PE_ALIBI ? ps->alpha[l] : 0.0f; }
+// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias (or its
+// gradient: with grad) when it has one.
+static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, int grad) {
+    const float *table = g->shapes[P_ATTN_BIAS].numel ? (grad ? g->grads : g->params) + g->offsets[P_ATTN_BIAS] : NULL;
+    return attn_bias_layer(&a->bias, l, g->cfg.NH, table);
+}
 
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
 // with_loss. Mirrors gpt_forward.
@@ -386,6 +394,8 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     a->pos = pos_pass(ps, c->L, B, o && o->kv ? o->pos0 : 0, T);  // this pass's positions p[l][b][t]
     const PassPositions *pp = &a->pos;
     upload_positions(pp);  // the backward reuses them
+    BiasPass bp = attn_bias_pass(ps, c->L, NH, o && o->kv ? o->kv->len + T : T);
+    a->bias = upload_attn_bias(&bp);  // its attention-score hook
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     if (ps->pe == PE_SINUSOIDAL)
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
@@ -413,11 +423,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
+        AttnBias ab = layer_attn_bias(g, a, l, 0);
         if (a->train) {
             if (c->attention == ATTN_FLASH)
-                flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
+                flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, ab);
             else
-                attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, alibi_alpha(ps, l));
+                attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, ab);
         } else {
             KVCache *kv = o ? o->kv : NULL;
             const floatX *keys = k, *vals = v;
@@ -432,7 +443,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
                 q_off = kv->len;
             }
             attention_forward_online(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
-                                     o ? o->entropy : NULL, 1.0f / ((float)B * NH * c->L), alibi_alpha(ps, l));
+                                     o ? o->entropy : NULL, 1.0f / ((float)B * NH * c->L), ab);
         }
         matmul_forward(mid, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C);
         LAUNCH_ELEMS(residual_forward_kernel, NC, mid, mid, x, NC);
@@ -473,11 +484,14 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
+        AttnBias ab = layer_attn_bias(g, a, l, 0), dab = layer_attn_bias(g, a, l, 1);
+        float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         if (c->attention == ATTN_FLASH)
-            flash_attention_backward(a->dq, a->dk, a->dv, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k, v, B,
-                                     T, NH, NKV, hd, alibi_alpha(ps, l));
+            flash_attention_backward(a->dq, a->dk, a->dv, diag, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k,
+                                     v, B, T, NH, NKV, hd, ab);
         else
-            attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+            attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        if (diag) attn_bias_table_grad(&dab, diag, B, NH, T);
         rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
         rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections

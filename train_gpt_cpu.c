@@ -224,7 +224,7 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 const float *tb = attn_bias_row(*ab, h), m = attn_bias_slope(*ab, h);
                 for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
                     float *a = S + (size_t)t * T;
-                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(tb, ab->bucket, m, t - s);
+                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(tb, *ab, m, t - s);
                     exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
                     float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
@@ -267,7 +267,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                        a[s] = dot * scale + attn_bias_at(tb, ab->bucket, m, last - s);
+                        a[s] = dot * scale + attn_bias_at(tb, *ab, m, last - s);
                     }
                     int n = last - first + 1;
                     exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);

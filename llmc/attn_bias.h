@@ -32,7 +32,7 @@ typedef struct {
     const float *slope;   // (NH) -slope[h] * (t - s): ALiBi's m_h * alpha[l]; NULL without
     const float *table;   // (NH, NB) this layer's learned bias, or NULL
     const int *bucket;    // (n_dist) bucket of token distance d = t - s (with a table)
-    int NB;
+    int NB, n_dist;
 } AttnBias;
 
 AB_HOST_DEVICE static inline float attn_bias_slope(AttnBias ab, int h) { return ab.slope ? ab.slope[h] : 0.0f; }
@@ -43,9 +43,10 @@ AB_HOST_DEVICE static inline const float *attn_bias_row(AttnBias ab, int h) {
 }
 
 // The bias at token distance d of a head whose table row is table_h (NULL: none) and slope
-// slope_h: what the kernels compute, with both hoisted out of their loops.
-AB_HOST_DEVICE static inline float attn_bias_at(const float *table_h, const int *bucket, float slope_h, int d) {
-    return (table_h ? table_h[bucket[d]] : 0.0f) - slope_h * (float)d;
+// slope_h: what the kernels compute, with both hoisted out of their loops. Distances past
+// the pass's keys (the padded rows of a kernel's last tile, never kept) read the last bucket.
+AB_HOST_DEVICE static inline float attn_bias_at(const float *table_h, AttnBias ab, float slope_h, int d) {
+    return (table_h ? table_h[ab.bucket[d < ab.n_dist ? d : ab.n_dist - 1]] : 0.0f) - slope_h * (float)d;
 }
 
 // Buckets per head of encoding pe (0: no learned table)
@@ -124,6 +125,7 @@ static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const 
     ab.NB = bp->bucket && attn_bias ? bp->NB : 0;
     ab.table = ab.NB ? attn_bias + (size_t)l * NH * ab.NB : NULL;
     ab.bucket = ab.NB ? bp->bucket + (size_t)l * bp->bucket_stride : NULL;
+    ab.n_dist = bp->n_dist;
     return ab;
 }
 

@@ -423,16 +423,16 @@ static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX 
 static void attention_run(int ver, floatX *y, floatX *att, float *lse, const floatX *q, const floatX *k, const floatX *v,
                           int B, int T, int NH, int NKV, int hd) {
     if (ver == 5) {
-        flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, 0.0f);
+        flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{});
     } else if (ver == 6) {
 #ifndef ENABLE_FP32
-        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, 0.0f);
+        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{});
 #endif
     } else if (ver == 1) {
-        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, 0.0f);
+        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, AttnBias{});
     } else if (ver == 2) {
         // as gpt_forward runs it for a whole sequence: no KV cache, no window, no entropy
-        attention_forward_online(y, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 0.0f, 0.0f);
+        attention_forward_online(y, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 0.0f, AttnBias{});
     } else if (ver == 3) {
         dim3 grid(ceil_div(T, FA3_BQ), NH, B);
         if (hd == 32) attention_forward_kernel_v3<32><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);

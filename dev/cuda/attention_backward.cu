@@ -142,12 +142,13 @@ typedef struct {
     float *lse, *D;
 } Bufs;
 
-static void backward_run(int ver, const Bufs &d, int B, int T, int NH, int NKV, int hd, float alibi_alpha) {
-    if (ver == 1) attention_backward(d.dq, d.dk, d.dv, d.datt, d.dy, d.att, d.q, d.k, d.v, B, T, NH, NKV, hd);
+// ab: the attention-score hook (ALiBi's slopes on the device, or none)
+static void backward_run(int ver, const Bufs &d, int B, int T, int NH, int NKV, int hd, AttnBias ab) {
+    if (ver == 1) attention_backward(d.dq, d.dk, d.dv, NULL, d.datt, d.dy, d.att, d.q, d.k, d.v, B, T, NH, NKV, hd);
     else if (ver == 2)
-        flash_backward_cuda_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, alibi_alpha);
+        flash_backward_cuda_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, ab);
 #ifndef ENABLE_FP32
-    else flash_backward_tensor_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, alibi_alpha);
+    else flash_backward_tensor_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, ab);
 #endif
     cudaCheck(cudaGetLastError());
 }
@@ -225,6 +226,9 @@ int main(int argc, char **argv) {
         upload_x(d.y, y);
         upload_x(d.att, P);
         upload_f(d.lse, lse);
+        float *d_slope = dalloc<float>(64);
+        cudaCheck(cudaMemcpy(d_slope, bias, sizeof(bias), cudaMemcpyHostToDevice));
+        AttnBias ab = {c.alibi_alpha > 0 ? d_slope : NULL, NULL, NULL, 0, 0};
         printf("  case B=%d T=%d NH=%d NKV=%d hd=%d alibi alpha %g\n", c.B, c.T, c.NH, c.NKV, c.hd, c.alibi_alpha);
         for (int ver = first; ver <= last; ver++) {
             const char *why;
@@ -238,7 +242,7 @@ int main(int argc, char **argv) {
             poison(d.dq, nq * sizeof(floatX));
             poison(d.dk, nkv * sizeof(floatX));
             poison(d.dv, nkv * sizeof(floatX));
-            backward_run(ver, d, c.B, c.T, c.NH, c.NKV, c.hd, c.alibi_alpha);
+            backward_run(ver, d, c.B, c.T, c.NH, c.NKV, c.hd, ab);
             cudaCheck(cudaDeviceSynchronize());
             bool flash = ver >= 2;
             bool ok = check_close("dq", download_x(d.dq, nq), flash ? dq_flash : dq_ref, FX_TOL);
@@ -247,6 +251,7 @@ int main(int argc, char **argv) {
             if (!ok) vd.failed[ver] = 1;
         }
         bufs_free(d);
+        cudaCheck(cudaFree(d_slope));
     }
     for (int ver = first; ver <= last; ver++) verdict_print("attention_backward", ver, &vd);
 
@@ -273,7 +278,7 @@ int main(int argc, char **argv) {
         for (int ver = first; ver <= last; ver++) {
             const char *why;
             if (vd.failed[ver] || !supported(ver, c.hd, &why)) continue;
-            float us = bench_us([&] { backward_run(ver, d, c.B, c.T, c.NH, c.NKV, c.hd, 0.0f); }, [] {}, 3, 20);
+            float us = bench_us([&] { backward_run(ver, d, c.B, c.T, c.NH, c.NKV, c.hd, AttnBias{}); }, [] {}, 3, 20);
             report_tflops("attention_backward", ver, "", us, flops);
         }
         bufs_free(d);

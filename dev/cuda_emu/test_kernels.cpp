@@ -9,6 +9,7 @@
 #include "../../llmc/config.h"
 #include "../../llmc/rng.h"
 #include "../../llmc/schedule.h"
+#include "../../llmc/attn_bias.h"
 #include "runtime.h"
 // what llmc/cuda/cuda_common.cuh gives the kernels in the trainer
 #define CUDA_FX CUDA_R_32F
@@ -89,29 +90,60 @@ static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
     return h < c ? exp2(-8.0 * (h + 1) / c) : exp2(-8.0 * (2 * (h - c) + 1) / (2 * c));
 }
 
-// ---- causal GQA attention in double: y, lse, the probabilities P (B,NH,T,T), dq, dk, dv ----
+// ---- the attention-score hook of a case (llmc/attn_bias.h): ALiBi's slopes at alpha (0:
+// none) as the host fills them, and with NB > 0 a learned table of NB buckets (distance / 3,
+// clipped) ----
+struct TestBias {
+    std::vector<float> slope, table;
+    std::vector<int> bucket;
+    int NB = 0;
+    AttnBias ab(std::vector<float> *tab = nullptr) const {  // tab: another table (a gradient's)
+        return AttnBias{slope.empty() ? nullptr : slope.data(), NB ? (tab ? tab->data() : table.data()) : nullptr,
+                        NB ? bucket.data() : nullptr, NB, (int)bucket.size()};
+    }
+    double at(int h, int d) const {
+        return (NB ? (double)table[h * NB + bucket[d]] : 0.0) - (slope.empty() ? 0.0 : (double)slope[h] * d);
+    }
+};
+static TestBias test_bias(int NH, int n_dist, float alpha, int NB) {
+    TestBias b;
+    for (int h = 0; h < NH && alpha > 0; h++) b.slope.push_back((float)slope(h, NH) * alpha);
+    b.NB = NB;
+    if (NB) {
+        b.table = randn((size_t)NH * NB, 2.0f);
+        for (int d = 0; d < n_dist; d++) b.bucket.push_back(std::min(d / 3, NB - 1));
+    }
+    return b;
+}
+static const char *bias_name(float alpha, int NB) {
+    return NB ? (alpha > 0 ? ", ALiBi + a learned table" : ", a learned table") : alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "";
+}
+
+// ---- causal GQA attention in double: y, lse, the probabilities P (B,NH,T,T), dq, dk, dv,
+// and a learned table's gradient dtable (NH,NB) ----
 struct AttRef {
-    std::vector<double> y, lse, P, dq, dk, dv;
+    std::vector<double> y, lse, P, dq, dk, dv, dtable;
 };
 static AttRef attention_reference(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
-                                  const std::vector<float> &dy, int B, int T, int NH, int NKV, int hd, float alpha) {
+                                  const std::vector<float> &dy, int B, int T, int NH, int NKV, int hd, const TestBias &tb) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
     AttRef r{std::vector<double>(nq, 0), std::vector<double>(nl), std::vector<double>(nl * T, 0),
-             std::vector<double>(nq, 0), std::vector<double>(nk, 0), std::vector<double>(nk, 0)};
+             std::vector<double>(nq, 0), std::vector<double>(nk, 0), std::vector<double>(nk, 0),
+             std::vector<double>((size_t)NH * tb.NB, 0)};
     int group = NH / NKV;
     double scale = 1.0 / sqrt((double)hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 int kvh = h / group;
-                double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0, Dt = 0;
+                double m = -1e300, l = 0, Dt = 0;
                 std::vector<double> x(t + 1), dp(t + 1);
                 const float *qt = &q[(((size_t)b * T + t) * NH + h) * hd], *dyt = &dy[(((size_t)b * T + t) * NH + h) * hd];
                 for (int s = 0; s <= t; s++) {
                     const float *ks = &k[(((size_t)b * T + s) * NKV + kvh) * hd], *vs = &v[(((size_t)b * T + s) * NKV + kvh) * hd];
                     double d = 0, e = 0;
                     for (int c = 0; c < hd; c++) d += (double)qt[c] * ks[c], e += (double)dyt[c] * vs[c];
-                    x[s] = d * scale - bias * (t - s);
+                    x[s] = d * scale + tb.at(h, t - s);
                     dp[s] = e;
                     m = std::max(m, x[s]);
                 }
@@ -126,6 +158,7 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
                 }
                 for (int s = 0; s <= t; s++) {
                     double p = r.P[row * T + s], ds = p * (dp[s] - Dt) * scale;
+                    if (tb.NB) r.dtable[(size_t)h * tb.NB + tb.bucket[t - s]] += p * (dp[s] - Dt);
                     size_t ko = (((size_t)b * T + s) * NKV + kvh) * hd, qo = (((size_t)b * T + t) * NH + h) * hd;
                     for (int c = 0; c < hd; c++) {
                         r.dq[qo + c] += ds * k[ko + c];
@@ -138,50 +171,67 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
 }
 
 // ---- flash attention: forward (y, lse), D, backward (dq, dk, dv) ----
-static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha) {
+// ---- the learned table's gradient from the diagonal sums diag (B,NH,T): into zeros ----
+static std::vector<float> table_grad(const TestBias &tb, const std::vector<float> &diag, int B, int NH, int T) {
+    std::vector<float> dtable((size_t)NH * tb.NB, 0.0f);
+    AttnBias dab = tb.ab(&dtable);
+    attn_bias_table_grad(&dab, diag.data(), B, NH, T);
+    return dtable;
+}
+
+// ---- flash attention: forward (y, lse), D, backward (dq, dk, dv), a learned table's gradient ----
+static void test_flash(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
-    std::vector<float> y(nq, NAN), lse(nl, NAN), D(nl, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
-    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
+    std::vector<float> y(nq, NAN), lse(nl, NAN), D(nl, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN), diag(nl, NAN);
+    TestBias tb = test_bias(NH, T, alpha, NB);
+    AttnBias ab = tb.ab();
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, tb);
     int hdmax = hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
     dim3 fgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NH, B), kvgrid((T + FLASH_ROWS - 1) / FLASH_ROWS, NKV, B);
     size_t smem = flash_backward_smem(hd, hdmax);
     size_t rows = (size_t)B * T * NH;
 #define FLASH_PASSES(HDMAX)                                                                                              \
-    emu_launch(fgrid, dim3(FLASH_ROWS), 0, [&] { flash_forward_kernel<HDMAX>(y.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); }); \
+    emu_launch(fgrid, dim3(FLASH_ROWS), 0, [&] { flash_forward_kernel<HDMAX>(y.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, ab); }); \
     emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { flash_backward_dot_kernel(D.data(), dy.data(), y.data(), B, T, NH, hd); }); \
-    emu_launch(kvgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_kv_kernel<HDMAX>(dk.data(), dv.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); }); \
-    emu_launch(fgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_q_kernel<HDMAX>(dq.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, alpha); });
+    emu_launch(kvgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_kv_kernel<HDMAX>(dk.data(), dv.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, ab); }); \
+    emu_launch(fgrid, dim3(FLASH_ROWS), smem, [&] { flash_backward_q_kernel<HDMAX>(dq.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), T, NH, NKV, hd, ab); });
     if (hdmax == 32) { FLASH_PASSES(32) } else if (hdmax == 64) { FLASH_PASSES(64) } else { FLASH_PASSES(128) }
-    const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
-    double errs[5] = {rel(y, ref.y), rel(lse, ref.lse), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv)};
+    const char *names[6] = {"y", "lse", "dq", "dk", "dv", "dtable"};
+    double errs[6] = {rel(y, ref.y), rel(lse, ref.lse), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv), 0};
+    if (NB) {
+        emu_launch(dim3((nl + 127) / 128), dim3(128), 0, [&] { flash_bias_diag_kernel(diag.data(), dy.data(), lse.data(), D.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, ab); });
+        errs[5] = rel(table_grad(tb, diag, B, NH, T), ref.dtable);
+    }
     char what[160];
-    snprintf(what, sizeof(what), "flash attention B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
-             alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
-    report(what, names, errs, 5);
+    snprintf(what, sizeof(what), "flash attention B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd, bias_name(alpha, NB));
+    report(what, names, errs, NB ? 6 : 5);
 }
 
 // ---- the bf16 build's flash attention on tensor cores (emu.h's WMMA), against double
 // precision from the same bf16 inputs: y, dq, dk, dv (bf16) at TOL_BF16, lse (fp32) at
 // 1e-5; the forward's y and lse feed the backward, as in training ----
-static void test_flash_tc(int B, int T, int NH, int NKV, int hd, float alpha) {
+static void test_flash_tc(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq), lse(nl, NAN), D(nl, NAN);
+    std::vector<float> diag(nl, NAN);
     for (std::vector<float> *x : {&q, &k, &v, &dy}) round_bf16(*x);
-    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
+    TestBias tb = test_bias(NH, T, alpha, NB);
+    AttnBias ab = tb.ab();
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, tb);
     std::vector<__nv_bfloat16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), dyb = to_bf16(dy);
     std::vector<__nv_bfloat16> y(nq, BF16_NAN), dq(nq, BF16_NAN), dk(nk, BF16_NAN), dv(nk, BF16_NAN);
-    bf16::flash_forward_tensor_cores(y.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, alpha);
-    bf16::flash_backward_tensor_cores(dq.data(), dk.data(), dv.data(), D.data(), dyb.data(), y.data(), lse.data(),
-                                      qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, alpha);
-    const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
-    double errs[5] = {rel(from_bf16(y), ref.y), rel(lse, ref.lse), rel(from_bf16(dq), ref.dq), rel(from_bf16(dk), ref.dk),
-                      rel(from_bf16(dv), ref.dv)};
-    double tols[5] = {TOL_BF16, 1e-5, TOL_BF16, TOL_BF16, TOL_BF16};
+    bf16::flash_attention_forward(y.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, ab);
+    bf16::flash_attention_backward(dq.data(), dk.data(), dv.data(), NB ? diag.data() : nullptr, D.data(), dyb.data(),
+                                   y.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, ab);
+    const char *names[6] = {"y", "lse", "dq", "dk", "dv", "dtable"};
+    double errs[6] = {rel(from_bf16(y), ref.y), rel(lse, ref.lse), rel(from_bf16(dq), ref.dq), rel(from_bf16(dk), ref.dk),
+                      rel(from_bf16(dv), ref.dv), NB ? rel(table_grad(tb, diag, B, NH, T), ref.dtable) : 0};
+    double tols[6] = {TOL_BF16, 1e-5, TOL_BF16, TOL_BF16, TOL_BF16, TOL_BF16};
     char what[160];
     snprintf(what, sizeof(what), "flash attention on tensor cores (bf16) B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
-             alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "");
-    report(what, names, errs, 5, tols);
+             bias_name(alpha, NB));
+    report(what, names, errs, NB ? 6 : 5, tols);
 }
 
 // ---- RMSNorm backward: dx (accumulating or not) and the deterministic dw ----
@@ -214,7 +264,8 @@ static void test_rmsnorm(int N, int C, int accumulate) {
 
 // ---- the evaluation's attention (attention_forward_online, as gpt_forward calls it):
 // KV-cache offset, window, entropy, ALiBi ----
-static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha) {
+static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha, int NB = 0) {
+    TestBias tb = test_bias(NH, Tk, alpha, NB);
     size_t nq = (size_t)B * Tq * NH * hd, nk = (size_t)B * Tk * NKV * hd;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent_bh((size_t)B * NH * Tq, 0.0f);
     std::vector<double> ry(nq, 0), rent(Tq, 0);
@@ -224,13 +275,13 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < Tq; t++) {
                 int kvh = h / group, last = q_offset + t, first = window && last - window + 1 > 0 ? last - window + 1 : 0;
-                double bias = alpha > 0 ? slope(h, NH) * alpha : 0.0, m = -1e300, l = 0;
+                double m = -1e300, l = 0;
                 std::vector<double> x(last + 1);
                 const float *qt = &q[(((size_t)b * Tq + t) * NH + h) * hd];
                 for (int s = first; s <= last; s++) {
                     double d = 0;
                     for (int c = 0; c < hd; c++) d += (double)qt[c] * k[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
-                    x[s] = d / sqrt((double)hd) - bias * (last - s);
+                    x[s] = d / sqrt((double)hd) + tb.at(h, last - s);
                     m = std::max(m, x[s]);
                 }
                 for (int s = first; s <= last; s++) l += exp(x[s] - m);
@@ -242,7 +293,7 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
                 }
             }
     attention_forward_online(y.data(), q.data(), k.data(), v.data(), B, Tq, Tk, q_offset, NH, NKV, hd, window, ent_bh.data(),
-                             ent_scale, alpha);
+                             ent_scale, tb.ab());
     std::vector<float> ent(Tq, 0.0f);  // (B,NH,Tq) summed over sequences and heads, as gpu_losses does
     for (int bh = 0; bh < B * NH; bh++)
         for (int t = 0; t < Tq; t++) ent[t] += ent_bh[(size_t)bh * Tq + t];
@@ -250,7 +301,7 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     double errs[2] = {rel(y, ry), rel(ent, rent)};
     char what[160];
     snprintf(what, sizeof(what), "evaluation attention B %d Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", B, Tq,
-             Tk, q_offset, NH, NKV, hd, window, alpha > 0 ? ", ALiBi" : "");
+             Tk, q_offset, NH, NKV, hd, window, bias_name(alpha, NB));
     report(what, names, errs, 2);
 }
 
@@ -464,28 +515,34 @@ static void test_small(void) {
         e[0] = rel(out, wo), e[1] = rel(rstd, wr);
         report("RMSNorm forward N 13 C 70", names, e, 2);
     }
-    {  // the naive attention's passes: ALiBi on raw scores, causal softmax in place, its backward
+    {  // the naive attention's passes: the attention-score hook (ALiBi and a table) on raw
+       // scores, causal softmax in place, its backward, the diagonal sums and the table's gradient
         int B = 2, NH = 3, T = 20, rows = B * NH * T;
         float scale = 0.25f, alpha = 2.0f;
+        TestBias tb = test_bias(NH, T, alpha, 4);
+        std::vector<double> wdt((size_t)NH * 4, 0);
         std::vector<float> att = randn((size_t)rows * T, 3.0f), datt = randn((size_t)rows * T);
         std::vector<double> wp((size_t)rows * T, 0), wd((size_t)rows * T, 0);
         for (int r = 0; r < rows; r++) {
             int t = r % T, h = r / T % NH;
             double m = -1e300, s = 0, dot = 0;
             std::vector<double> x(t + 1);
-            for (int u = 0; u <= t; u++) x[u] = att[(size_t)r * T + u] * (double)scale - slope(h, NH) * alpha * (t - u), m = std::max(m, x[u]);
+            for (int u = 0; u <= t; u++) x[u] = att[(size_t)r * T + u] * (double)scale + tb.at(h, t - u), m = std::max(m, x[u]);
             for (int u = 0; u <= t; u++) s += exp(x[u] - m);
             for (int u = 0; u <= t; u++) wp[(size_t)r * T + u] = exp(x[u] - m) / s, dot += wp[(size_t)r * T + u] * datt[(size_t)r * T + u];
             for (int u = 0; u <= t; u++) wd[(size_t)r * T + u] = wp[(size_t)r * T + u] * (datt[(size_t)r * T + u] - dot) * scale;
+            for (int u = 0; u <= t; u++) wdt[(size_t)h * 4 + tb.bucket[t - u]] += wd[(size_t)r * T + u] / scale;
         }
         size_t n = (size_t)rows * T;
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { alibi_bias_kernel(att.data(), NH, T, alpha, scale, n); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { attn_bias_kernel(att.data(), NH, T, tb.ab(), scale, n); });
         emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { softmax_forward_kernel(att.data(), rows, T, scale); });
         std::vector<float> p = att;
         emu_launch(dim3((rows + 7) / 8), dim3(256), 0, [&] { softmax_backward_kernel(datt.data(), p.data(), rows, T, scale); });
-        const char *names[2] = {"probabilities", "dscores"};
-        e[0] = rel(att, wp), e[1] = rel(datt, wd);
-        report("naive attention: ALiBi, causal softmax and its backward, T 20", names, e, 2);
+        std::vector<float> diag(rows, NAN);
+        emu_launch(dim3((rows + 255) / 256), dim3(256), 0, [&] { attn_bias_diag_kernel(diag.data(), datt.data(), B, NH, T, scale); });
+        const char *names[3] = {"probabilities", "dscores", "dtable"};
+        e[0] = rel(att, wp), e[1] = rel(datt, wd), e[2] = rel(table_grad(tb, diag, B, NH, T), wdt);
+        report("naive attention: ALiBi and a learned table, causal softmax and its backward, T 20", names, e, 3);
     }
     {  // SwiGLU forward and backward
         size_t n = 1000;
@@ -642,20 +699,23 @@ static void test_matmuls(int N, int IC, int OC) {
     report(what, names, errs, 3);
 }
 
-static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float alpha) {
+static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, na = (size_t)B * NH * T * T;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
     std::vector<float> y(nq, NAN), att(na, NAN), datt(na, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
-    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, alpha);
-    attention_forward(y.data(), att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, alpha);
-    attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), dy.data(), att.data(), q.data(), k.data(), v.data(), B,
-                       T, NH, NKV, hd);
-    const char *names[5] = {"y", "P", "dq", "dk", "dv"};
-    double errs[5] = {rel(y, ref.y), rel(att, ref.P), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv)};
+    std::vector<float> diag((size_t)B * NH * T, NAN);
+    TestBias tb = test_bias(NH, T, alpha, NB);
+    AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, tb);
+    attention_forward(y.data(), att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, tb.ab());
+    attention_backward(dq.data(), dk.data(), dv.data(), NB ? diag.data() : nullptr, datt.data(), dy.data(), att.data(),
+                       q.data(), k.data(), v.data(), B, T, NH, NKV, hd);
+    const char *names[6] = {"y", "P", "dq", "dk", "dv", "dtable"};
+    double errs[6] = {rel(y, ref.y), rel(att, ref.P), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv),
+                      NB ? rel(table_grad(tb, diag, B, NH, T), ref.dtable) : 0};
     char what[160];
     snprintf(what, sizeof(what), "naive attention (cuBLAS + kernels) B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
-             alpha > 0 ? ", ALiBi" : "");
-    report(what, names, errs, 5);
+             bias_name(alpha, NB));
+    report(what, names, errs, NB ? 6 : 5);
 }
 
 int main() {
@@ -665,6 +725,7 @@ int main() {
     test_flash(2, 64, 2, 2, 8, 8.0f);    // ALiBi at alpha 8, one block
     test_flash(1, 1, 2, 1, 32, 0.0f);    // T 1
     test_flash(1, 200, 8, 2, 48, 0.0f);  // hd 48 (the deep preset), several blocks
+    test_flash(2, 90, 4, 2, 16, 2.0f, 6);  // ALiBi and a learned table (the attention-score hook)
     test_flash_tc(2, 100, 6, 2, 16, 0.0f);  // the same shapes in bf16 on tensor cores
     test_flash_tc(1, 130, 4, 4, 64, 1.0f);
     test_flash_tc(1, 70, 4, 1, 128, 0.0f);
@@ -672,6 +733,7 @@ int main() {
     test_flash_tc(1, 1, 2, 1, 32, 0.0f);
     test_flash_tc(1, 200, 8, 2, 48, 0.0f);
     test_flash_tc(1, 90, 2, 1, 20, 0.0f);  // hd 20: rows not 16-byte aligned, element loads
+    test_flash_tc(2, 90, 4, 2, 16, 0.0f, 6);  // a learned table
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(13, 33, 0);
     test_rmsnorm(8, 384, 1);
@@ -680,6 +742,7 @@ int main() {
     test_online(1, 20, 70, 50, 2, 1, 48, 0, 0.0f);    // a chunk of 20 after 50 cached keys
     test_online(1, 100, 100, 0, 2, 1, 16, 40, 1.0f);  // a band of 40 (tiles skipped before it), ALiBi
     test_online(1, 40, 40, 0, 2, 2, 256, 0, 0.0f);    // hd 256 (ATT_MAX_HD: 8 accumulators per lane and row)
+    test_online(1, 10, 60, 50, 4, 2, 32, 0, 0.5f, 5);  // a chunk after a cache, ALiBi and a learned table
     test_rope(2, 37, 3, 16, 1.0f, 0);
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
@@ -696,6 +759,7 @@ int main() {
     test_matmuls(33, 64, 96);
     test_naive_attention(2, 24, 6, 2, 16, 0.0f);  // GQA: the group's heads summed by beta = 1
     test_naive_attention(1, 40, 4, 4, 32, 2.0f);  // ALiBi
+    test_naive_attention(2, 30, 4, 2, 16, 0.0f, 5);  // a learned table: its gradient through the diagonal sums
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }

@@ -1,5 +1,6 @@
 // llmc/cuda/attention.cuh: causal GQA attention for training, --attention naive (cuBLAS scores, (T,T) probabilities).
 #pragma once
+#include "../attn_bias.h"
 #include "cuda_utils.cuh"
 #include "matmul.cuh"
 
@@ -36,20 +37,58 @@ __global__ void softmax_backward_kernel(floatX *datt, const floatX *att, int row
     for (int s = lane; s < T; s += 32) d[s] = to_x(s <= t ? to_f(a[s]) * (to_f(d[s]) - dot) * scale : 0.0f);
 }
 
-// ALiBi slope of query head h of n (as alibi_slopes in llmc/schedule.h)
-__device__ float alibi_slope(int h, int n) {
-    int c = 1;
-    while (c * 2 <= n) c *= 2;
-    return h < c ? exp2f(-8.0f * (h + 1) / c) : exp2f(-8.0f * (2 * (h - c) + 1) / (2 * c));
-}
-
-// ALiBi on raw scores (B,NH,T,T): adds -m_h * alpha * (t - s) / scale, so that the
-// softmax's scale * score carries -m_h * alpha * (t - s).   mirrors the bias in attention_forward_train
-__global__ void alibi_bias_kernel(floatX *att, int NH, int T, float alpha, float scale, size_t n) {
+// The attention-score hook (llmc/attn_bias.h) on raw scores (B,NH,T,T): adds
+// attn_bias(h, t - s) / scale, so that the softmax's scale * score carries it.
+//                                              mirrors the bias in attention_forward_train
+__global__ void attn_bias_kernel(floatX *att, int NH, int T, AttnBias ab, float scale, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH);
-    if (s <= t) att[i] = to_x(to_f(att[i]) - alibi_slope(h, NH) * alpha * (float)(t - s) / scale);
+    if (s <= t)
+        att[i] = to_x(to_f(att[i]) + attn_bias_at(attn_bias_row(ab, h), ab, attn_bias_slope(ab, h), t - s) / scale);
+}
+
+// A learned bias's gradient, step 1: diag (B,NH,T), diag[b][h][d] = sum over t >= d
+// (ascending) of dX[t][t - d], from dS = dX * scale (B,NH,T,T). One thread per diagonal:
+// no atomics, the same order as the CPU.                mirrors the diag in attention_backward
+__global__ void attn_bias_diag_kernel(float *diag, const floatX *ds, int B, int NH, int T, float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,NH,T)
+    if (i >= (size_t)B * NH * T) return;
+    int d = (int)(i % T);
+    const floatX *m = ds + (i / T) * T * T;
+    float acc = 0.0f;
+    for (int t = d; t < T; t++) acc += to_f(m[(size_t)t * T + t - d]) / scale;
+    diag[i] = acc;
+}
+
+// Step 2: dtable (NH,NB) += the diagonals of each bucket, over b then d in order. One
+// thread per (h, bucket).                                         mirrors attn_bias_table_grad
+__global__ void attn_bias_table_grad_kernel(float *dtable, const float *diag, const int *bucket, int B, int NH, int T,
+                                            int NB) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= NH * NB) return;
+    int h = i / NB, j = i % NB;
+    float acc = dtable[i];
+    for (int b = 0; b < B; b++)
+        for (int d = 0; d < T; d++)
+            if (bucket[d] == j) acc += diag[((size_t)b * NH + h) * T + d];
+    dtable[i] = acc;
+}
+
+static void attn_bias_table_grad(const AttnBias *dab, const float *diag, int B, int NH, int T) {
+    attn_bias_table_grad_kernel<<<ceil_div(NH * dab->NB, 64), 64>>>((float *)dab->table, diag, dab->bucket, B, NH, T,
+                                                                     dab->NB);
+    cudaCheck(cudaGetLastError());
+}
+
+// The pass's slopes and buckets (attn_bias_pass) on the device, uploaded when they change:
+// the same BiasPass with device pointers, for attn_bias_layer.
+static BiasPass upload_attn_bias(const BiasPass *bp) {
+    static DeviceMirror slopes, buckets;
+    BiasPass d = *bp;
+    if (bp->slope) d.slope = (const float *)mirror_upload(&slopes, bp->slope, bp->n_slope * sizeof(float));
+    if (bp->bucket) d.bucket = (const int *)mirror_upload(&buckets, bp->bucket, bp->n_bucket * sizeof(int));
+    return d;
 }
 
 // strided-batched gemm over the B sequences (column-major arguments)
@@ -60,9 +99,9 @@ static void gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int 
                                            &beta, Cm, CUDA_FX, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// alibi_alpha > 0: ALiBi with distances times alibi_alpha
+// ab: the attention-score hook (its pointers on the device)
 static void attention_forward(floatX *y, floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                              int NH, int NKV, int hd, float alibi_alpha) {
+                              int NH, int NKV, int hd, AttnBias ab) {
     int group = NH / NKV;
     long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
     for (int h = 0; h < NH; h++) {  // S_h = Q_h K_kvh^T
@@ -70,9 +109,9 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
     }
-    if (alibi_alpha > 0) {
+    if (ab.slope || ab.table) {
         size_t n = (size_t)B * NH * T * T;
-        alibi_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, alibi_alpha, 1.0f / sqrtf((float)hd), n);
+        attn_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, ab, 1.0f / sqrtf((float)hd), n);
         cudaCheck(cudaGetLastError());
     }
     int rows = B * NH * T;
@@ -85,10 +124,11 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
     }
 }
 
-// dq, dk, dv overwritten; datt (B,NH,T,T) is scratch.         mirrors attention_backward
-static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt, const floatX *dy, const floatX *att,
-                               const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
-                               int hd) {
+// dq, dk, dv overwritten; datt (B,NH,T,T) is scratch. diag (B,NH,T), when given: the
+// logits' gradient per diagonal (attn_bias_diag_kernel).       mirrors attention_backward
+static void attention_backward(floatX *dq, floatX *dk, floatX *dv, float *diag, floatX *datt, const floatX *dy,
+                               const floatX *att, const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH,
+                               int NKV, int hd) {
     int group = NH / NKV;
     long long sq = (long long)T * NH * hd, skv = (long long)T * NKV * hd, sa = (long long)NH * T * T;
     for (int h = 0; h < NH; h++) {  // dP_h = dY_h V_kvh^T
@@ -99,6 +139,10 @@ static void attention_backward(floatX *dq, floatX *dk, floatX *dv, floatX *datt,
     int rows = B * NH * T;
     softmax_backward_kernel<<<ceil_div(rows, 8), 256>>>(datt, att, rows, T, 1.0f / sqrtf((float)hd));
     cudaCheck(cudaGetLastError());
+    if (diag) {
+        attn_bias_diag_kernel<<<ceil_div(rows, 256), 256>>>(diag, datt, B, NH, T, 1.0f / sqrtf((float)hd));
+        cudaCheck(cudaGetLastError());
+    }
     for (int h = 0; h < NH; h++) {
         int kvh = h / group;
         float beta = (h % group) ? 1.0f : 0.0f;  // the group's query heads sum into one dK, dV

@@ -10,8 +10,8 @@
 // cache) and reads keys s <= q_offset + t, only the last `window` of them when window > 0.
 // entropy (B,NH,Tq), when given, gets ent_scale * (-sum p ln p) added per row (one thread
 // per element, no atomics: the sums over heads and layers repeat to the bit), from the running
-// sums: H = m + ln l - (sum_s e^(x_s - m) x_s) / l. alibi_alpha > 0: ALiBi, scores get
-// -m_h * alibi_alpha * (position distance). hd <= ATT_MAX_HD.
+// sums: H = m + ln l - (sum_s e^(x_s - m) x_s) / l. ab: the attention-score hook, at the
+// token distance last - s. hd <= ATT_MAX_HD.
 // A block owns ATT_ROWS consecutive queries of one (b, h); warp w takes rows w, w + 4, ...
 // (interleaved: the causal work is balanced). Tiles of ATT_TILE keys and values are loaded
 // coalesced (consecutive threads, consecutive elements of a row) into shared memory as
@@ -28,13 +28,14 @@
 // y (B,Tq,NH,hd), q (B,Tq,NH,hd), k, v (B,Tk,NKV,hd). Grid (Tq/ATT_ROWS, NH, B), ATT_THREADS threads.
 __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
     floatX *y, const floatX *q, const floatX *k, const floatX *v, int Tq, int Tk, int q_offset, int NH, int NKV, int hd,
-    int window, float *entropy, float ent_scale, float alibi_alpha) {
+    int window, float *entropy, float ent_scale, AttnBias ab) {
     extern __shared__ float sm[];
     float *qs = sm, *ks = qs + ATT_ROWS * hd, *vs = ks + ATT_TILE * (hd + 1);  // (ATT_ROWS,hd), (ATT_TILE,hd+1), (ATT_TILE,hd)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = blockIdx.x * ATT_ROWS, h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
     int nrows = min(ATT_ROWS, Tq - t0);
-    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
+    const float *tb = attn_bias_row(ab, h);
     for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x)
         qs[i] = to_f(q[(((size_t)b * Tq + t0 + i / hd) * NH + h) * hd + i % hd]) * scale;
     int hi = q_offset + t0 + nrows - 1;                                           // the block's last key
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
                 const float *qr = qs + r * hd, *kr = ks + lane * (hd + 1);
                 score = 0.0f;
                 for (int c = 0; c < hd; c++) score += qr[c] * kr[c];
-                score -= bias * (float)(last - s);
+                score += attn_bias_at(tb, ab, slope, last - s);
             }
             float m_new = fmaxf(m[i], warp_max(score));
             float p = in ? expf(score - m_new) : 0.0f;
@@ -110,7 +111,7 @@ static size_t attention_online_smem(int hd) {
 // the launch of attention_forward_online_kernel over B sequences (the other arguments are its own)
 static void attention_forward_online(floatX *y, const floatX *q, const floatX *k, const floatX *v, int B, int Tq, int Tk,
                                      int q_offset, int NH, int NKV, int hd, int window, float *entropy,
-                                     float ent_scale, float alibi_alpha) {
+                                     float ent_scale, AttnBias ab) {
     size_t smem = attention_online_smem(hd);
     static size_t opted = 0;  // above 48 KiB (hd > 128) a kernel must opt in to dynamic shared memory
     if (smem > 48 * 1024 && smem > opted) {
@@ -118,6 +119,6 @@ static void attention_forward_online(floatX *y, const floatX *q, const floatX *k
         cudaCheck(cudaFuncSetAttribute(attention_forward_online_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)opted));
     }
     attention_forward_online_kernel<<<dim3(ceil_div(Tq, ATT_ROWS), NH, B), ATT_THREADS, smem>>>(
-        y, q, k, v, Tq, Tk, q_offset, NH, NKV, hd, window, entropy, ent_scale, alibi_alpha);
+        y, q, k, v, Tq, Tk, q_offset, NH, NKV, hd, window, entropy, ent_scale, ab);
     cudaCheck(cudaGetLastError());
 }

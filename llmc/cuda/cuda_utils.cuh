@@ -66,3 +66,25 @@ __device__ __forceinline__ void store128(T *p, const Pack128<T> &r) {
     *reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(r.v);
 }
 #define XVEC (Pack128<floatX>::N)  // floatX elements per 128 bits: 8 (bf16) or 4 (fp32)
+
+// A device copy of host data that a pass reads (positions, the attention bias's slopes and
+// buckets): uploaded only when the data differ from the last upload. Grow-only.
+typedef struct {
+    void *dev, *last;  // the device copy, and the host copy of what it holds
+    size_t cap, n;     // bytes
+} DeviceMirror;
+
+static void *mirror_upload(DeviceMirror *m, const void *src, size_t bytes) {
+    if (m->dev && bytes == m->n && memcmp(m->last, src, bytes) == 0) return m->dev;
+    if (bytes > m->cap) {
+        cudaFree(m->dev);
+        free(m->last);
+        m->dev = dmalloc(bytes);
+        m->last = xmalloc(bytes);
+        m->cap = bytes;
+    }
+    cudaCheck(cudaMemcpy(m->dev, src, bytes, cudaMemcpyHostToDevice));
+    memcpy(m->last, src, bytes);
+    m->n = bytes;
+    return m->dev;
+}

@@ -11,10 +11,10 @@
 // Flash attention for training (--attention flash): the same causal GQA attention with no
 // (T,T) matrix. The forward keeps y and the log-sum-exp of each row's scores, lse
 // (B,NH,T) fp32; the backward recomputes the probabilities from it (doc/model.md):
-//   x_ts = (q_t . k_s) * scale - bias_h * (t - s),   p_ts = exp(x_ts - lse_t),   s <= t
+//   x_ts = (q_t . k_s) * scale + attn_bias(h, t - s),   p_ts = exp(x_ts - lse_t),   s <= t
 //   D_t = dy_t . y_t  (= sum_s p_ts dP_ts),   dS_ts = p_ts (dy_t . v_s - D_t) * scale
 //   dv_s = sum_t p_ts dy_t,   dk_s = sum_t dS_ts q_t,   dq_t = sum_s dS_ts k_s
-// bias_h = ALiBi slope * alpha (0 without ALiBi). CUDA cores, fp32 math: a block of
+// attn_bias: the attention-score hook (llmc/attn_bias.h). CUDA cores, fp32 math: a block of
 // FLASH_ROWS threads owns FLASH_ROWS query rows (forward, dQ) or key rows (dK/dV), one per
 // thread, and walks tiles of FLASH_TILE rows of the other side staged in shared memory,
 // which every thread reads at the same address (a broadcast). HDMAX (32, 64 or 128) sizes
@@ -29,12 +29,13 @@
 template <int HDMAX>
 __global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, float *lse, const floatX *q, const floatX *k,
                                                                    const floatX *v, int T, int NH, int NKV, int hd,
-                                                                   float alibi_alpha) {
+                                                                   AttnBias ab) {
     __shared__ float ks[FLASH_TILE][HDMAX], vs[FLASH_TILE][HDMAX];
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
     int t = tile * FLASH_ROWS + threadIdx.x, last = min(tile * FLASH_ROWS + FLASH_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
+    const float *tb = attn_bias_row(ab, h);
     size_t kstride = (size_t)NKV * hd;
     const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
     const floatX *qt = q + (((size_t)b * T + min(t, T - 1)) * NH + h) * hd;
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, fl
                 for (int c = 0; c < HDMAX; c++)
                     if (c < hd) dot += qr[c] * ks[j0 + j][c];
                 int s = s0 + j0 + j;
-                x[j] = s <= t ? dot * scale - bias * (float)(t - s) : -FLT_MAX;
+                x[j] = s <= t ? dot * scale + attn_bias_at(tb, ab, slope, t - s) : -FLT_MAX;
                 mt = fmaxf(mt, x[j]);
             }
             float corr = expf(m - mt);
@@ -116,7 +117,7 @@ template <int HDMAX>
 __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
                                                                        const float *lse, const float *D, const floatX *q,
                                                                        const floatX *k, const floatX *v, int T, int NH,
-                                                                       int NKV, int hd, float alibi_alpha) {
+                                                                       int NKV, int hd, AttnBias ab) {
     extern __shared__ float sm[];
     int ld = hd + 1;
     float *kown = sm, *vown = kown + FLASH_ROWS * ld;          // (FLASH_ROWS, hd+1)
@@ -131,7 +132,8 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *d
 #pragma unroll
     for (int c = 0; c < HDMAX; c++) dka[c] = dva[c] = 0.0f;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        float slope = attn_bias_slope(ab, h);
+        const float *tb = attn_bias_row(ab, h);
         for (int t0 = s0 / FLASH_TILE * FLASH_TILE; t0 < T; t0 += FLASH_TILE) {
             __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
             flash_load_rows(qs, HDMAX, FLASH_TILE, q, b, t0, T, NH, h, hd);
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *d
                         dot += qj[c] * kown[r * ld + c];
                         dp += dyj[c] * vown[r * ld + c];
                     }
-                float p = expf(dot * scale - bias * (float)(t - s) - lses[j]);
+                float p = expf(dot * scale + attn_bias_at(tb, ab, slope, t - s) - lses[j]);
                 float ds = p * (dp - Ds[j]) * scale;
 #pragma unroll
                 for (int c = 0; c < HDMAX; c++)
@@ -181,7 +183,7 @@ template <int HDMAX>
 __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
                                                                       const float *D, const floatX *q, const floatX *k,
                                                                       const floatX *v, int T, int NH, int NKV, int hd,
-                                                                      float alibi_alpha) {
+                                                                      AttnBias ab) {
     extern __shared__ float sm[];
     int ld = hd + 1;
     float *qown = sm, *dyown = qown + FLASH_ROWS * ld;                  // (FLASH_ROWS, hd+1)
@@ -189,7 +191,8 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), r = threadIdx.x;
     int t0 = tile * FLASH_ROWS, t = t0 + r, last = min(t0 + FLASH_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
+    const float *tb = attn_bias_row(ab, h);
     flash_load_rows(qown, ld, FLASH_ROWS, q, b, t0, T, NH, h, hd);
     flash_load_rows(dyown, ld, FLASH_ROWS, dy, b, t0, T, NH, h, hd);
     float lt = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f, Dt = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
@@ -213,7 +216,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq
                     dot += qown[r * ld + c] * kj[c];
                     dp += dyown[r * ld + c] * vj[c];
                 }
-            float p = expf(dot * scale - bias * (float)(t - s) - lt);
+            float p = expf(dot * scale + attn_bias_at(tb, ab, slope, t - s) - lt);
             float ds = p * (dp - Dt) * scale;
 #pragma unroll
             for (int c = 0; c < HDMAX; c++)
@@ -236,16 +239,16 @@ static inline size_t flash_backward_smem(int hd, int hdmax) {
 
 template <int HDMAX>
 static void flash_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                             int NH, int NKV, int hd, float alibi_alpha) {
+                             int NH, int NKV, int hd, AttnBias ab) {
     dim3 grid(ceil_div(T, FLASH_ROWS), NH, B);
-    flash_forward_kernel<HDMAX><<<grid, FLASH_ROWS>>>(y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+    flash_forward_kernel<HDMAX><<<grid, FLASH_ROWS>>>(y, lse, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
 
 template <int HDMAX>
 static void flash_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
                               const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV, int hd,
-                              float alibi_alpha) {
+                              AttnBias ab) {
     size_t smem = flash_backward_smem(hd, HDMAX);
     static size_t opted = 0;  // above 48 KiB a kernel must opt in to dynamic shared memory
     if (smem > opted) {
@@ -255,39 +258,39 @@ static void flash_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D
         opted = most;
     }
     flash_backward_kv_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NKV, B), FLASH_ROWS, smem>>>(
-        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
     flash_backward_q_kernel<HDMAX><<<dim3(ceil_div(T, FLASH_ROWS), NH, B), FLASH_ROWS, smem>>>(
-        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
 
 // y (B,T,NH,hd) and lse (B,NH,T) of causal GQA attention on CUDA cores; hd <= FLASH_MAX_HD
-// (checked by the flags). alibi_alpha > 0: ALiBi with distances times alibi_alpha.
+// (checked by the flags). ab: the attention-score hook.
 static inline void flash_forward_cuda_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
-                                     int T, int NH, int NKV, int hd, float alibi_alpha) {
-    if (hd <= 32) flash_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else if (hd <= 64) flash_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else flash_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+                                     int T, int NH, int NKV, int hd, AttnBias ab) {
+    if (hd <= 32) flash_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else if (hd <= 64) flash_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else flash_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 }
 
 // dq, dk, dv overwritten; D (B,NH,T) is scratch. y and lse: the forward's.
 static inline void flash_backward_cuda_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
                                       const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                      int NH, int NKV, int hd, float alibi_alpha) {
+                                      int NH, int NKV, int hd, AttnBias ab) {
     size_t rows = (size_t)B * T * NH;
     flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
     cudaCheck(cudaGetLastError());
-    if (hd <= 32) flash_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else if (hd <= 64) flash_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else flash_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    if (hd <= 32) flash_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else if (hd <= 64) flash_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else flash_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
 }
 
 #ifndef ENABLE_FP32
 // ----------------------------------------------------------------------------
 // Flash attention on tensor cores (the bf16 build, where floatX is __nv_bfloat16): the
 // same passes and formulas, every product on WMMA tiles of 16x16x16 (bf16 inputs, fp32
-// accumulation); the softmax, lse, the ALiBi bias and dS in fp32. A block of FTC_WARPS
+// accumulation); the softmax, lse, the attention bias and dS in fp32. A block of FTC_WARPS
 // warps owns FTC_ROWS rows (queries in the forward and dQ, keys in dK/dV), 16 per warp,
 // and walks tiles of FTC_TILE rows of the other side (FTC_ROWS == FTC_TILE: the last tile
 // is the diagonal one). Tiles are staged in shared memory in bf16 with the head dimension
@@ -361,7 +364,7 @@ __device__ void flash_tc_write_rows(floatX *dst, const float *src, int ld, int b
 template <int HDP>
 __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y, float *lse, const floatX *q,
                                                                        const floatX *k, const floatX *v, int T, int NH,
-                                                                       int NKV, int hd, float alibi_alpha) {
+                                                                       int NKV, int hd, AttnBias ab) {
     using namespace nvcuda;
     typedef FtcSmem<HDP> L;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -372,7 +375,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FTC_ROWS, last = min(t0 + FTC_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
+    const float *tb = attn_bias_row(ab, h);
     flash_tc_load_tile<HDP>((floatX *)Os, q, b, t0, T, NH, h, hd);
     __syncthreads();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> qf[HDP / 16];  // the warp's 16 queries
@@ -407,12 +411,12 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
         const float *srow = Sw + r * FTC_LDS;
         float mx = -FLT_MAX;
         for (int j = half; j < FTC_TILE; j += 2)
-            if (s0 + j <= t) mx = fmaxf(mx, srow[j] * scale - bias * (float)(t - s0 - j));
+            if (s0 + j <= t) mx = fmaxf(mx, srow[j] * scale + attn_bias_at(tb, ab, slope, t - s0 - j));
         float mt = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1)));
         float corr = expf(m - mt), ps = 0.0f;
         floatX *prow = Pw + r * FTC_LDP;
         for (int j = half; j < FTC_TILE; j += 2) {
-            float p = s0 + j <= t ? expf(srow[j] * scale - bias * (float)(t - s0 - j) - mt) : 0.0f;
+            float p = s0 + j <= t ? expf(srow[j] * scale + attn_bias_at(tb, ab, slope, t - s0 - j) - mt) : 0.0f;
             ps += p;
             prow[j] = to_x(p);
         }
@@ -482,7 +486,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
                                                                            const float *lse, const float *D,
                                                                            const floatX *q, const floatX *k,
                                                                            const floatX *v, int T, int NH, int NKV,
-                                                                           int hd, float alibi_alpha) {
+                                                                           int hd, AttnBias ab) {
     using namespace nvcuda;
     typedef FtcSmem<HDP> L;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -505,7 +509,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
         wmma::fill_fragment(dvf[d], 0.0f);
     }
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        float bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+        float slope = attn_bias_slope(ab, h);
+        const float *tb = attn_bias_row(ab, h);
         for (int t0 = s0; t0 < T; t0 += FTC_TILE) {
             __syncthreads();  // the previous tile is consumed (and the own keys are loaded)
             flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
@@ -523,7 +528,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
                 int kr = i / FTC_TILE, qc = i % FTC_TILE, s = sw + kr, t = t0 + qc;
                 float p = 0.0f, ds = 0.0f;
                 if (s <= t && t < T) {  // key s is seen by queries t >= s
-                    p = expf(STw[kr * FTC_LDS + qc] * scale - bias * (float)(t - s) - lses[qc]);
+                    p = expf(STw[kr * FTC_LDS + qc] * scale + attn_bias_at(tb, ab, slope, t - s) - lses[qc]);
                     ds = p * (DPw[kr * FTC_LDS + qc] - Ds[qc]) * scale;
                 }
                 PTw[kr * FTC_LDP + qc] = to_x(p);
@@ -566,7 +571,7 @@ template <int HDP>
 __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
                                                                           const float *D, const floatX *q,
                                                                           const floatX *k, const floatX *v, int T, int NH,
-                                                                          int NKV, int hd, float alibi_alpha) {
+                                                                          int NKV, int hd, AttnBias ab) {
     using namespace nvcuda;
     typedef FtcSmem<HDP> L;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -578,7 +583,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FTC_ROWS, tw = t0 + warp * 16, last = min(t0 + FTC_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), bias = alibi_alpha > 0 ? alibi_slope(h, NH) * alibi_alpha : 0.0f;
+    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
+    const float *tb = attn_bias_row(ab, h);
     float *Sw = Ss + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
     floatX *DSw = DSs + warp * 16 * FTC_LDP;
     flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
@@ -603,7 +609,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
             int qr = i / FTC_TILE, kc = i % FTC_TILE, t = tw + qr, s = s0 + kc;
             float ds = 0.0f;
             if (s <= t && t < T) {  // causal
-                float p = expf(Sw[qr * FTC_LDS + kc] * scale - bias * (float)(t - s) - lses[warp * 16 + qr]);
+                float p = expf(Sw[qr * FTC_LDS + kc] * scale + attn_bias_at(tb, ab, slope, t - s) - lses[warp * 16 + qr]);
                 ds = p * (DPw[qr * FTC_LDS + kc] - Ds[warp * 16 + qr]) * scale;
             }
             DSw[qr * FTC_LDP + kc] = to_x(ds);
@@ -632,7 +638,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
 
 template <int HDP>
 static void flash_tc_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                int NH, int NKV, int hd, float alibi_alpha) {
+                                int NH, int NKV, int hd, AttnBias ab) {
     static bool opted = false;  // above 48 KiB a kernel must opt in to dynamic shared memory
     if (!opted) {
         cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -640,14 +646,14 @@ static void flash_tc_forward_hd(floatX *y, float *lse, const floatX *q, const fl
         opted = true;
     }
     flash_tc_forward_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::fwd>>>(
-        y, lse, q, k, v, T, NH, NKV, hd, alibi_alpha);
+        y, lse, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
 
 template <int HDP>
 static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
                                  const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
-                                 int hd, float alibi_alpha) {
+                                 int hd, AttnBias ab) {
     static bool opted = false;
     if (!opted) {
         cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -657,50 +663,81 @@ static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float
         opted = true;
     }
     flash_tc_backward_kv_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NKV, B), FTC_THREADS, FtcSmem<HDP>::kv>>>(
-        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
     flash_tc_backward_q_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::q>>>(
-        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, alibi_alpha);
+        dq, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
 
 // as flash_forward_cuda_cores, on tensor cores
 static void flash_forward_tensor_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
-                                       int T, int NH, int NKV, int hd, float alibi_alpha) {
-    if (hd <= 32) flash_tc_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else if (hd <= 64) flash_tc_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else flash_tc_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+                                       int T, int NH, int NKV, int hd, AttnBias ab) {
+    if (hd <= 32) flash_tc_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else if (hd <= 64) flash_tc_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else flash_tc_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 }
 
 // as flash_backward_cuda_cores, on tensor cores
 static void flash_backward_tensor_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
                                         const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                        int NH, int NKV, int hd, float alibi_alpha) {
+                                        int NH, int NKV, int hd, AttnBias ab) {
     size_t rows = (size_t)B * T * NH;
     flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
     cudaCheck(cudaGetLastError());
-    if (hd <= 32) flash_tc_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else if (hd <= 64) flash_tc_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
-    else flash_tc_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    if (hd <= 32) flash_tc_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else if (hd <= 64) flash_tc_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
+    else flash_tc_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
 }
 #endif
+
+// A learned bias's gradient on the flash path, which keeps no (T,T) matrix: the diagonal
+// sums diag (B,NH,T) of dX_ts = p_ts (dy_t . v_s - D_t), recomputed from q, k, v, dy, lse
+// and D. One thread per diagonal, t ascending (the CPU's order): a plain path of
+// O(T^2 hd) per (b, h) that runs only with a learned table. mirrors the diag in attention_backward
+__global__ void flash_bias_diag_kernel(float *diag, const floatX *dy, const float *lse, const float *D, const floatX *q,
+                                       const floatX *k, const floatX *v, int B, int T, int NH, int NKV, int hd,
+                                       AttnBias ab) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,NH,T)
+    if (i >= (size_t)B * NH * T) return;
+    int d = (int)(i % T), h = (int)((i / T) % NH), b = (int)(i / ((size_t)T * NH)), kvh = h / (NH / NKV);
+    float scale = 1.0f / sqrtf((float)hd), bias = attn_bias_at(attn_bias_row(ab, h), ab, attn_bias_slope(ab, h), d);
+    float acc = 0.0f;
+    for (int t = d; t < T; t++) {
+        size_t qo = (((size_t)b * T + t) * NH + h) * hd, ko = (((size_t)b * T + t - d) * NKV + kvh) * hd;
+        float dot = 0.0f, dp = 0.0f;
+        for (int c = 0; c < hd; c++) {
+            dot += to_f(q[qo + c]) * to_f(k[ko + c]);
+            dp += to_f(dy[qo + c]) * to_f(v[ko + c]);
+        }
+        size_t row = ((size_t)b * NH + h) * T + t;
+        acc += expf(dot * scale + bias - lse[row]) * (dp - D[row]);
+    }
+    diag[i] = acc;
+}
 
 // --attention flash: tensor cores in the bf16 build, CUDA cores in the fp32 build (WMMA takes
 // no fp32 inputs, and tf32 would miss the fp32 build's 1e-5 checks)
 static void flash_attention_forward(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
-                                    int T, int NH, int NKV, int hd, float alibi_alpha) {
+                                    int T, int NH, int NKV, int hd, AttnBias ab) {
 #ifdef ENABLE_FP32
-    flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 #else
-    flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 #endif
 }
-static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
-                                     const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                     int NH, int NKV, int hd, float alibi_alpha) {
+// diag (B,NH,T), when given: the logits' gradient per diagonal (flash_bias_diag_kernel)
+static void flash_attention_backward(floatX *dq, floatX *dk, floatX *dv, float *diag, float *D, const floatX *dy,
+                                     const floatX *y, const float *lse, const floatX *q, const floatX *k, const floatX *v,
+                                     int B, int T, int NH, int NKV, int hd, AttnBias ab) {
 #ifdef ENABLE_FP32
-    flash_backward_cuda_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    flash_backward_cuda_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 #else
-    flash_backward_tensor_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, alibi_alpha);
+    flash_backward_tensor_cores(dq, dk, dv, D, dy, y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 #endif
+    if (diag) {
+        flash_bias_diag_kernel<<<ceil_div((size_t)B * NH * T, 128), 128>>>(diag, dy, lse, D, q, k, v, B, T, NH, NKV, hd,
+                                                                          ab);
+        cudaCheck(cudaGetLastError());
+    }
 }

@@ -36,22 +36,10 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, const float 
 // upload (a training step's micro-batches share them unless they are per sequence); the
 // backward reads the forward's.
 static float *d_positions;
-static size_t d_positions_cap;
 
 static void upload_positions(const PassPositions *pp) {
-    static float *last;  // what d_positions holds
-    static size_t last_n;
-    if (pp->n == last_n && memcmp(last, pp->p, pp->n * sizeof(float)) == 0) return;
-    if (pp->n > d_positions_cap) {
-        cudaFree(d_positions);
-        d_positions = (float *)dmalloc(pp->n * sizeof(float));
-        free(last);
-        last = (float *)xmalloc(pp->n * sizeof(float));
-        d_positions_cap = pp->n;
-    }
-    cudaCheck(cudaMemcpy(d_positions, pp->p, pp->n * sizeof(float), cudaMemcpyHostToDevice));
-    memcpy(last, pp->p, pp->n * sizeof(float));
-    last_n = pp->n;
+    static DeviceMirror m;
+    d_positions = (float *)mirror_upload(&m, pp->p, pp->n * sizeof(float));
 }
 
 // Layer l's pass positions on the device (after upload_positions)
