@@ -1028,6 +1028,24 @@ static double attn_bias_loss(const float *q, const float *k, const float *v, con
     return s;
 }
 
+// The worst relative error of grad against central differences of attn_bias_loss over
+// x[0], x[step], ... below n (x is one of the loss's inputs, moved in place and restored).
+static double attn_bias_fd(float *x, size_t n, size_t step, const float *grad, const float *q, const float *k,
+                           const float *v, const float *w, const AttnBias *ab, int B, int T, int NH, int NKV, int hd) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i += step) {
+        float orig = x[i], h = 1e-2f;
+        x[i] = orig + h;
+        double lp = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd);
+        x[i] = orig - h;
+        double lm = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd);
+        x[i] = orig;
+        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - grad[i]) / (fabs(fd) + 1e-3);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
 static void test_attn_bias(void) {
     enum { B = 2, T = 11, NH = 4, NKV = 2, hd = 8, NB = 5 };
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd;
@@ -1051,27 +1069,8 @@ static void test_attn_bias(void) {
     attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
     attention_backward(dq, dk, dv, diag, w, att, q, k, v, B, T, NH, NKV, hd);
     attn_bias_table_grad(dtable, diag, bucket, B, NH, T, NB);
-    double worst = 0, worst_q = 0;
-    for (int i = 0; i < NH * NB; i++) {
-        float orig = table[i], h = 1e-2f;
-        table[i] = orig + h;
-        double lp = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
-        table[i] = orig - h;
-        double lm = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
-        table[i] = orig;
-        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - dtable[i]) / (fabs(fd) + 1e-3);
-        if (e > worst) worst = e;
-    }
-    for (size_t i = 0; i < nq; i += 7) {
-        float orig = q[i], h = 1e-2f;
-        q[i] = orig + h;
-        double lp = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
-        q[i] = orig - h;
-        double lm = attn_bias_loss(q, k, v, w, &ab, B, T, NH, NKV, hd);
-        q[i] = orig;
-        double fd = (lp - lm) / (2.0 * h), e = fabs(fd - dq[i]) / (fabs(fd) + 1e-3);
-        if (e > worst_q) worst_q = e;
-    }
+    double worst = attn_bias_fd(table, NH * NB, 1, dtable, q, k, v, w, &ab, B, T, NH, NKV, hd);
+    double worst_q = attn_bias_fd(q, nq, 7, dq, q, k, v, w, &ab, B, T, NH, NKV, hd);
     check(worst < 2e-2, "attention-score hook: the learned table's gradient (diagonal sums, buckets) against central "
           "differences", "worst rel err %.2e over %d entries", worst, NH * NB);
     check(worst_q < 2e-2, "attention-score hook: dq with a table and slopes against central differences",

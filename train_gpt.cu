@@ -371,6 +371,29 @@ static void gru_backward(GPT *g, Acts *a, const float *weights, float dloss) {
 // ----------------------------------------------------------------------------
 // the transformer
 
+// Layer l's attention in a forward-only pass: q (B,T,NH*hd), k, v (B,T,NKV*hd) of this
+// pass; with a KV cache (B = 1) they are appended first and the queries attend over the
+// whole cache. y (B,T,NH*hd).                             mirrors attention_forward_infer
+static void attention_forward_infer(GPT *g, Acts *a, int l, floatX *y, const floatX *q, const floatX *k,
+                                    const floatX *v, AttnBias ab, const FwdOpts *o) {
+    const Config *c = &g->cfg;
+    int B = a->B, T = a->T, KD = c->NKV * g->hd;
+    KVCache *kv = o ? o->kv : NULL;
+    const floatX *keys = k, *vals = v;
+    int Tk = T, q_off = 0;
+    if (kv) {  // append, then attend over the whole cache
+        floatX *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
+        cudaCheck(cudaMemcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaMemcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        keys = kl;
+        vals = vl;
+        Tk = kv->len + T;
+        q_off = kv->len;
+    }
+    attention_forward_online(y, q, keys, vals, B, T, Tk, q_off, c->NH, c->NKV, g->hd, o ? o->window : 0,
+                             o ? o->entropy : NULL, 1.0f / ((float)B * c->NH * c->L), ab);
+}
+
 // Layer l's attention-score hook on the device, reading the model's fp32 attn_bias (or its
 // gradient: with grad) when it has one.
 static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, int grad) {
@@ -424,27 +447,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
         AttnBias ab = layer_attn_bias(g, a, l, 0);
-        if (a->train) {
-            if (c->attention == ATTN_FLASH)
-                flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, ab);
-            else
-                attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, ab);
-        } else {
-            KVCache *kv = o ? o->kv : NULL;
-            const floatX *keys = k, *vals = v;
-            int Tk = T, q_off = 0;
-            if (kv) {  // append, then attend over the whole cache
-                floatX *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
-                cudaCheck(cudaMemcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
-                cudaCheck(cudaMemcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(floatX), cudaMemcpyDeviceToDevice));
-                keys = kl;
-                vals = vl;
-                Tk = kv->len + T;
-                q_off = kv->len;
-            }
-            attention_forward_online(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
-                                     o ? o->entropy : NULL, 1.0f / ((float)B * NH * c->L), ab);
-        }
+        if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
+            flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, ab);
+        else if (a->train)  // training: naive keeps P (B,NH,T,T)
+            attention_forward(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, ab);
+        else  // evaluation and generation: online softmax, windows, entropy, the KV cache
+            attention_forward_infer(g, a, l, atty, q, k, v, ab, o);
         matmul_forward(mid, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C);
         LAUNCH_ELEMS(residual_forward_kernel, NC, mid, mid, x, NC);
         LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, n2, a->rstd2 + l * a->ls_N, mid, P(g, P_MLP_NORM) + (size_t)l * C, N,

@@ -696,6 +696,29 @@ typedef struct {
     float *state;    // --arch gru (L,B,C), when given: the state to continue from, updated
 } FwdOpts;
 
+// Layer l's attention in a forward-only pass: q (B,T,NH*hd), k, v (B,T,NKV*hd) of this
+// pass; with a KV cache (B = 1) they are appended first and the queries attend over the
+// whole cache. y (B,T,NH*hd).
+static void attention_forward_infer(GPT *g, Acts *a, int l, float *y, const float *q, const float *k, const float *v,
+                                    const AttnBias *ab, const FwdOpts *o) {
+    const Config *c = &g->cfg;
+    int T = a->T, KD = c->NKV * g->hd;
+    KVCache *kv = o ? o->kv : NULL;
+    const float *keys = k, *vals = v;
+    int Tk = T, q_off = 0;
+    if (kv) {  // append, then attend over the whole cache
+        float *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
+        memcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(float));
+        memcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(float));
+        keys = kl;
+        vals = vl;
+        Tk = kv->len + T;
+        q_off = kv->len;
+    }
+    attention_forward_rows(y, q, keys, vals, a->B, T, Tk, q_off, c->NH, c->NKV, g->hd, o ? o->window : 0,
+                           o ? o->entropy : NULL, c->L, ab);
+}
+
 // The head: final norm of xL (B,T,C), logits (B,T,Vp), and with targets the per-position
 // losses in a->losses; returns their mean.
 static float head_forward(GPT *g, Acts *a, const float *xL, const int *targets) {
@@ -806,22 +829,10 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         AttnBias ab = attn_bias_layer(&a->bias, l, NH, g->shapes[P_ATTN_BIAS].numel ? P[P_ATTN_BIAS] : NULL);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
-        if (a->train) {
+        if (a->train)  // training keeps P (B,NH,T,T) for the backward
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, &ab);
-        } else {
-            const float *keys = k, *vals = v;
-            int q_off = 0;
-            if (kv) {  // append, then attend over the whole cache
-                float *kl = kv->k + (size_t)l * kv->cap * KD, *vl = kv->v + (size_t)l * kv->cap * KD;
-                memcpy(kl + (size_t)kv->len * KD, k, (size_t)T * KD * sizeof(float));
-                memcpy(vl + (size_t)kv->len * KD, v, (size_t)T * KD * sizeof(float));
-                keys = kl;
-                vals = vl;
-                q_off = kv->len;
-            }
-            attention_forward_rows(atty, q, keys, vals, B, T, Tk, q_off, NH, NKV, hd, o ? o->window : 0,
-                                   o ? o->entropy : NULL, c->L, &ab);
-        }
+        else  // evaluation and generation: row by row, windows, entropy, the KV cache
+            attention_forward_infer(g, a, l, atty, q, k, v, &ab, o);
         matmul_forward(mid, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C);
         residual_forward(mid, mid, x, (size_t)N * C);
         rmsnorm_forward(n2, a->rstd2 + l * a->ls_N, mid, P[P_MLP_NORM] + (size_t)l * C, N, C, c->rms_eps);

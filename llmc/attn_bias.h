@@ -86,11 +86,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     int nl = pos_per_layer(ps, n_layer) ? n_layer : 1;
     if (ps->pe == PE_ALIBI) {  // m_h * alpha[l]
         bp.n_slope = (size_t)nl * NH;
-        if (bp.n_slope > slope_cap) {
-            free(slope);
-            slope_cap = bp.n_slope;
-            slope = (float *)xmalloc(slope_cap * sizeof(float));
-        }
+        slope = (float *)grow_buffer(slope, &slope_cap, bp.n_slope * sizeof(float));
         for (int l = 0; l < nl; l++)
             for (int h = 0; h < NH; h++) slope[(size_t)l * NH + h] = ps->alibi_slope[h] * ps->alpha[l];
         bp.slope = slope;
@@ -100,11 +96,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     bp.n_dist = n_dist;
     if (bp.NB) {  // the bucket of alpha[l] * d
         bp.n_bucket = (size_t)nl * n_dist;
-        if (bp.n_bucket > bucket_cap) {
-            free(bucket);
-            bucket_cap = bp.n_bucket;
-            bucket = (int *)xmalloc(bucket_cap * sizeof(int));
-        }
+        bucket = (int *)grow_buffer(bucket, &bucket_cap, bp.n_bucket * sizeof(int));
         for (int l = 0; l < nl; l++)
             for (int d = 0; d < n_dist; d++) {
                 int j = pe_bias_bucket(ps->pe, ps->alpha[l] * (float)d);

@@ -159,11 +159,7 @@ static inline PassPositions pos_pass(const PosStep *ps, int n_layer, int B, int 
     PassPositions pp = {NULL, pos0, T, per_layer ? (per_seq ? B : 1) * T : 0, per_seq ? T : 0, 0};
     int nl = per_layer ? n_layer : 1, nb = per_seq ? B : 1;
     pp.n = (size_t)nl * nb * T;
-    if (pp.n > cap) {
-        free(buf);
-        buf = (float *)xmalloc(pp.n * sizeof(float));
-        cap = pp.n;
-    }
+    buf = (float *)grow_buffer(buf, &cap, pp.n * sizeof(float));
     for (int l = 0; l < nl; l++)
         for (int b = 0; b < nb; b++) {
             float *dst = buf + (size_t)l * pp.layer_stride + (size_t)b * pp.seq_stride;
@@ -192,12 +188,8 @@ static inline void learned_rows_check(const PassPositions *pp, int B, int rows) 
 // PosStep's positions stay valid until the next step or pass asks for them).
 static inline float *pos_buffer(int n) {
     static float *buf;
-    static int cap;
-    if (n > cap) {
-        free(buf);
-        buf = (float *)xmalloc((size_t)n * sizeof(float));
-        cap = n;
-    }
+    static size_t cap;
+    buf = (float *)grow_buffer(buf, &cap, (size_t)n * sizeof(float));
     return buf;
 }
 

@@ -54,6 +54,15 @@ static inline void *xcalloc(size_t n, size_t size) {
     return p;
 }
 
+// A grow-only buffer: buf when it holds `bytes` already (*cap, in bytes), else a larger one
+// (the old contents are not kept).
+static inline void *grow_buffer(void *buf, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return buf;
+    free(buf);
+    *cap = bytes;
+    return xmalloc(bytes);
+}
+
 static inline FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) fail("cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
