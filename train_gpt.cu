@@ -11,9 +11,11 @@
 //                      gradient rows (llmc/cuda/encoder.cuh)
 //   gpt_forward        embedding, then per layer: RMSNorm, Q/K/V, RoPE at the step's
 //                      positions (THE POSAUG HOOK: rope_kernel in llmc/cuda/positions.cuh;
-//                      alpha is drawn by pos_schedule_step() in llmc/schedule.h), attention,
-//                      output projection, residual, RMSNorm, SwiGLU MLP, residual; then the
-//                      final norm and the fused classifier (loss and dlogits)
+//                      alpha is drawn by pos_schedule_step() in llmc/schedule.h), attention
+//                      (with the attention-score hook's bias, llmc/attn_bias.h: ALiBi, a
+//                      learned table), output projection, residual, RMSNorm, SwiGLU MLP,
+//                      residual; then the final norm and the fused classifier (loss and
+//                      dlogits)
 //   gpt_backward       the same layers in reverse
 //   compute_gradients  the three above per micro-batch, accumulated; the global gradient norm
 //   apply_update       clip folded into AdamW; the bf16 copy of the weights
