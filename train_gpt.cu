@@ -396,11 +396,9 @@ static void attention_forward_infer(GPT *g, Acts *a, int l, floatX *y, const flo
                              o ? o->entropy : NULL, 1.0f / ((float)B * c->NH * c->L), ab);
 }
 
-// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias (or its
-// gradient: with grad) when it has one.
-static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, int grad) {
-    const float *table = g->shapes[P_ATTN_BIAS].numel ? (grad ? g->grads : g->params) + g->offsets[P_ATTN_BIAS] : NULL;
-    return attn_bias_layer(&a->bias, l, g->cfg.NH, table);
+// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias
+static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l) {
+    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS]);
 }
 
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
@@ -448,7 +446,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
-        AttnBias ab = layer_attn_bias(g, a, l, 0);
+        AttnBias ab = layer_attn_bias(g, a, l);
         if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
             flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, ab);
         else if (a->train)  // training: naive keeps P (B,NH,T,T)
@@ -494,14 +492,14 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = layer_attn_bias(g, a, l, 0), dab = layer_attn_bias(g, a, l, 1);
+        AttnBias ab = layer_attn_bias(g, a, l);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         if (c->attention == ATTN_FLASH)
             flash_attention_backward(a->dq, a->dk, a->dv, diag, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k,
                                      v, B, T, NH, NKV, hd, ab);
         else
             attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        if (diag) attn_bias_table_grad(&dab, diag, B, NH, T);
+        if (diag) attn_bias_table_grad(G(g, P_ATTN_BIAS) + (size_t)l * NH * ab.NB, &ab, diag, B, NH, T);
         rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
         rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -221,10 +221,10 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
                 Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                 gemm_serial(&qk, T, T);
-                const float *tb = attn_bias_row(*ab, h), m = attn_bias_slope(*ab, h);
+                AttnBiasHead hb = attn_bias_head(*ab, h);
                 for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
                     float *a = S + (size_t)t * T;
-                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(tb, *ab, m, t - s);
+                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(hb, t - s);
                     exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
                     float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
@@ -261,13 +261,13 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     int first = window && last - window + 1 > 0 ? last - window + 1 : 0;
                     const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
-                    const float *tb = attn_bias_row(*ab, h), m = attn_bias_slope(*ab, h);
+                    AttnBiasHead hb = attn_bias_head(*ab, h);
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                        a[s] = dot * scale + attn_bias_at(tb, *ab, m, last - s);
+                        a[s] = dot * scale + attn_bias_at(hb, last - s);
                     }
                     int n = last - first + 1;
                     exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
@@ -826,7 +826,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, g->shapes[P_ATTN_BIAS].numel ? P[P_ATTN_BIAS] : NULL);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS]);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
         if (a->train)  // training keeps P (B,NH,T,T) for the backward
@@ -879,10 +879,10 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, g->shapes[P_ATTN_BIAS].numel ? G[P_ATTN_BIAS] : NULL);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS]);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         attention_backward(a->dq, a->dk, a->dv, diag, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        if (diag) attn_bias_table_grad((float *)ab.table, diag, ab.bucket, B, NH, T, ab.NB);
+        if (diag) attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * ab.NB, diag, ab.bucket, B, NH, T, ab.NB);
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -35,18 +35,23 @@ typedef struct {
     int NB, n_dist;
 } AttnBias;
 
-AB_HOST_DEVICE static inline float attn_bias_slope(AttnBias ab, int h) { return ab.slope ? ab.slope[h] : 0.0f; }
+// One head's part of it, which the kernels take once, out of their loops.
+typedef struct {
+    const float *table;  // (NB) this head's row, or NULL
+    const int *bucket;   // (n_dist)
+    int n_dist;
+    float slope;         // 0 without
+} AttnBiasHead;
 
-// Head h's table row, or NULL
-AB_HOST_DEVICE static inline const float *attn_bias_row(AttnBias ab, int h) {
-    return ab.table ? ab.table + h * ab.NB : NULL;
+AB_HOST_DEVICE static inline AttnBiasHead attn_bias_head(AttnBias ab, int h) {
+    AttnBiasHead hb = {ab.table ? ab.table + h * ab.NB : NULL, ab.bucket, ab.n_dist, ab.slope ? ab.slope[h] : 0.0f};
+    return hb;
 }
 
-// The bias at token distance d of a head whose table row is table_h (NULL: none) and slope
-// slope_h: what the kernels compute, with both hoisted out of their loops. Distances past
-// the pass's keys (the padded rows of a kernel's last tile, never kept) read the last bucket.
-AB_HOST_DEVICE static inline float attn_bias_at(const float *table_h, AttnBias ab, float slope_h, int d) {
-    return (table_h ? table_h[ab.bucket[d < ab.n_dist ? d : ab.n_dist - 1]] : 0.0f) - slope_h * (float)d;
+// The bias at token distance d. Distances past the pass's keys (the padded rows of a
+// kernel's last tile, never kept) read the last bucket.
+AB_HOST_DEVICE static inline float attn_bias_at(AttnBiasHead hb, int d) {
+    return (hb.table ? hb.table[hb.bucket[d < hb.n_dist ? d : hb.n_dist - 1]] : 0.0f) - hb.slope * (float)d;
 }
 
 // Buckets per head of encoding pe (0: no learned table)
@@ -110,7 +115,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
 }
 
 // Layer l's hook from the pass bp (its pointers wherever bp's point) and the model's
-// attn_bias (L,NH,NB) (NULL without one).
+// attn_bias (L,NH,NB), read only when the pass has buckets (an encoding with a table).
 static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *attn_bias) {
     AttnBias ab;
     ab.slope = bp->slope ? bp->slope + (size_t)l * bp->slope_stride : NULL;

@@ -97,9 +97,9 @@ struct TestBias {
     std::vector<float> slope, table;
     std::vector<int> bucket;
     int NB = 0;
-    AttnBias ab(std::vector<float> *tab = nullptr) const {  // tab: another table (a gradient's)
-        return AttnBias{slope.empty() ? nullptr : slope.data(), NB ? (tab ? tab->data() : table.data()) : nullptr,
-                        NB ? bucket.data() : nullptr, NB, (int)bucket.size()};
+    AttnBias ab() const {
+        return AttnBias{slope.empty() ? nullptr : slope.data(), NB ? table.data() : nullptr, NB ? bucket.data() : nullptr,
+                        NB, (int)bucket.size()};
     }
     double at(int h, int d) const {
         return (NB ? (double)table[h * NB + bucket[d]] : 0.0) - (slope.empty() ? 0.0 : (double)slope[h] * d);
@@ -174,8 +174,8 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
 // ---- the learned table's gradient from the diagonal sums diag (B,NH,T): into zeros ----
 static std::vector<float> table_grad(const TestBias &tb, const std::vector<float> &diag, int B, int NH, int T) {
     std::vector<float> dtable((size_t)NH * tb.NB, 0.0f);
-    AttnBias dab = tb.ab(&dtable);
-    attn_bias_table_grad(&dab, diag.data(), B, NH, T);
+    AttnBias ab = tb.ab();
+    attn_bias_table_grad(dtable.data(), &ab, diag.data(), B, NH, T);
     return dtable;
 }
 

@@ -45,7 +45,7 @@ __global__ void attn_bias_kernel(floatX *att, int NH, int T, AttnBias ab, float 
     if (i >= n) return;
     int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH);
     if (s <= t)
-        att[i] = to_x(to_f(att[i]) + attn_bias_at(attn_bias_row(ab, h), ab, attn_bias_slope(ab, h), t - s) / scale);
+        att[i] = to_x(to_f(att[i]) + attn_bias_at(attn_bias_head(ab, h), t - s) / scale);
 }
 
 // A learned bias's gradient, step 1: diag (B,NH,T), diag[b][h][d] = sum over t >= d
@@ -57,8 +57,8 @@ __global__ void attn_bias_diag_kernel(float *diag, const floatX *ds, int B, int 
     int d = (int)(i % T);
     const floatX *m = ds + (i / T) * T * T;
     float acc = 0.0f;
-    for (int t = d; t < T; t++) acc += to_f(m[(size_t)t * T + t - d]) / scale;
-    diag[i] = acc;
+    for (int t = d; t < T; t++) acc += to_f(m[(size_t)t * T + t - d]);
+    diag[i] = acc / scale;
 }
 
 // Step 2: dtable (NH,NB) += the diagonals of each bucket, over b then d in order. One
@@ -75,9 +75,9 @@ __global__ void attn_bias_table_grad_kernel(float *dtable, const float *diag, co
     dtable[i] = acc;
 }
 
-static void attn_bias_table_grad(const AttnBias *dab, const float *diag, int B, int NH, int T) {
-    attn_bias_table_grad_kernel<<<ceil_div(NH * dab->NB, 64), 64>>>((float *)dab->table, diag, dab->bucket, B, NH, T,
-                                                                     dab->NB);
+// dtable (NH,NB): layer ab's slice of attn_bias's gradient
+static void attn_bias_table_grad(float *dtable, const AttnBias *ab, const float *diag, int B, int NH, int T) {
+    attn_bias_table_grad_kernel<<<ceil_div(NH * ab->NB, 64), 64>>>(dtable, diag, ab->bucket, B, NH, T, ab->NB);
     cudaCheck(cudaGetLastError());
 }
 

@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = blockIdx.x * ATT_ROWS, h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
     int nrows = min(ATT_ROWS, Tq - t0);
-    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
-    const float *tb = attn_bias_row(ab, h);
+    float scale = 1.0f / sqrtf((float)hd);
+    AttnBiasHead hb = attn_bias_head(ab, h);
     for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x)
         qs[i] = to_f(q[(((size_t)b * Tq + t0 + i / hd) * NH + h) * hd + i % hd]) * scale;
     int hi = q_offset + t0 + nrows - 1;                                           // the block's last key
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
                 const float *qr = qs + r * hd, *kr = ks + lane * (hd + 1);
                 score = 0.0f;
                 for (int c = 0; c < hd; c++) score += qr[c] * kr[c];
-                score += attn_bias_at(tb, ab, slope, last - s);
+                score += attn_bias_at(hb, last - s);
             }
             float m_new = fmaxf(m[i], warp_max(score));
             float p = in ? expf(score - m_new) : 0.0f;

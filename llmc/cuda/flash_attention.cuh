@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, fl
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
     int t = tile * FLASH_ROWS + threadIdx.x, last = min(tile * FLASH_ROWS + FLASH_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
-    const float *tb = attn_bias_row(ab, h);
+    float scale = 1.0f / sqrtf((float)hd);
+    AttnBiasHead hb = attn_bias_head(ab, h);
     size_t kstride = (size_t)NKV * hd;
     const floatX *kb = k + ((size_t)b * T * NKV + kvh) * hd, *vb = v + ((size_t)b * T * NKV + kvh) * hd;
     const floatX *qt = q + (((size_t)b * T + min(t, T - 1)) * NH + h) * hd;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_forward_kernel(floatX *y, fl
                 for (int c = 0; c < HDMAX; c++)
                     if (c < hd) dot += qr[c] * ks[j0 + j][c];
                 int s = s0 + j0 + j;
-                x[j] = s <= t ? dot * scale + attn_bias_at(tb, ab, slope, t - s) : -FLT_MAX;
+                x[j] = s <= t ? dot * scale + attn_bias_at(hb, t - s) : -FLT_MAX;
                 mt = fmaxf(mt, x[j]);
             }
             float corr = expf(m - mt);
@@ -132,8 +132,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *d
 #pragma unroll
     for (int c = 0; c < HDMAX; c++) dka[c] = dva[c] = 0.0f;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        float slope = attn_bias_slope(ab, h);
-        const float *tb = attn_bias_row(ab, h);
+        AttnBiasHead hb = attn_bias_head(ab, h);
         for (int t0 = s0 / FLASH_TILE * FLASH_TILE; t0 < T; t0 += FLASH_TILE) {
             __syncthreads();  // the previous tile is consumed (and the own rows are loaded)
             flash_load_rows(qs, HDMAX, FLASH_TILE, q, b, t0, T, NH, h, hd);
@@ -156,7 +155,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_kv_kernel(floatX *d
                         dot += qj[c] * kown[r * ld + c];
                         dp += dyj[c] * vown[r * ld + c];
                     }
-                float p = expf(dot * scale + attn_bias_at(tb, ab, slope, t - s) - lses[j]);
+                float p = expf(dot * scale + attn_bias_at(hb, t - s) - lses[j]);
                 float ds = p * (dp - Ds[j]) * scale;
 #pragma unroll
                 for (int c = 0; c < HDMAX; c++)
@@ -191,8 +190,8 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), r = threadIdx.x;
     int t0 = tile * FLASH_ROWS, t = t0 + r, last = min(t0 + FLASH_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
-    const float *tb = attn_bias_row(ab, h);
+    float scale = 1.0f / sqrtf((float)hd);
+    AttnBiasHead hb = attn_bias_head(ab, h);
     flash_load_rows(qown, ld, FLASH_ROWS, q, b, t0, T, NH, h, hd);
     flash_load_rows(dyown, ld, FLASH_ROWS, dy, b, t0, T, NH, h, hd);
     float lt = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f, Dt = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
@@ -216,7 +215,7 @@ __global__ void __launch_bounds__(FLASH_ROWS) flash_backward_q_kernel(floatX *dq
                     dot += qown[r * ld + c] * kj[c];
                     dp += dyown[r * ld + c] * vj[c];
                 }
-            float p = expf(dot * scale + attn_bias_at(tb, ab, slope, t - s) - lt);
+            float p = expf(dot * scale + attn_bias_at(hb, t - s) - lt);
             float ds = p * (dp - Dt) * scale;
 #pragma unroll
             for (int c = 0; c < HDMAX; c++)
@@ -375,8 +374,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FTC_ROWS, last = min(t0 + FTC_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
-    const float *tb = attn_bias_row(ab, h);
+    float scale = 1.0f / sqrtf((float)hd);
+    AttnBiasHead hb = attn_bias_head(ab, h);
     flash_tc_load_tile<HDP>((floatX *)Os, q, b, t0, T, NH, h, hd);
     __syncthreads();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> qf[HDP / 16];  // the warp's 16 queries
@@ -411,12 +410,12 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
         const float *srow = Sw + r * FTC_LDS;
         float mx = -FLT_MAX;
         for (int j = half; j < FTC_TILE; j += 2)
-            if (s0 + j <= t) mx = fmaxf(mx, srow[j] * scale + attn_bias_at(tb, ab, slope, t - s0 - j));
+            if (s0 + j <= t) mx = fmaxf(mx, srow[j] * scale + attn_bias_at(hb, t - s0 - j));
         float mt = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1)));
         float corr = expf(m - mt), ps = 0.0f;
         floatX *prow = Pw + r * FTC_LDP;
         for (int j = half; j < FTC_TILE; j += 2) {
-            float p = s0 + j <= t ? expf(srow[j] * scale + attn_bias_at(tb, ab, slope, t - s0 - j) - mt) : 0.0f;
+            float p = s0 + j <= t ? expf(srow[j] * scale + attn_bias_at(hb, t - s0 - j) - mt) : 0.0f;
             ps += p;
             prow[j] = to_x(p);
         }
@@ -509,8 +508,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
         wmma::fill_fragment(dvf[d], 0.0f);
     }
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        float slope = attn_bias_slope(ab, h);
-        const float *tb = attn_bias_row(ab, h);
+        AttnBiasHead hb = attn_bias_head(ab, h);
         for (int t0 = s0; t0 < T; t0 += FTC_TILE) {
             __syncthreads();  // the previous tile is consumed (and the own keys are loaded)
             flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
@@ -528,7 +526,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
                 int kr = i / FTC_TILE, qc = i % FTC_TILE, s = sw + kr, t = t0 + qc;
                 float p = 0.0f, ds = 0.0f;
                 if (s <= t && t < T) {  // key s is seen by queries t >= s
-                    p = expf(STw[kr * FTC_LDS + qc] * scale + attn_bias_at(tb, ab, slope, t - s) - lses[qc]);
+                    p = expf(STw[kr * FTC_LDS + qc] * scale + attn_bias_at(hb, t - s) - lses[qc]);
                     ds = p * (DPw[kr * FTC_LDS + qc] - Ds[qc]) * scale;
                 }
                 PTw[kr * FTC_LDP + qc] = to_x(p);
@@ -583,8 +581,8 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
     int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FTC_ROWS, tw = t0 + warp * 16, last = min(t0 + FTC_ROWS, T) - 1;
-    float scale = 1.0f / sqrtf((float)hd), slope = attn_bias_slope(ab, h);
-    const float *tb = attn_bias_row(ab, h);
+    float scale = 1.0f / sqrtf((float)hd);
+    AttnBiasHead hb = attn_bias_head(ab, h);
     float *Sw = Ss + warp * 16 * FTC_LDS, *DPw = DPs + warp * 16 * FTC_LDS;
     floatX *DSw = DSs + warp * 16 * FTC_LDP;
     flash_tc_load_tile<HDP>(Qs, q, b, t0, T, NH, h, hd);
@@ -609,7 +607,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
             int qr = i / FTC_TILE, kc = i % FTC_TILE, t = tw + qr, s = s0 + kc;
             float ds = 0.0f;
             if (s <= t && t < T) {  // causal
-                float p = expf(Sw[qr * FTC_LDS + kc] * scale + attn_bias_at(tb, ab, slope, t - s) - lses[warp * 16 + qr]);
+                float p = expf(Sw[qr * FTC_LDS + kc] * scale + attn_bias_at(hb, t - s) - lses[warp * 16 + qr]);
                 ds = p * (DPw[qr * FTC_LDS + kc] - Ds[warp * 16 + qr]) * scale;
             }
             DSw[qr * FTC_LDP + kc] = to_x(ds);
@@ -701,7 +699,7 @@ __global__ void flash_bias_diag_kernel(float *diag, const floatX *dy, const floa
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,NH,T)
     if (i >= (size_t)B * NH * T) return;
     int d = (int)(i % T), h = (int)((i / T) % NH), b = (int)(i / ((size_t)T * NH)), kvh = h / (NH / NKV);
-    float scale = 1.0f / sqrtf((float)hd), bias = attn_bias_at(attn_bias_row(ab, h), ab, attn_bias_slope(ab, h), d);
+    float scale = 1.0f / sqrtf((float)hd), bias = attn_bias_at(attn_bias_head(ab, h), d);
     float acc = 0.0f;
     for (int t = d; t < T; t++) {
         size_t qo = (((size_t)b * T + t) * NH + h) * hd, ko = (((size_t)b * T + t - d) * NKV + kvh) * hd;
