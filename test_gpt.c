@@ -309,7 +309,65 @@ static void test_position_hook(void) {
 
 
 // every training scheme of the hook, for fixed seeds
+// PoSE (Zhu et al. 2023, its released code's two chunks): per sequence, p_t = t for
+// t < n1, n1 ~ U{1..(T+1)/2}, and p_t = t + u after, u ~ U{0..L_t - T}; p_t = t at evaluation.
+static void test_pose(const PosConfig *base) {
+    PosConfig pc = *base;
+    pc.scheme = POS_POSE;
+    pc.seq_len = 64;
+    pc.step_seqs = 8;
+    pc.pose_target = 512;
+    int ok = 1, n1_max = 0, n1_min = 64, u_max = 0, distinct = 0;
+    double u_sum = 0;
+    for (int step = 0; step < 200; step++) {
+        PosStep ps = pos_schedule_step(&pc, step);
+        ok &= ps.positions != NULL && ps.seq_stride == 64 && ps.positions_stride == 0 && ps.n_positions == 64;
+        for (int s = 0; s < 8 && ok; s++) {
+            const float *p = ps.positions + s * 64;
+            int n1 = 1;
+            while (n1 < 64 && p[n1] == (float)n1) n1++;  // the first chunk: p_t = t
+            int u = (int)p[63] - 63;                     // the second: p_t = t + u (u = 0: one chunk)
+            for (int t = n1; t < 64; t++) ok &= p[t] == (float)(t + u);
+            if (u > 0) {
+                ok &= n1 <= 32;
+                n1_max = n1 > n1_max ? n1 : n1_max;
+                n1_min = n1 < n1_min ? n1 : n1_min;
+            }
+            ok &= u >= 0 && u <= 512 - 64;
+            u_max = u > u_max ? u : u_max;
+            u_sum += u;
+            distinct += s > 0 && p[63] != ps.positions[63];
+        }
+    }
+    // 1600 draws of u ~ U{0..448}: mean 224, sd of the mean 3.2
+    check(ok && n1_min == 1 && n1_max == 32 && u_max > 440 && fabs(u_sum / 1600 - 224) < 16 && distinct > 1300,
+          "PoSE: per sequence, chunk 1 at p_t = t (1..32 tokens), chunk 2 skipped by u in [0, L_t - T]",
+          "chunk 1 %d..%d, max skip %d, mean skip %.1f, sequences differing %d", n1_min, n1_max, u_max, u_sum / 1600, distinct);
+    EvalScaling none = {SCALE_NONE, 1, 32, 1, 0, 64};
+    PosStep ev = pos_eval_step(&pc, &none, 300);
+    check(ev.positions == NULL && ev.alpha[0] == 1.0f, "PoSE evaluates at standard positions", "");
+}
+
+// T5's buckets, worked by hand from its formula (16 exact, then 16 + floor(ln(n/16) / ln 8 * 16)):
+// n = 20: ln 1.25 / ln 8 * 16 = 1.72 -> 17; 64: 10.67 -> 26; 127: 15.94 -> 31; 128 and past: 31.
+static void test_bias_buckets(void) {
+    int n[9] = {0, 15, 16, 20, 31, 64, 127, 128, 5000}, want[9] = {0, 15, 16, 17, 21, 26, 31, 31, 31}, ok = 1;
+    for (int i = 0; i < 9; i++) ok &= t5_bucket((float)n[i], 32, 128.0f) == want[i];
+    ok &= t5_bucket(20.9f, 32, 128.0f) == 17 && t5_bucket(15.99f, 32, 128.0f) == 15;  // alpha * d rounded down
+    check(ok, "T5's buckets: 16 exact distances, then log-spaced to 128", "");
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    for (int l = 0; l < 2; l++) ps.alpha[l] = l ? 2.5f : 1.0f;
+    ps.pe = PE_ERPE;
+    ps.rel_clip = 10;
+    BiasPass bp = attn_bias_pass(&ps, 2, 4, 40);
+    int e_ok = bp.NB == 11 && bp.bucket_stride == 40;
+    for (int d = 0; d < 40; d++) e_ok &= bp.bucket[d] == (d < 10 ? d : 10) && bp.bucket[40 + d] == (int)(2.5f * d < 10 ? 2.5f * d : 10);
+    check(e_ok, "eRPE's buckets: min(floor(alpha * d), --rel_clip), per layer", "");
+}
+
 static void test_schemes(void) {
+    test_bias_buckets();
     PosConfig pc = test_pc(POS_DISCRETE, 0.125f, 8.0f, 4.0f, 32, 4, 42);
     int counts[4] = {0}, in_set = 1;
     for (int s = 0; s < 4000; s++) {
@@ -418,6 +476,7 @@ static void test_schemes(void) {
     ps = pos_eval_step(&pc, &none, 200);
     check(eval_ok && ps.positions[0] == first && ps.positions[199] == last && last > 199,
           "RPE --rpe_eval random: 200 sorted distinct positions in [0, rpe_max), fixed per length", "last %g", last);
+    test_pose(&pc);
     pc.rpe_eval_random = 0;
     pc.scheme = POS_RFS;
     pc.rfs_scale = 1000.0f;
@@ -1060,7 +1119,7 @@ static void test_attn_bias(void) {
     pos_set_pe(&ps, PE_ALIBI, NH);
     BiasPass bp = attn_bias_pass(&ps, 1, NH, T);
     AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL);
-    ab.table = table;  // no encoding of PE_BIAS_TABLE yet: the hook's table set by hand
+    ab.table = table;  // the hook's table and buckets set by hand
     ab.bucket = bucket;
     ab.NB = NB;
     float *y = (float *)xmalloc(nq * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
@@ -1286,7 +1345,8 @@ static void test_resume_keeps_flags(void) {
         "--pos curriculum-step --curriculum_frac 0.25", "--pos curriculum-linear --curriculum_dist log",
         "--pos random-base", "--pos rpe --rpe_max 200 --rpe_layers independent", "--pos rfs --rfs_scale 500",
         "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
-        "--qk_norm --pos posaug", "--pos rope --drope_step 4"};
+        "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20", "--pe t5 --pos posaug",
+        "--pe tape --pos posaug", "--pos pose --pose_target 300", "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         snprintf(flags, sizeof(flags), "%s --lr 2e-3 --min_lr 1e-4 --warmup 3 %s", SMALL, schemes[k]);
@@ -1670,7 +1730,8 @@ static void test_task_eval(void) {
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
     char cmd[2048], out[8192], label[200];
-    const char *extra[] = {"--drope_step 1", "--drope_step 1 --qk_norm", "--pos rpe --rpe_layers independent --rpe_eval random"};
+    const char *extra[] = {"--drope_step 1", "--drope_step 1 --qk_norm", "--pos rpe --rpe_layers independent --rpe_eval random",
+                           "--pe learned --pos rope --wpe_rows 96"};  // the PE survey's table: rows to the evaluation length
     int n_extra = (int)(sizeof(extra) / sizeof(extra[0]));
     for (int k = 0; k < POS_N_SCHEMES + PE_N + n_extra; k++) {
         char flags[128];
@@ -1846,6 +1907,11 @@ static void test_bad_inputs(void) {
         {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
         {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
+        {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
+        {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe; --pe t5 does not use it"},
+        {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's table; --pe rope has none"},
+        {"--wpe_rows below the window", "--pe learned --wpe_rows 16", "--wpe_rows 16 must cover the positions training reaches (32)"},
+        {"--pose_target below the window", "--pos pose --pose_target 16", "--pose_target 16 must lie in [--seq_len 32"},
         {"RoPE scaling of a non-RoPE model", "--pe alibi --steps 1 --eval_len 64 --scaling yarn", "--scaling yarn changes RoPE's frequencies"},
         {"RoPE scaling of a learned-APE checkpoint", a_lqs, "--scaling ntk changes RoPE's frequencies, which a --pe learned model"},
         {"RPE passkey past rpe_max", "--pos rpe --rpe_eval random --rpe_max 64 --eval_len 64 --passkey_lengths 60", "--rpe_eval random draws 70 passkey positions"},
@@ -2210,6 +2276,7 @@ static void write_case(const char *path, int T, int pe, int qk_norm, int scheme,
     GPT g;
     gpt_alloc(&g, &c, 0);
     gpt_init(&g, 3);
+    for (size_t j = 0; j < g.shapes[P_ATTN_BIAS].numel; j++) g.params[P_ATTN_BIAS][j] = 0.5f * rng_normal(&r);  // read from the start
     int present = 0;
     for (int i = 0; i < NP; i++) present += g.shapes[i].numel > 0;
     TensorWriter w;
@@ -2329,22 +2396,26 @@ static void test_gpu(const char *ref) {
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
     // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
     // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 13, NFILES = 7, GRU_CASE = 6 };
+    enum { NCASES = 18, NFILES = 10, GRU_CASE = 6 };
     const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
-                                      "learned APE case", "QK-norm case", "GRU case", "long case", "RPE per-layer case",
-                                      "RFS case", "sinusoidal APE at RFS positions case", "learned APE at RPE positions case",
-                                      "head dim 64 case (MQA, T 100)"};
+                                      "learned APE case", "QK-norm case", "GRU case", "eRPE case", "T5 bias case", "tAPE case",
+                                      "long case", "RPE per-layer case", "RFS case", "sinusoidal APE at RFS positions case",
+                                      "learned APE at RPE positions case", "head dim 64 case (MQA, T 100)",
+                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case"};
     char cases[NCASES][256];
     const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
-                                 "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin"};
+                                 "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin",
+                                 "dev/reference_erpe.bin", "dev/reference_t5.bin", "dev/reference_tape.bin"};
     for (int k = 0; k < NFILES; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
     for (int k = NFILES; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
-    write_case(cases[7], 512, PE_ROPE, 0, -1, 0, 16);
-    write_case(cases[8], 64, PE_ROPE, 0, POS_RPE, 1, 16);
-    write_case(cases[9], 64, PE_ROPE, 0, POS_RFS, 0, 16);
-    write_case(cases[10], 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16);
-    write_case(cases[11], 64, PE_LEARNED, 1, POS_RPE, 0, 16);
-    write_case(cases[12], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
+    write_case(cases[10], 512, PE_ROPE, 0, -1, 0, 16);
+    write_case(cases[11], 64, PE_ROPE, 0, POS_RPE, 1, 16);
+    write_case(cases[12], 64, PE_ROPE, 0, POS_RFS, 0, 16);
+    write_case(cases[13], 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16);
+    write_case(cases[14], 64, PE_LEARNED, 1, POS_RPE, 0, 16);
+    write_case(cases[15], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
+    write_case(cases[16], 80, PE_ERPE, 0, -1, 0, 16);
+    write_case(cases[17], 64, PE_ROPE, 0, POS_POSE, 0, 16);
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
     for (int k = NFILES; k < NCASES; k++) {
         char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
@@ -2370,7 +2441,7 @@ static void test_gpu(const char *ref) {
         if (!f) { skip(label, "the CUDA build is missing (make cuda)"); continue; }
         fclose(f);
         for (int k = 0; k < NCASES; k++) {
-            char cpu_out[256], gpu_out[2][256], cmd[4096];
+            char cpu_out[256], gpu_out[2][256], cmd[8192];
             snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d.bin", TMP, k);
             dump_case(cases[k], cpu_out);
             int ran[2] = {0, 0};
@@ -2425,6 +2496,9 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 0, "");
     test_finite_differences(ARCH_TRANSFORMER, PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ALIBI, 0, 0, ", ALiBi,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_ERPE, 0, 0, ", eRPE,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_T5, 0, 0, ", T5 bias,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_TAPE, 0, 0, ", tAPE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
@@ -2438,6 +2512,9 @@ int main(int argc, char **argv) {
     test_reference_named("dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug");
     test_reference_named("dev/reference_sinusoidal.bin", "CPU vs PyTorch, sinusoidal APE+PosAug");
     test_reference_named("dev/reference_learned.bin", "CPU vs PyTorch, learned APE");
+    test_reference_named("dev/reference_erpe.bin", "CPU vs PyTorch, eRPE+PosAug");
+    test_reference_named("dev/reference_t5.bin", "CPU vs PyTorch, T5 bias+PosAug");
+    test_reference_named("dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug");
     test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
     test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
     test_metrics();

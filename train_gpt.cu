@@ -86,7 +86,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
-    size_t tb = tr && train && pe_bias_buckets(c->pe);  // a learned attention bias
+    size_t tb = tr && train && pe_bias_buckets(c->pe, rel_clip_of(c));  // a learned attention bias
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -420,9 +420,9 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     BiasPass bp = attn_bias_pass(ps, c->L, NH, o && o->kv ? o->kv->len + T : T);
     a->bias = upload_attn_bias(&bp);  // its attention-score hook
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
-    if (ps->pe == PE_SINUSOIDAL)
+    if (pe_sinusoidal(ps->pe))
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
-                     sinusoidal_freqs(C));
+                     sinusoidal_freqs(C, ps->ape_scale));
     if (ps->pe == PE_LEARNED) {
         if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);

@@ -49,21 +49,24 @@ static void encoder_forward(float *x, const int *tokens, const float *wte, int N
     for (int i = 0; i < N; i++) memcpy(x + (size_t)i * C, wte + (size_t)tokens[i] * C, C * sizeof(float));
 }
 
-// Sinusoidal absolute positions (--pe sinusoidal), added to x (B,T,C) at the pass's
+// Sinusoidal absolute positions (--pe sinusoidal, tape), added to x (B,T,C) at the pass's
 // positions p (layer 0's), PE[p, 2k] = sin(p * f_k), PE[p, 2k+1] = cos(p * f_k),
-// f_k = 10000^(-2k/C), fp32 angles. No parameters, so no backward.
-static void sinusoidal_forward(float *x, const PassPositions *pp, int B, int T, int C) {
+// f_k = 10000^(-2k/C) * scale (tAPE: C / T), fp32 angles. No parameters, so no backward.
+static void sinusoidal_forward(float *x, const PassPositions *pp, int B, int T, int C, float scale) {
+    float *f = (float *)xmalloc((size_t)(C / 2) * sizeof(float));
+    sinusoidal_freqs_host(f, C, scale);
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float p = pass_pos(pp, 0, b, t);
             float *xt = x + ((size_t)b * T + t) * C;
             for (int k = 0; k < C / 2; k++) {
-                float angle = p * powf(10000.0f, -2.0f * k / C);
+                float angle = p * f[k];
                 xt[2 * k] += sinf(angle);
                 xt[2 * k + 1] += cosf(angle);
             }
         }
+    free(f);
 }
 
 // Learned absolute positions (--pe learned): x (B,T,C) += wpe[p_t], wpe (rows,C); the
@@ -565,7 +568,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
-    size_t tb = tr && train && pe_bias_buckets(c->pe);              // a learned attention bias
+    size_t tb = tr && train && pe_bias_buckets(c->pe, rel_clip_of(c));              // a learned attention bias
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -806,7 +809,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     int Tk = kv ? kv->len + T : T;  // keys of the pass
     a->bias = attn_bias_pass(ps, c->L, NH, Tk);  // its attention-score hook
     encoder_forward(a->resid, inputs, P[P_WTE], N, C);
-    if (ps->pe == PE_SINUSOIDAL) sinusoidal_forward(a->resid, pp, B, T, C);
+    if (pe_sinusoidal(ps->pe)) sinusoidal_forward(a->resid, pp, B, T, C, ps->ape_scale);
     if (ps->pe == PE_LEARNED) {
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
         learned_forward(a->resid, P[P_WPE], pp, B, T, C);

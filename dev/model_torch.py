@@ -24,6 +24,7 @@ contract with the C trainers and the tests):
 and after them, only when present (EXTRA_NAMES):
 
     wpe        (T, C)           pos_kind "learned"
+    attn_bias  (L, NH, NB)      pos_kind "erpe" or "t5"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -45,6 +46,12 @@ reference files):
                formed in float32 like the C code (sinusoidal_pe); no parameters;
     4 "learned" no rotation; the residual stream starts as wte[tok_t] + wpe[t], wpe a
                trained (T, C) table (weight-decayed like wte); alpha is ignored.
+    5 "erpe"   no rotation; the scaled logit of query i and key j <= i gets
+               attn_bias[l, h, min(floor(alpha_l * (i - j)), clip)], a learned
+               (L, NH, clip + 1) table (clip = T - 1 by default; no weight decay);
+    6 "t5"     the same with T5's 32 buckets of floor(alpha_l * (i - j)), log-spaced
+               from 16 up to distance 128 (t5_bucket, T5's causal bucketing);
+    7 "tape"   as "sinusoidal", with f_k times C / T (tAPE; T the model's window).
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -65,7 +72,7 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-EXTRA_NAMES = ["wpe", "q_norm", "k_norm"]   # after PARAM_NAMES, only when present
+EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias"]   # after PARAM_NAMES, only when present
 DECAY_NAMES = {"wte", "wpe", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
@@ -105,7 +112,26 @@ class Config:
         return d
 
 
-POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4}
+POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7}
+T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
+
+
+def t5_bucket(n, num_buckets=T5_BUCKETS, max_distance=T5_MAX_DISTANCE):
+    """T5's causal relative-position bucket (Raffel et al. 2020) of integer distances
+    n = i - j >= 0 (int64 tensor): n below num_buckets/2, then log-spaced buckets up to
+    max_distance, the last holding every longer distance. The log in float32."""
+    exact = num_buckets // 2
+    large = exact + (torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+                     * (num_buckets - exact)).long()
+    return torch.where(n < exact, n, large.clamp(max=num_buckets - 1))
+
+
+def rel_buckets(T, alpha, pos_kind, clip):
+    """(T, T) bucket of query i, key j: floor(alpha * (i - j)) (the distance in fp32, as the
+    C code forms it), clipped (erpe) or T5-bucketed; 0 above the diagonal (masked)."""
+    i = torch.arange(T, dtype=torch.float32)
+    d = torch.floor(torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)).long()
+    return d.clamp(max=clip) if pos_kind == "erpe" else t5_bucket(d)
 
 
 def alibi_slopes(n):
@@ -149,9 +175,9 @@ def rope_cos_sin(T, hd, alpha, base, dtype, device, offset=0.0, angles_fp32=Fals
     return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
 
 
-def sinusoidal_pe(T, C, alpha, dtype, device, offset=0.0):
+def sinusoidal_pe(T, C, alpha, dtype, device, offset=0.0, scale=1.0):
     """(T, C) sinusoidal APE for p_t = alpha*t + offset: PE[t, 2k] = sin(p_t f_k),
-    PE[t, 2k+1] = cos(p_t f_k), f_k = 10000^(-2k/C).
+    PE[t, 2k+1] = cos(p_t f_k), f_k = 10000^(-2k/C) * scale (tAPE: C / T_train).
 
     The angle is formed in float32 exactly as the C code does (float angle =
     p * powf(10000.0f, -2.0f * k / C)): PE is O(1), much larger than wte, so float64
@@ -160,6 +186,7 @@ def sinusoidal_pe(T, C, alpha, dtype, device, offset=0.0):
     f32 = lambda v: torch.tensor(v, dtype=torch.float32)
     k = torch.arange(C // 2, dtype=torch.float32)
     f = (10000.0 ** (-2.0 * k / f32(C)).double()).float()   # fl32(pow(fl32(-2k / C)))
+    f = f * f32(scale)                                       # float32 product
     p = torch.arange(T, dtype=torch.float32) * f32(alpha) + f32(offset)
     ang = (p[:, None] * f[None, :]).double()                 # float32 product
     pe = torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1)  # (T, C/2, 2): interleaved
@@ -179,11 +206,11 @@ def rmsnorm(x, gain, eps):
 
 class LlamaRoPE(nn.Module):
     def __init__(self, cfg: Config, attn="math", angles_fp32=False, slice_head=False,
-                 pos_kind="rope", qk_norm=False):
+                 pos_kind="rope", qk_norm=False, rel_clip=None):
         """attn: "math" (explicit softmax) or "sdpa". slice_head: compute logits only
         for the V real columns (same loss, faster) instead of Vp columns masked to -inf.
-        pos_kind: "rope" (default), "nope", "alibi", "sinusoidal" or "learned";
-        qk_norm: RMSNorm q and k (module docstring)."""
+        pos_kind: one of POS_KINDS (default "rope"); qk_norm: RMSNorm q and k; rel_clip:
+        eRPE's clip distance (default T - 1) (module docstring)."""
         super().__init__()
         cfg.check()
         assert pos_kind in POS_KINDS, pos_kind
@@ -212,6 +239,9 @@ class LlamaRoPE(nn.Module):
         if qk_norm:
             self.q_norm = e(L, NH * hd)
             self.k_norm = e(L, NKV * hd)
+        self.rel_clip = cfg.T - 1 if rel_clip is None else rel_clip
+        if pos_kind in ("erpe", "t5"):
+            self.attn_bias = e(L, NH, self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -230,6 +260,8 @@ class LlamaRoPE(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("norm"):
                 w = torch.ones(p.shape, dtype=torch.float32)
+            elif name == "attn_bias":  # no bias at init
+                w = torch.zeros(p.shape, dtype=torch.float32)
             else:
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
                 if name in ("wo", "w_down"):
@@ -271,9 +303,13 @@ class LlamaRoPE(nn.Module):
             cos, sin = self.rope_tables(T, alpha, offset)
         elif self.pos_kind == "alibi":
             bias = self.alibi_tables(T, alpha)
-        elif self.pos_kind == "sinusoidal":
+        elif self.pos_kind in ("sinusoidal", "tape"):
+            scale = self.cfg.C / self.cfg.T if self.pos_kind == "tape" else 1.0
             pe = sinusoidal_pe(T, self.cfg.C, self._alphas(alpha)[0], self.wte.dtype,
-                               self.wte.device, offset)
+                               self.wte.device, offset, scale)
+        elif self.pos_kind in ("erpe", "t5"):
+            bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, a, self.pos_kind, self.rel_clip)]
+                                for l, a in enumerate(self._alphas(alpha))])
         return self.forward_tables(idx, cos, sin, targets, bias, pe)
 
     def alibi_tables(self, T, alpha=1.0):

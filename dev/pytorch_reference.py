@@ -5,6 +5,7 @@
     python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
     python dev/pytorch_reference.py --pos_kind sinusoidal  # dev/reference_sinusoidal.bin
     python dev/pytorch_reference.py --pos_kind learned     # dev/reference_learned.bin
+    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape)
     python dev/pytorch_reference.py --qk_norm              # dev/reference_qknorm.bin
     python dev/pytorch_reference.py --out FILE
 
@@ -17,7 +18,10 @@ nope (no rotation, the causal mask only), alibi (no rotation; the scaled attenti
 logits get -m_h * alpha * (i - j), standard slopes over the query heads), sinusoidal
 (no rotation; the embedding gets PE(alpha*t), sin/cos interleaved, angles formed in
 float32 like the C code) or learned (no rotation; the embedding gets the trained
-table wpe (T, C), an extra parameter). --qk_norm (any kind; its file uses rope): q and
+table wpe (T, C), an extra parameter), erpe and t5 (no rotation; the scaled logits get
+a learned bias per layer, head and bucket of floor(alpha * (i - j)): clipped at T - 1,
+or T5's 32 log-spaced buckets; the extra parameter attn_bias (L, NH, NB)) or tape
+(sinusoidal with f_k times C / T). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -27,20 +31,22 @@ file sinusoidal APE+PosAug. The learned-APE file keeps the same alphas and
 check_alpha, which its model ignores. The extra parameters are drawn after all the
 others from the same generator, so the shared ones have the same initial values: wpe
 N(0, 0.02) like wte; q_norm, k_norm 1 + 0.1 N(0, 1) (not the model's init of 1, so
-that a kernel forgetting a gain in its backward fails the check pass). With alibi
+that a kernel forgetting a gain in its backward fails the check pass); attn_bias
+0.5 N(0, 1) (not the model's zeros, so that the check pass reads the table). With alibi
 the script first checks alibi_slopes() against the published recursive get_slopes.
 
 Contents (in order; format in dev/tensorfile.py, kind 1):
     config_i    int32   [V, Vp, C, L, NH, NKV, F, T, B, micro, steps, warmup]
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
-    pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned; not in
+    pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned, 5 erpe,
+                             6 t5, 7 tape (the trainer's PE_* order); not in
                              the rope files (reference_tiny.bin, reference_qknorm.bin)
     qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
-                        then those present of wpe, q_norm, k_norm
+                        then those present of wpe, q_norm, k_norm, attn_bias
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -73,7 +79,8 @@ def f32(t):
 
 DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
-               "learned": "reference_learned.bin"}
+               "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
+               "t5": "reference_t5.bin", "tape": "reference_tape.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 
@@ -182,8 +189,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--pos_kind", choices=list(DEFAULT_OUT), default="rope",  # model_torch's POS_KINDS
-                    help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal "
-                         "or learned (dev/reference_<kind>.bin)")
+                    help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal, "
+                         "learned, erpe, t5 or tape (dev/reference_<kind>.bin)")
     ap.add_argument("--qk_norm", action="store_true",
                     help="QK-norm (dev/reference_qknorm.bin with rope)")
     ap.add_argument("--out", default=None,
@@ -221,6 +228,9 @@ def main():
         with torch.no_grad():
             for p in (model.q_norm, model.k_norm):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen, dtype=torch.float32))
+    if hasattr(model, "attn_bias"):   # a table away from zero, drawn after everything else
+        with torch.no_grad():
+            model.attn_bias.copy_(0.5 * torch.randn(model.attn_bias.shape, generator=gen, dtype=torch.float32))
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():  # stored values are exactly the computed-from values

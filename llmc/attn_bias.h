@@ -22,10 +22,23 @@
 #define AB_HOST_DEVICE
 #endif
 
+// T5's bucket of a causal distance (Raffel et al. 2020; nb buckets, the upper half
+// log-spaced up to max_dist) of n = floor(dist): n itself below nb/2, then nb/2 +
+// floor(ln(n / (nb/2)) / ln(max_dist / (nb/2)) * nb/2), at most nb - 1. In fp32, as T5's
+// code computes it.
+static inline int t5_bucket(float dist, int nb, float max_dist) {
+    float exact = (float)(nb / 2), n = floorf(dist);
+    if (n < exact) return (int)n;
+    int j = nb / 2 + (int)(logf(n / exact) / logf(max_dist / exact) * (float)(nb - nb / 2));
+    return j < nb - 1 ? j : nb - 1;
+}
+
 // The encodings with a learned bias table: their PE_* (a row of PE_TABLE), the number of
-// buckets NB, and the bucket of a distance `dist` (in positions, >= 0) as an expression.
-// Empty: no encoding has a learned bias yet.
-#define PE_BIAS_TABLE(X)
+// buckets NB, and the bucket of a distance `dist` (in positions, >= 0) as an expression;
+// both may read `clip` (--rel_clip).
+#define PE_BIAS_TABLE(X)                                         \
+    X(PE_ERPE, clip + 1, dist < (float)clip ? (int)dist : clip) \
+    X(PE_T5, 32, t5_bucket(dist, 32, 128.0f))
 
 // Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).
 typedef struct {
@@ -55,19 +68,19 @@ AB_HOST_DEVICE static inline float attn_bias_at(AttnBiasHead hb, int d) {
 }
 
 // Buckets per head of encoding pe (0: no learned table)
-static inline int pe_bias_buckets(int pe) {
+static inline int pe_bias_buckets(int pe, int clip) {
 #define PE_BIAS_NB(e, nb, bucket_of) if (pe == e) return nb;
     PE_BIAS_TABLE(PE_BIAS_NB)
 #undef PE_BIAS_NB
-    (void)pe;
+    (void)clip;
     return 0;
 }
 
-static inline int pe_bias_bucket(int pe, float dist) {
+static inline int pe_bias_bucket(int pe, int clip, float dist) {
 #define PE_BIAS_BUCKET(e, nb, bucket_of) if (pe == e) return (bucket_of);
     PE_BIAS_TABLE(PE_BIAS_BUCKET)
 #undef PE_BIAS_BUCKET
-    (void)pe;
+    (void)clip;
     (void)dist;
     return 0;
 }
@@ -97,14 +110,14 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
         bp.slope = slope;
         bp.slope_stride = nl > 1 ? NH : 0;
     }
-    bp.NB = pe_bias_buckets(ps->pe);
+    bp.NB = pe_bias_buckets(ps->pe, ps->rel_clip);
     bp.n_dist = n_dist;
     if (bp.NB) {  // the bucket of alpha[l] * d
         bp.n_bucket = (size_t)nl * n_dist;
         bucket = (int *)grow_buffer(bucket, &bucket_cap, bp.n_bucket * sizeof(int));
         for (int l = 0; l < nl; l++)
             for (int d = 0; d < n_dist; d++) {
-                int j = pe_bias_bucket(ps->pe, ps->alpha[l] * (float)d);
+                int j = pe_bias_bucket(ps->pe, ps->rel_clip, ps->alpha[l] * (float)d);
                 if (j < 0 || j >= bp.NB) fail("internal: distance %d in bucket %d of %d", d, j, bp.NB);
                 bucket[(size_t)l * n_dist + d] = j;
             }

@@ -119,7 +119,7 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int nb = gru ? 0 : pe_bias_buckets(c->pe);
+    int nb = gru ? 0 : pe_bias_buckets(c->pe, rel_clip_of(c));
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -306,7 +306,7 @@ static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
     c->qk_norm = st->qk_norm;
     c->drope_step = 0;
     c->pos_scheme = st->pos_scheme;
-    if (st->wpe_rows && st->pos_scheme == POS_RPE) c->rpe_max = st->wpe_rows;
+    c->learned_rows = st->wpe_rows;  // the table's rows are the checkpoint's
     c->alpha_min = st->alpha_min;
     c->alpha_max = st->alpha_max;
     c->alpha_fixed = st->alpha_fixed;

@@ -4,7 +4,7 @@
 #include "utils.h"
 #include <ctype.h>
 #include <stddef.h>
-#include "schedule.h"
+#include "attn_bias.h"
 #include "tensorfile.h"
 
 typedef struct {
@@ -17,6 +17,8 @@ typedef struct {
     float alpha_min, alpha_max;
     char alpha_set[256];                 // discrete, cycle
     int rpe_layers, rpe_eval;
+    int rel_clip;                        // eRPE's clip distance (0: --seq_len - 1)
+    int learned_rows;                    // --pe learned: wpe's rows (0: the positions training reaches)
     int pos_layers, curriculum_dist;
     POS_PARAM_TABLE(POS_PARAM_FIELD)     // the schemes' numeric parameters (llmc/schedule.h)
     // optimization
@@ -167,6 +169,9 @@ static const ArgSpec ARGS[] = {
 #define POS_PARAM_ARG(field, ctype, argtype, flag, def, scheme, check, must, help) P(flag, argtype, field, help),
     POS_PARAM_TABLE(POS_PARAM_ARG)
 #undef POS_PARAM_ARG
+    P("--rel_clip", ARG_INT, rel_clip, "eRPE: distances from this one on share one bias (default --seq_len - 1)"),
+    P("--wpe_rows", ARG_INT, learned_rows, "learned: wpe's rows (default: the positions training reaches; the PE survey's "
+      "choice is --eval_len: rows training never reaches get no gradient, only weight decay)"),
     P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
     CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)", RUN_SCHEME),
     CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
@@ -347,8 +352,11 @@ static inline const ArgSpec *find_arg(const char *name) {
 
 // Rows of the learned position table (--pe learned): the positions training can reach.
 static inline int wpe_rows(const Config *c) {
-    return c->pe != PE_LEARNED ? 0 : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+    return c->pe != PE_LEARNED ? 0 : c->learned_rows ? c->learned_rows : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
 }
+
+// eRPE's clip distance: --rel_clip, or the last distance of the training window
+static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : c->T - 1; }
 
 // Vp: V rounded up to a multiple of 128 (V <= MAX_VOCAB, checked first)
 static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
@@ -419,16 +427,26 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
             PE_NAMES[c->pe]);
     if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps));  // eval-only: the checkpoint's
-    REQUIRE(c->pe != PE_ALIBI || (c->pos_scheme != POS_RPE && c->pos_scheme != POS_RFS),
-            "ALiBi biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
-            POS_SCHEME_NAMES[c->pos_scheme]);
+    REQUIRE((c->pe != PE_ALIBI && !pe_bias_buckets(c->pe, 1)) || !pos_explicit(c->pos_scheme),
+            "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
+            PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
+    REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
+    if (c->pos_scheme == POS_POSE) {
+        if (!c->pose_target) c->pose_target = 8 * c->T;
+        REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
+                c->pose_target, c->T, MAX_POSITION);
+    }
     if (c->pe == PE_LEARNED) {
+        int reach = c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+        REQUIRE(!c->learned_rows || (c->learned_rows >= reach && c->learned_rows <= MAX_POSITION),
+                "--wpe_rows %d must cover the positions training reaches (%d) and be at most %d", c->learned_rows, reach, MAX_POSITION);
         REQUIRE(c->pos_scheme == POS_ROPE || c->pos_scheme == POS_RPE,
                 "--pe learned needs integer positions: --pos rope (rows 0..T-1) or rpe (rows 0..rpe_max-1), got --pos %s",
                 POS_SCHEME_NAMES[c->pos_scheme]);
         REQUIRE(!c->drope_step, "--drope_step drops RoPE; with --pe learned there is none to drop");
         REQUIRE(c->eval_len <= wpe_rows(c), "--pe learned: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
-                "evaluated (pass --eval_len 0, or train with --pos rpe, whose table reaches --rpe_max)", wpe_rows(c) - 1, c->eval_len);
+                "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows, or train with --pos rpe, whose table reaches "
+                "--rpe_max)", wpe_rows(c) - 1, c->eval_len);
     }
     REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
             "this model's is %d (use --attention naive)", FLASH_MAX_HD, c->C / c->NH);
@@ -602,6 +620,10 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
         fail("%s is a parameter of --pos %s; --pos %s does not use it", flag, POS_SCHEME_NAMES[scheme], pos);
     POS_PARAM_TABLE(POS_PARAM_IGNORED)
 #undef POS_PARAM_IGNORED
+    if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE)
+        fail("--rel_clip is a parameter of --pe erpe; --pe %s does not use it", PE_NAMES[c->pe]);
+    if (FLAG_VALUE(cli, "--wpe_rows") && c->pe != PE_LEARNED)
+        fail("--wpe_rows is the size of --pe learned's table; --pe %s has none", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
         fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
 }
@@ -759,8 +781,11 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.step_seqs = c->total_batch;
     p.rpe_per_layer = c->rpe_layers;
     p.rpe_eval_random = c->rpe_eval;
+    p.rel_clip = rel_clip_of(c);
+    p.ape_scale = c->pe == PE_TAPE ? (float)c->C / (float)c->T : 1.0f;
 #define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
     POS_PARAM_TABLE(POS_PARAM_COPY)
 #undef POS_PARAM_COPY
+    if (!p.pose_target) p.pose_target = 8 * c->T;
     return p;
 }

@@ -29,10 +29,12 @@ enum { SHOW_NONE, SHOW_RANGE, SHOW_SET };
     X(POS_CURR_STEP, "curriculum-step", "alpha 1 for the first part of training (--curriculum_frac), then from [a,b]",    \
       SHOW_RANGE)                                                                                                         \
     X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE)         \
-    X(POS_RPE, "rpe", "randomized positions: T distinct sorted integers from [0, --rpe_max) per step; p_t = t at "       \
+    X(POS_RPE, "rpe", "randomized positions (not a relative encoding): T distinct sorted integers from [0, --rpe_max) per step; p_t = t at "       \
       "evaluation", SHOW_NONE)                                                                                            \
     X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",    \
-      SHOW_NONE)
+      SHOW_NONE)                                                                                                          \
+    X(POS_POSE, "pose", "PoSE: each sequence in two chunks, the second's positions skipped by u ~ U{0..L_t - T} "        \
+      "(--pose_target L_t); p_t = t at evaluation", SHOW_NONE)
 #define POS_ENUM(e, name, what, show) e,
 #define POS_NAME(e, name, what, show) name,
 #define POS_WHAT_OF(e, name, what, show) what,
@@ -52,7 +54,9 @@ enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
       "RPE: positions drawn from [0, rpe_max) (default 8 x --seq_len)")                                             \
     X(rfs_scale, float, ARG_FLOAT, "--rfs_scale", 1000.0f, POS_RFS, v > 0, "be > 0", "RFS: positions scaled to [0, L) (1000)") \
     X(curriculum_frac, float, ARG_FLOAT, "--curriculum_frac", 0.5f, POS_CURR_STEP, v >= 0 && v <= 1, "lie in [0, 1]",  \
-      "curriculum-step: part of training at alpha 1 (0.5)")
+      "curriculum-step: part of training at alpha 1 (0.5)")                                                         \
+    X(pose_target, int, ARG_INT, "--pose_target", 0, POS_POSE, v >= 0, "be >= 0",                                   \
+      "PoSE: the target length L_t its skips reach (default 8 x --seq_len)")
 #define POS_PARAM_FIELD(field, ctype, argtype, flag, def, scheme, check, must, help) ctype field;
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {POS_TABLE(POS_NAME)};
 static const char *POS_SCHEME_WHAT[POS_N_SCHEMES] = {POS_TABLE(POS_WHAT_OF)};
@@ -65,7 +69,10 @@ static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
     X(PE_NOPE, "nope", "none: the causal mask only")                                         \
     X(PE_ALIBI, "alibi", "attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)") \
     X(PE_SINUSOIDAL, "sinusoidal", "PE(p_t) added to the token embedding")                   \
-    X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")
+    X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")   \
+    X(PE_ERPE, "erpe", "eRPE: attention logits get a learned b_h[min(p_i - p_j, --rel_clip)] per layer and head") \
+    X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over 32 log-spaced buckets of p_i - p_j (to 128)") \
+    X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,
@@ -92,6 +99,8 @@ typedef struct {
     int step_seqs;               // sequences per optimizer step (--total_batch): a per-sequence scheme draws this many
     int rpe_per_layer;           // RPE: every layer draws its own positions
     int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
+    int rel_clip;                // eRPE: distances from this one on share its bias
+    float ape_scale;             // sinusoidal frequencies times this (tAPE: C / T; else 1)
     POS_PARAM_TABLE(POS_PARAM_FIELD)  // alpha_fixed, rpe_max, rfs_scale, curriculum_frac, ...
 } PosConfig;
 
@@ -109,6 +118,8 @@ typedef struct {
     int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
     int seq_stride;                 // sequence s of the step reads + s * seq_stride (0: shared by all sequences)
     int seq0;                       // the step's sequence that is sequence 0 of this micro-batch (pos_micro)
+    int rel_clip;                   // eRPE's last bucket (llmc/attn_bias.h)
+    float ape_scale;                // sinusoidal frequencies times this (tAPE)
 } PosStep;
 
 // Layer l's explicit positions (of the step's first sequence), or NULL when the positions
@@ -138,6 +149,10 @@ typedef struct {
 static inline float pass_pos(const PassPositions *pp, int l, int b, int t) {
     return pp->p[(size_t)l * pp->layer_stride + (size_t)b * pp->seq_stride + t];
 }
+
+// Whether a scheme's positions are drawn as data (not alpha * t): the bias encodings, which
+// read token distances times alpha, cannot follow them.
+static inline int pos_explicit(int scheme) { return scheme == POS_RPE || scheme == POS_RFS || scheme == POS_POSE; }
 
 // Whether the layers' positions differ (a row set per layer), or all read one.
 static inline int pos_per_layer(const PosStep *ps, int n_layer) {
@@ -235,6 +250,15 @@ static inline void pos_inv_freq(float *inv_freq, int head_dim, double base) {
     for (int j = 0; j < head_dim / 2; j++) inv_freq[j] = (float)pow(base, -2.0 * j / head_dim);
 }
 
+// The sinusoidal encodings' frequencies f_k = 10000^(-2k/C) * scale (C/2 of them), fp32 as
+// both backends use them: scale 1 (--pe sinusoidal) or tAPE's C / T.
+static inline void sinusoidal_freqs_host(float *f, int C, float scale) {
+    for (int k = 0; k < C / 2; k++) f[k] = powf(10000.0f, -2.0f * k / C) * scale;
+}
+
+// The encodings that add sinusoidal PE(p_t) to the token embedding
+static inline int pe_sinusoidal(int pe) { return pe == PE_SINUSOIDAL || pe == PE_TAPE; }
+
 static inline void pos_set_pe(PosStep *ps, int pe, int n_head) {
     ps->pe = pe;
     memset(ps->alibi_slope, 0, sizeof(ps->alibi_slope));
@@ -255,6 +279,8 @@ static inline PosStep pos_standard(const PosConfig *pc) {
     memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
     ps.mscale = 1.0f;
+    ps.rel_clip = pc->rel_clip;
+    ps.ape_scale = pc->ape_scale;
     pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
     pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
     return ps;
@@ -408,6 +434,20 @@ static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
         qsort(p, T, sizeof(float), cmp_float);
         ps.positions = p;
         ps.n_positions = T;
+        return ps;
+    }
+    if (pc->scheme == POS_POSE) {  // per sequence: chunk 1 is t < n1, chunk 2 is skipped by u
+        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+        int T = pc->seq_len, S = pc->step_seqs;
+        float *p = pos_buffer(S * T);
+        for (int s = 0; s < S; s++) {
+            int n1 = 1 + (int)rng_below(&r, (uint32_t)((T + 1) / 2));          // U{1..(T+1)/2}
+            int u = (int)rng_below(&r, (uint32_t)(pc->pose_target - T + 1));  // U{0..L_t - T}
+            for (int t = 0; t < T; t++) p[(size_t)s * T + t] = (float)(t < n1 ? t : t + u);
+        }
+        ps.positions = p;
+        ps.n_positions = T;
+        ps.seq_stride = T;
         return ps;
     }
     float shared = pos_draw_alpha(pc, step);

@@ -56,7 +56,7 @@ static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, cons
 // the absolute encodings at the same positions: p is layer 0's pass positions
 
 // x (B,T,C) += sinusoidal PE of each token's hook position (--pe sinusoidal); freq (C/2)
-// holds f_k = 10000^(-2k/C) from the host's powf, as the CPU computes it (the device powf
+// holds f_k = 10000^(-2k/C) (times tAPE's scale) from the host's powf, as the CPU computes it (the device powf
 // may differ in the last bit, which positions of 1e5 turn into 1e-2 in the angle).
 //                                                             mirrors sinusoidal_forward
 __global__ void sinusoidal_kernel(floatX *x, int B, int T, int C, const float *p0, int seq_stride, const float *freq) {
@@ -72,13 +72,16 @@ __global__ void sinusoidal_kernel(floatX *x, int B, int T, int C, const float *p
     xt[2 * k + 1] = to_x(to_f(xt[2 * k + 1]) + c);
 }
 
-// The frequencies f_k of sinusoidal_kernel on the device, computed once per width C.
-static const float *sinusoidal_freqs(int C) {
+// The frequencies f_k of sinusoidal_kernel on the device (times tAPE's scale), computed
+// once per width C and scale.
+static const float *sinusoidal_freqs(int C, float scale) {
     static float *d_freq;
     static int d_freq_C;
-    if (d_freq_C != C) {
+    static float d_freq_scale;
+    if (d_freq_C != C || d_freq_scale != scale) {
         float *h = (float *)xmalloc((size_t)(C / 2) * sizeof(float));
-        for (int k = 0; k < C / 2; k++) h[k] = powf(10000.0f, -2.0f * k / C);  // the CPU's expression
+        sinusoidal_freqs_host(h, C, scale);  // the CPU's
+        d_freq_scale = scale;
         cudaFree(d_freq);
         d_freq = (float *)dmalloc((size_t)(C / 2) * sizeof(float));
         cudaCheck(cudaMemcpy(d_freq, h, (size_t)(C / 2) * sizeof(float), cudaMemcpyHostToDevice));
