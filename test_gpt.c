@@ -1118,22 +1118,29 @@ static void test_attn_bias(void) {
     ps.alpha[0] = 1.5f;
     pos_set_pe(&ps, PE_ALIBI, NH);
     BiasPass bp = attn_bias_pass(&ps, 1, NH, T);
-    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL);
-    ab.table = table;  // the hook's table and buckets set by hand
+    size_t nr = (size_t)B * T * NH * NB;
+    float *qrel = test_matrix(nr, 36);  // a query's scores against relative keys, set by hand
+    for (size_t i = 0; i < nr; i++) qrel[i] *= 3.0f;
+    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL, NULL, T);
+    ab.table = table;  // the hook's table, relative-key scores and buckets set by hand
+    ab.qrel = qrel;
     ab.bucket = bucket;
     ab.NB = NB;
     float *y = (float *)xmalloc(nq * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
     float *dq = (float *)xmalloc(nq * 4), *dk = (float *)xmalloc(nk * 4), *dv = (float *)xmalloc(nk * 4);
-    float *diag = (float *)xmalloc((size_t)B * NH * T * 4), dtable[NH * NB] = {0};
+    float *diag = (float *)xmalloc((size_t)B * NH * T * 4), dtable[NH * NB] = {0}, *rowg = (float *)xmalloc(nr * 4);
     attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
-    attention_backward(dq, dk, dv, diag, w, att, q, k, v, B, T, NH, NKV, hd);
+    attention_backward(dq, dk, dv, diag, rowg, &ab, w, att, q, k, v, B, T, NH, NKV, hd);
     attn_bias_table_grad(dtable, diag, bucket, B, NH, T, NB);
     double worst = attn_bias_fd(table, NH * NB, 1, dtable, q, k, v, w, &ab, B, T, NH, NKV, hd);
     double worst_q = attn_bias_fd(q, nq, 7, dq, q, k, v, w, &ab, B, T, NH, NKV, hd);
+    double worst_r = attn_bias_fd(qrel, nr, 3, rowg, q, k, v, w, &ab, B, T, NH, NKV, hd);
     check(worst < 2e-2, "attention-score hook: the learned table's gradient (diagonal sums, buckets) against central "
           "differences", "worst rel err %.2e over %d entries", worst, NH * NB);
-    check(worst_q < 2e-2, "attention-score hook: dq with a table and slopes against central differences",
+    check(worst_q < 2e-2, "attention-score hook: dq with a table, relative keys and slopes against central differences",
           "worst rel err %.2e", worst_q);
+    check(worst_r < 2e-2, "attention-score hook: the relative-key scores' gradient (row and bucket sums) against central "
+          "differences", "worst rel err %.2e over %zu entries", worst_r, (nr + 2) / 3);
     // the rows path: all at once, then the last 4 queries continuing a cache of the first 7
     float *yr = (float *)xmalloc(nq * 4);
     attention_forward_rows(yr, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 1, &ab);
@@ -1141,8 +1148,11 @@ static void test_attn_bias(void) {
     for (size_t i = 0; i < nq; i++) e_rows = fmax(e_rows, fabs(yr[i] - y[i]));
     for (int b = 0; b < B; b++) {  // B = 1 passes, as a KV cache has
         float *y1 = (float *)xmalloc((size_t)4 * NH * hd * 4);
+        AttnBias ab1 = ab;  // the 4 queries' own relative-key scores
+        ab1.qrel = qrel + ((size_t)b * T + 7) * NH * NB;
+        ab1.Tq = 4;
         attention_forward_rows(y1, q + ((size_t)b * T + 7) * NH * hd, k + (size_t)b * T * NKV * hd,
-                               v + (size_t)b * T * NKV * hd, 1, 4, T, 7, NH, NKV, hd, 0, NULL, 1, &ab);
+                               v + (size_t)b * T * NKV * hd, 1, 4, T, 7, NH, NKV, hd, 0, NULL, 1, &ab1);
         for (size_t i = 0; i < (size_t)4 * NH * hd; i++)
             e_kv = fmax(e_kv, fabs(y1[i] - y[((size_t)b * T + 7) * NH * hd + i]));
         free(y1);
@@ -1150,7 +1160,7 @@ static void test_attn_bias(void) {
     check(e_rows < 1e-6 && e_kv < 1e-6, "attention-score hook: the evaluation's rows path, whole and continuing a cache, "
           "equals the training path", "max abs diff %.2e, %.2e", e_rows, e_kv);
     free(q); free(k); free(v); free(w); free(table); free(y); free(att); free(dq); free(dk); free(dv); free(diag);
-    free(yr);
+    free(yr); free(qrel); free(rowg);
 }
 
 static void test_kernels(void) {
@@ -1346,7 +1356,7 @@ static void test_resume_keeps_flags(void) {
         "--pos random-base", "--pos rpe --rpe_max 200 --rpe_layers independent", "--pos rfs --rfs_scale 500",
         "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20", "--pe t5 --pos posaug",
-        "--pe tape --pos posaug", "--pos pose --pose_target 300", "--pe learned --pos rope --wpe_rows 100"};
+        "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pos pose --pose_target 300", "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         snprintf(flags, sizeof(flags), "%s --lr 2e-3 --min_lr 1e-4 --warmup 3 %s", SMALL, schemes[k]);
@@ -1908,7 +1918,7 @@ static void test_bad_inputs(void) {
         {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
-        {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe; --pe t5 does not use it"},
+        {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
         {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's table; --pe rope has none"},
         {"--wpe_rows below the window", "--pe learned --wpe_rows 16", "--wpe_rows 16 must cover the positions training reaches (32)"},
         {"--pose_target below the window", "--pos pose --pose_target 16", "--pose_target 16 must lie in [--seq_len 32"},
@@ -2499,6 +2509,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_TRANSFORMER, PE_ERPE, 0, 0, ", eRPE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_T5, 0, 0, ", T5 bias,");
     test_finite_differences(ARCH_TRANSFORMER, PE_TAPE, 0, 0, ", tAPE,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_SHAW, 0, 0, ", Shaw's relative keys,");
     test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
@@ -2515,6 +2526,7 @@ int main(int argc, char **argv) {
     test_reference_named("dev/reference_erpe.bin", "CPU vs PyTorch, eRPE+PosAug");
     test_reference_named("dev/reference_t5.bin", "CPU vs PyTorch, T5 bias+PosAug");
     test_reference_named("dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug");
+    test_reference_named("dev/reference_shaw.bin", "CPU vs PyTorch, Shaw's relative keys+PosAug");
     test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
     test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
     test_metrics();

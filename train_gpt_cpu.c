@@ -227,7 +227,8 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                 AttnBiasHead hb = attn_bias_head(*ab, h);
                 for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
                     float *a = S + (size_t)t * T;
-                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at(hb, t - s);
+                    const float *qrow = attn_bias_qrow(*ab, b, t, h);
+                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at_row(hb, qrow, t - s);
                     exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
                     float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
@@ -265,12 +266,13 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     const float *qt = q + (((size_t)b * Tq + t) * NH + h) * hd;
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
                     AttnBiasHead hb = attn_bias_head(*ab, h);
+                    const float *qrow = attn_bias_qrow(*ab, b, t, h);
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                        a[s] = dot * scale + attn_bias_at(hb, last - s);
+                        a[s] = dot * scale + attn_bias_at_row(hb, qrow, last - s);
                     }
                     int n = last - first + 1;
                     exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
@@ -303,9 +305,11 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 //   dQ = dS K;  dK += dS^T Q;  dV += P^T dY
 // diag (B,NH,T), when given: the logits' gradient summed along each diagonal,
 // diag[b][h][d] = sum over t (ascending) of dX[t][t - d]: what a learned attention bias
-// needs (attn_bias_table_grad).
-static void attention_backward(float *dq, float *dk, float *dv, float *diag, const float *dy, const float *att,
-                               const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd) {
+// needs (attn_bias_table_grad). rowg (B,T,NH,NB), when given: dX summed per query row and
+// bucket of ab, s ascending: what the relative keys need (rel_key_backward).
+static void attention_backward(float *dq, float *dk, float *dv, float *diag, float *rowg, const AttnBias *ab,
+                               const float *dy, const float *att, const float *q, const float *k, const float *v, int B,
+                               int T, int NH, int NKV, int hd) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -330,6 +334,11 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, con
                         const float *p = P + (size_t)t * T;
                         float *d = ds + (size_t)t * T, dsum = 0.0f;
                         for (int s = 0; s <= t; s++) dsum += p[s] * d[s];
+                        if (rowg) {
+                            float *g = rowg + (((size_t)b * T + t) * NH + h) * ab->NB;
+                            memset(g, 0, (size_t)ab->NB * sizeof(float));
+                            for (int s = 0; s <= t; s++) g[ab->bucket[t - s]] += p[s] * (d[s] - dsum);
+                        }
                         if (dg)
                             for (int s = 0; s <= t; s++) {
                                 float dx = p[s] * (d[s] - dsum);
@@ -351,6 +360,42 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, con
         free(vt);
         free(ds);
     }
+}
+
+// Relative keys (--pe shaw, Shaw et al. 2018), one layer. q (rows,hd) the query rows
+// (B,T,NH as rows), rk (NB,hd) the layer's key vector per bucket of distance.
+// qrel (rows,NB) = q . rk_j / sqrt(hd): what the attention adds at each distance's bucket.
+static void rel_key_scores(float *qrel, const float *q, const float *rk, size_t rows, int hd, int NB) {
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for
+    for (size_t i = 0; i < rows; i++)
+        for (int j = 0; j < NB; j++) {
+            float dot = 0.0f;
+            for (int c = 0; c < hd; c++) dot += q[i * hd + c] * rk[(size_t)j * hd + c];
+            qrel[i * NB + j] = dot * scale;
+        }
+}
+
+// g (rows,NB): the logits' gradient summed per query row and bucket (attention_backward's
+// rowg). dq (rows,hd) += g rk / sqrt(hd); drk (NB,hd) += g^T q / sqrt(hd), the rows summed in
+// order (the same bits for any thread count).
+static void rel_key_backward(float *dq, float *drk, const float *g, const float *q, const float *rk, size_t rows, int hd,
+                             int NB) {
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < hd; c++) {
+            float acc = 0.0f;
+            for (int j = 0; j < NB; j++) acc += g[i * NB + j] * rk[(size_t)j * hd + c];
+            dq[i * hd + c] += acc * scale;
+        }
+#pragma omp parallel for collapse(2)
+    for (int j = 0; j < NB; j++)
+        for (int c = 0; c < hd; c++) {
+            float acc = 0.0f;
+            for (size_t i = 0; i < rows; i++) acc += g[i * NB + j] * q[i * hd + c];
+            drk[(size_t)j * hd + c] += acc * scale;
+        }
 }
 
 // ----------------------------------------------------------------------------
@@ -549,6 +594,8 @@ typedef struct {
     float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
     float *bias_diag;             // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
+    float *qrel;                  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw)
+    float *rel_g;                 // (B,T,NH,NB) their gradient (train only)
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
     float *ghn;       // (L,T,B,C) Whn h + bhn
@@ -568,7 +615,8 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
-    size_t tb = tr && train && pe_bias_buckets(c->pe, rel_clip_of(c));              // a learned attention bias
+    size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
+    size_t rk = tr && pe_bias_kind(c->pe) == BIAS_KEY ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c)) : 0;  // relative keys
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -591,6 +639,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
         VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
+        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, train * rk * N * c->NH),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -829,9 +878,10 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS]);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
+        if (a->qrel) rel_key_scores(a->qrel, q, P[P_REL_KEY] + (size_t)l * a->bias.NB * hd, (size_t)N * NH, hd, a->bias.NB);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, T);
         if (a->train)  // training keeps P (B,NH,T,T) for the backward
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, &ab);
         else  // evaluation and generation: row by row, windows, entropy, the KV cache
@@ -882,10 +932,14 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS]);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, T);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
-        attention_backward(a->dq, a->dk, a->dv, diag, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        float *rowg = ab.qrel ? a->rel_g : NULL;       // relative keys: theirs
+        attention_backward(a->dq, a->dk, a->dv, diag, rowg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * ab.NB, diag, ab.bucket, B, NH, T, ab.NB);
+        if (rowg)
+            rel_key_backward(a->dq, G[P_REL_KEY] + (size_t)l * ab.NB * hd, rowg, q, P[P_REL_KEY] + (size_t)l * ab.NB * hd,
+                             (size_t)N * NH, hd, ab.NB);
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -25,6 +25,7 @@ and after them, only when present (EXTRA_NAMES):
 
     wpe        (T, C)           pos_kind "learned"
     attn_bias  (L, NH, NB)      pos_kind "erpe" or "t5"
+    rel_key    (L, NB, hd)      pos_kind "shaw"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -51,7 +52,11 @@ reference files):
                (L, NH, clip + 1) table (clip = T - 1 by default; no weight decay);
     6 "t5"     the same with T5's 32 buckets of floor(alpha_l * (i - j)), log-spaced
                from 16 up to distance 128 (t5_bucket, T5's causal bucketing);
-    7 "tape"   as "sinusoidal", with f_k times C / T (tAPE; T the model's window).
+    7 "tape"   as "sinusoidal", with f_k times C / T (tAPE; T the model's window);
+    8 "shaw"   no rotation; the logit of query i and key j <= i is
+               (q_i . k_j + q_i . rel_key[l, min(floor(alpha_l * (i - j)), clip)]) / sqrt(hd),
+               rel_key (L, clip + 1, hd) a learned key vector per clipped distance shared by
+               the heads (Shaw et al. 2018, keys only; clip 16 by default).
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -72,8 +77,8 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias"]   # after PARAM_NAMES, only when present
-DECAY_NAMES = {"wte", "wpe", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
+EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key"]   # after PARAM_NAMES, only when present
+DECAY_NAMES = {"wte", "wpe", "rel_key", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
 def pad_vocab(V, multiple=128):
@@ -112,7 +117,7 @@ class Config:
         return d
 
 
-POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7}
+POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 
 
@@ -131,7 +136,7 @@ def rel_buckets(T, alpha, pos_kind, clip):
     C code forms it), clipped (erpe) or T5-bucketed; 0 above the diagonal (masked)."""
     i = torch.arange(T, dtype=torch.float32)
     d = torch.floor(torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)).long()
-    return d.clamp(max=clip) if pos_kind == "erpe" else t5_bucket(d)
+    return t5_bucket(d) if pos_kind == "t5" else d.clamp(max=clip)
 
 
 def alibi_slopes(n):
@@ -239,9 +244,11 @@ class LlamaRoPE(nn.Module):
         if qk_norm:
             self.q_norm = e(L, NH * hd)
             self.k_norm = e(L, NKV * hd)
-        self.rel_clip = cfg.T - 1 if rel_clip is None else rel_clip
+        self.rel_clip = (16 if pos_kind == "shaw" else cfg.T - 1) if rel_clip is None else rel_clip
         if pos_kind in ("erpe", "t5"):
             self.attn_bias = e(L, NH, self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS)
+        if pos_kind == "shaw":
+            self.rel_key = e(L, self.rel_clip + 1, hd)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -298,7 +305,7 @@ class LlamaRoPE(nn.Module):
         and "learned" it is ignored.
         """
         T = idx.shape[1]
-        cos = sin = bias = pe = None
+        cos = sin = bias = pe = relb = None
         if self.pos_kind == "rope":
             cos, sin = self.rope_tables(T, alpha, offset)
         elif self.pos_kind == "alibi":
@@ -310,7 +317,9 @@ class LlamaRoPE(nn.Module):
         elif self.pos_kind in ("erpe", "t5"):
             bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, a, self.pos_kind, self.rel_clip)]
                                 for l, a in enumerate(self._alphas(alpha))])
-        return self.forward_tables(idx, cos, sin, targets, bias, pe)
+        elif self.pos_kind == "shaw":
+            relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
+        return self.forward_tables(idx, cos, sin, targets, bias, pe, relb)
 
     def alibi_tables(self, T, alpha=1.0):
         """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
@@ -318,10 +327,11 @@ class LlamaRoPE(nn.Module):
         return torch.stack([alibi_bias(T, slopes, a, self.wte.dtype, self.wte.device)
                             for a in self._alphas(alpha)])
 
-    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None):
+    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None, relb=None):
         """forward() with the RoPE tables given: cos, sin (L, T, hd/2), or None for no
         rotation (NoPE, ALiBi, APE). bias: None or (L, NH, T, T) additive attention-logit
-        biases (ALiBi). pe: None or (T, C) added to the embedding (sinusoidal APE).
+        biases (ALiBi). pe: None or (T, C) added to the embedding (sinusoidal APE). relb:
+        None or (L, T, T) the bucket of each distance (Shaw's relative keys).
         The position schedule lives entirely in these tables (what torch.compile sees
         is static); learned APE adds its parameter wpe."""
         cfg = self.cfg
@@ -347,7 +357,10 @@ class LlamaRoPE(nn.Module):
             if cos is not None:
                 q = apply_rope(q, cos[l], sin[l])
                 k = apply_rope(k, cos[l], sin[l])
-            y = self._attention(q, k, v, None if bias is None else bias[l])  # (B,NH,T,hd)
+            bl = None if bias is None else bias[l]
+            if relb is not None:  # q_i . r_bucket(i-j) / sqrt(hd), the keys shared by the heads
+                bl = torch.einsum("bhtd,tsd->bhts", q, self.rel_key[l][relb[l]]) / math.sqrt(hd)
+            y = self._attention(q, k, v, bl)  # (B,NH,T,hd)
             y = y.transpose(1, 2).reshape(B, T, NH * hd)
             x = x + F.linear(y, self.wo[l])
             n2 = rmsnorm(x, self.mlp_norm[l], cfg.rms_eps)

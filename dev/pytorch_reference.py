@@ -21,7 +21,9 @@ float32 like the C code) or learned (no rotation; the embedding gets the trained
 table wpe (T, C), an extra parameter), erpe and t5 (no rotation; the scaled logits get
 a learned bias per layer, head and bucket of floor(alpha * (i - j)): clipped at T - 1,
 or T5's 32 log-spaced buckets; the extra parameter attn_bias (L, NH, NB)) or tape
-(sinusoidal with f_k times C / T). --qk_norm (any kind; its file uses rope): q and
+(sinusoidal with f_k times C / T) or shaw (no rotation; the logits get q_i . r_l[min(floor(
+alpha * (i - j)), 16)] / sqrt(hd), the extra parameter rel_key (L, 17, hd), drawn N(0, 0.02)
+in the model's init, keys only). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -40,13 +42,13 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
     pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned, 5 erpe,
-                             6 t5, 7 tape (the trainer's PE_* order); not in
+                             6 t5, 7 tape, 8 shaw (the trainer's PE_* order); not in
                              the rope files (reference_tiny.bin, reference_qknorm.bin)
     qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
-                        then those present of wpe, q_norm, k_norm, attn_bias
+                        then those present of wpe, q_norm, k_norm, attn_bias, rel_key
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -80,7 +82,8 @@ def f32(t):
 DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
                "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
-               "t5": "reference_t5.bin", "tape": "reference_tape.bin"}
+               "t5": "reference_t5.bin", "tape": "reference_tape.bin",
+               "shaw": "reference_shaw.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 
@@ -190,7 +193,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--pos_kind", choices=list(DEFAULT_OUT), default="rope",  # model_torch's POS_KINDS
                     help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal, "
-                         "learned, erpe, t5 or tape (dev/reference_<kind>.bin)")
+                         "learned, erpe, t5, tape or shaw (dev/reference_<kind>.bin)")
     ap.add_argument("--qk_norm", action="store_true",
                     help="QK-norm (dev/reference_qknorm.bin with rope)")
     ap.add_argument("--out", default=None,

@@ -2,7 +2,12 @@
 // the GPU's naive, flash and evaluation kernels) computes the logit of key s for query t as
 //
 //     x_ts = (q_t . k_s) / sqrt(hd) + attn_bias(ab, h, t - s)
-//     attn_bias = table[h][bucket[t - s]] - slope[h] * (t - s)
+//     attn_bias = table[h][bucket[t - s]] + qrel[t][h][bucket[t - s]] - slope[h] * (t - s)
+//
+// qrel is the query's own row of scores against learned relative key vectors (Shaw et al.
+// 2018: qrel[t][h][j] = q_t . r_j / sqrt(hd), the tensor rel_key (L,NB,hd)), computed once per
+// layer before the attention (rel_key_scores); its gradient is the logits' gradient summed
+// per query row and bucket (rel_key_backward). The flash kernels do not read it.
 //
 // One BiasPass per pass, filled on the host by attn_bias_pass() from the step's recipe,
 // and one AttnBias per layer from it (attn_bias_layer). ALiBi is the slope (m_h * alpha[l]);
@@ -33,19 +38,24 @@ static inline int t5_bucket(float dist, int nb, float max_dist) {
     return j < nb - 1 ? j : nb - 1;
 }
 
-// The encodings with a learned bias table: their PE_* (a row of PE_TABLE), the number of
-// buckets NB, and the bucket of a distance `dist` (in positions, >= 0) as an expression;
-// both may read `clip` (--rel_clip).
-#define PE_BIAS_TABLE(X)                                         \
-    X(PE_ERPE, clip + 1, dist < (float)clip ? (int)dist : clip) \
-    X(PE_T5, 32, t5_bucket(dist, 32, 128.0f))
+// The encodings with a learned table per bucket of distance: their PE_* (a row of
+// PE_TABLE), the number of buckets NB, the bucket of a distance `dist` (in positions, >= 0)
+// as an expression (both may read `clip`, --rel_clip; buckets never decrease with the
+// distance), and what the table holds: a scalar bias per head (BIAS_SCALAR: the tensor
+// attn_bias) or a key vector shared by the heads (BIAS_KEY: rel_key).
+enum { BIAS_NONE, BIAS_SCALAR, BIAS_KEY };
+#define PE_BIAS_TABLE(X)                                                      \
+    X(PE_ERPE, clip + 1, dist < (float)clip ? (int)dist : clip, BIAS_SCALAR) \
+    X(PE_T5, 32, t5_bucket(dist, 32, 128.0f), BIAS_SCALAR)                   \
+    X(PE_SHAW, clip + 1, dist < (float)clip ? (int)dist : clip, BIAS_KEY)
 
 // Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).
 typedef struct {
     const float *slope;   // (NH) -slope[h] * (t - s): ALiBi's m_h * alpha[l]; NULL without
     const float *table;   // (NH, NB) this layer's learned bias, or NULL
+    const float *qrel;    // (B, Tq, NH, NB) each query's scores against rel_key, or NULL
     const int *bucket;    // (n_dist) bucket of token distance d = t - s (with a table)
-    int NB, n_dist;
+    int NB, n_dist, NH, Tq;
 } AttnBias;
 
 // One head's part of it, which the kernels take once, out of their loops.
@@ -67,17 +77,35 @@ AB_HOST_DEVICE static inline float attn_bias_at(AttnBiasHead hb, int d) {
     return (hb.table ? hb.table[hb.bucket[d < hb.n_dist ? d : hb.n_dist - 1]] : 0.0f) - hb.slope * (float)d;
 }
 
+// Query row t of sequence b (head h): its scores against the relative keys, or NULL
+AB_HOST_DEVICE static inline const float *attn_bias_qrow(AttnBias ab, int b, int t, int h) {
+    return ab.qrel ? ab.qrel + (((size_t)b * ab.Tq + t) * ab.NH + h) * ab.NB : NULL;
+}
+
+// The bias at distance d for a query whose relative-key scores are qrow (NULL: none)
+AB_HOST_DEVICE static inline float attn_bias_at_row(AttnBiasHead hb, const float *qrow, int d) {
+    return attn_bias_at(hb, d) + (qrow ? qrow[hb.bucket[d < hb.n_dist ? d : hb.n_dist - 1]] : 0.0f);
+}
+
 // Buckets per head of encoding pe (0: no learned table)
 static inline int pe_bias_buckets(int pe, int clip) {
-#define PE_BIAS_NB(e, nb, bucket_of) if (pe == e) return nb;
+#define PE_BIAS_NB(e, nb, bucket_of, kind) if (pe == e) return nb;
     PE_BIAS_TABLE(PE_BIAS_NB)
 #undef PE_BIAS_NB
     (void)clip;
     return 0;
 }
 
+// BIAS_SCALAR, BIAS_KEY, or BIAS_NONE
+static inline int pe_bias_kind(int pe) {
+#define PE_BIAS_KIND(e, nb, bucket_of, kind) if (pe == e) return kind;
+    PE_BIAS_TABLE(PE_BIAS_KIND)
+#undef PE_BIAS_KIND
+    return BIAS_NONE;
+}
+
 static inline int pe_bias_bucket(int pe, int clip, float dist) {
-#define PE_BIAS_BUCKET(e, nb, bucket_of) if (pe == e) return (bucket_of);
+#define PE_BIAS_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
     PE_BIAS_TABLE(PE_BIAS_BUCKET)
 #undef PE_BIAS_BUCKET
     (void)clip;
@@ -92,6 +120,7 @@ typedef struct {
     const float *slope;   // NULL: no slopes
     const int *bucket;    // NULL: no learned table
     int slope_stride, bucket_stride, n_dist, NB;
+    int kind;                  // BIAS_SCALAR, BIAS_KEY or BIAS_NONE: what the buckets index
     size_t n_slope, n_bucket;  // entries of each
 } BiasPass;
 
@@ -111,6 +140,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
         bp.slope_stride = nl > 1 ? NH : 0;
     }
     bp.NB = pe_bias_buckets(ps->pe, ps->rel_clip);
+    bp.kind = pe_bias_kind(ps->pe);
     bp.n_dist = n_dist;
     if (bp.NB) {  // the bucket of alpha[l] * d
         bp.n_bucket = (size_t)nl * n_dist;
@@ -127,15 +157,22 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     return bp;
 }
 
-// Layer l's hook from the pass bp (its pointers wherever bp's point) and the model's
-// attn_bias (L,NH,NB), read only when the pass has buckets (an encoding with a table).
-static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *attn_bias) {
+// Layer l's hook from the pass bp (its pointers wherever bp's point), the model's
+// attn_bias (L,NH,NB) and this layer's relative-key scores qrel (B,Tq,NH,NB), each read only
+// when the pass's encoding has that kind of table.
+static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *attn_bias, const float *qrel,
+                                       int Tq) {
     AttnBias ab;
+    memset(&ab, 0, sizeof(ab));
     ab.slope = bp->slope ? bp->slope + (size_t)l * bp->slope_stride : NULL;
-    ab.NB = bp->bucket && attn_bias ? bp->NB : 0;
-    ab.table = ab.NB ? attn_bias + (size_t)l * NH * ab.NB : NULL;
+    int scalar = bp->kind == BIAS_SCALAR && attn_bias, key = bp->kind == BIAS_KEY && qrel;
+    ab.NB = bp->bucket && (scalar || key) ? bp->NB : 0;
+    ab.table = ab.NB && scalar ? attn_bias + (size_t)l * NH * ab.NB : NULL;
+    ab.qrel = ab.NB && key ? qrel : NULL;
     ab.bucket = ab.NB ? bp->bucket + (size_t)l * bp->bucket_stride : NULL;
     ab.n_dist = bp->n_dist;
+    ab.NH = NH;
+    ab.Tq = Tq;
     return ab;
 }
 

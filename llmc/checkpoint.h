@@ -15,8 +15,8 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned, q_norm and k_norm with --qk_norm, attn_bias with an encoding of
-// PE_BIAS_TABLE (llmc/attn_bias.h); --arch gru has wte, final_norm and the
+// --pe learned, q_norm and k_norm with --qk_norm, attn_bias and rel_key with an encoding of
+// PE_BIAS_TABLE (llmc/attn_bias.h: a scalar per bucket, or a key vector per bucket); --arch gru has wte, final_norm and the
 // gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
 // the order r, z, n) instead of the blocks.
 //
@@ -47,7 +47,8 @@
     X(P_GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
     X(P_GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
     X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
-    X(P_ATTN_BIAS, "attn_bias", 3, L, nb ? c->NH : 0, nb, INIT_ZEROS, 0)
+    X(P_ATTN_BIAS, "attn_bias", 3, L, nb ? c->NH : 0, nb, INIT_ZEROS, 0)                                \
+    X(P_REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 1)
 
 enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS };
 #define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
@@ -119,7 +120,8 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int nb = gru ? 0 : pe_bias_buckets(c->pe, rel_clip_of(c));
+    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_clip_of(c));
+    int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0;
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE

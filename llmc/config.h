@@ -17,7 +17,7 @@ typedef struct {
     float alpha_min, alpha_max;
     char alpha_set[256];                 // discrete, cycle
     int rpe_layers, rpe_eval;
-    int rel_clip;                        // eRPE's clip distance (0: --seq_len - 1)
+    int rel_clip;                        // eRPE's and Shaw's clip distance (0: the encoding's default)
     int learned_rows;                    // --pe learned: wpe's rows (0: the positions training reaches)
     int pos_layers, curriculum_dist;
     POS_PARAM_TABLE(POS_PARAM_FIELD)     // the schemes' numeric parameters (llmc/schedule.h)
@@ -169,7 +169,8 @@ static const ArgSpec ARGS[] = {
 #define POS_PARAM_ARG(field, ctype, argtype, flag, def, scheme, check, must, help) P(flag, argtype, field, help),
     POS_PARAM_TABLE(POS_PARAM_ARG)
 #undef POS_PARAM_ARG
-    P("--rel_clip", ARG_INT, rel_clip, "eRPE: distances from this one on share one bias (default --seq_len - 1)"),
+    P("--rel_clip", ARG_INT, rel_clip, "eRPE, Shaw: distances from this one on share one bias or key (default: eRPE "
+      "--seq_len - 1, Shaw 16 as in Shaw et al.)"),
     P("--wpe_rows", ARG_INT, learned_rows, "learned: wpe's rows (default: the positions training reaches; the PE survey's "
       "choice is --eval_len: rows training never reaches get no gradient, only weight decay)"),
     P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
@@ -355,8 +356,9 @@ static inline int wpe_rows(const Config *c) {
     return c->pe != PE_LEARNED ? 0 : c->learned_rows ? c->learned_rows : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
 }
 
-// eRPE's clip distance: --rel_clip, or the last distance of the training window
-static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : c->T - 1; }
+// eRPE's and Shaw's clip distance: --rel_clip, or eRPE's last distance of the training
+// window, Shaw's k = 16 (Shaw et al. 2018)
+static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : c->pe == PE_SHAW ? 16 : c->T - 1; }
 
 // Vp: V rounded up to a multiple of 128 (V <= MAX_VOCAB, checked first)
 static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
@@ -448,6 +450,8 @@ static inline void validate_config(Config *c) {
                 "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows, or train with --pos rpe, whose table reaches "
                 "--rpe_max)", wpe_rows(c) - 1, c->eval_len);
     }
+    REQUIRE(c->attention != ATTN_FLASH || pe_bias_kind(c->pe) != BIAS_KEY, "--attention flash does not take --pe %s's "
+            "relative keys yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
             "this model's is %d (use --attention naive)", FLASH_MAX_HD, c->C / c->NH);
     REQUIRE(c->grad_clip >= 0, "--grad_clip must be >= 0");
@@ -620,8 +624,8 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
         fail("%s is a parameter of --pos %s; --pos %s does not use it", flag, POS_SCHEME_NAMES[scheme], pos);
     POS_PARAM_TABLE(POS_PARAM_IGNORED)
 #undef POS_PARAM_IGNORED
-    if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE)
-        fail("--rel_clip is a parameter of --pe erpe; --pe %s does not use it", PE_NAMES[c->pe]);
+    if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE && c->pe != PE_SHAW)
+        fail("--rel_clip is a parameter of --pe erpe and shaw; --pe %s does not use it", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--wpe_rows") && c->pe != PE_LEARNED)
         fail("--wpe_rows is the size of --pe learned's table; --pe %s has none", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)

@@ -72,7 +72,9 @@ static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
     X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")   \
     X(PE_ERPE, "erpe", "eRPE: attention logits get a learned b_h[min(p_i - p_j, --rel_clip)] per layer and head") \
     X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over 32 log-spaced buckets of p_i - p_j (to 128)") \
-    X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")
+    X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")        \
+    X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "    \
+      "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,
@@ -99,7 +101,7 @@ typedef struct {
     int step_seqs;               // sequences per optimizer step (--total_batch): a per-sequence scheme draws this many
     int rpe_per_layer;           // RPE: every layer draws its own positions
     int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
-    int rel_clip;                // eRPE: distances from this one on share its bias
+    int rel_clip;                // eRPE, Shaw: distances from this one on share its bias or key
     float ape_scale;             // sinusoidal frequencies times this (tAPE: C / T; else 1)
     POS_PARAM_TABLE(POS_PARAM_FIELD)  // alpha_fixed, rpe_max, rfs_scale, curriculum_frac, ...
 } PosConfig;
