@@ -59,6 +59,7 @@ typedef struct {
     float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
     float *dw_part;     // (ceil(N/8), max(C, NH*hd, NKV*hd)): the RMSNorm backward's per-block dw
     float *bias_diag;   // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
+    float *qrel, *rel_g;  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw); their gradient (train)
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -86,7 +87,8 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
-    size_t tb = tr && train && pe_bias_buckets(c->pe, rel_clip_of(c));  // a learned attention bias
+    size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
+    size_t rk = tr && pe_bias_kind(c->pe) == BIAS_KEY ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c)) : 0;  // relative keys
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -102,7 +104,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(rstd1, tr * nl * N), VIEW(rstd2, tr * nl * N), VIEW(rstdf, N), VIEW(losses, N),
         VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N), VIEW(dcarry, gt * B * C),
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
-        VIEW(bias_diag, tb * N * c->NH),
+        VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, train * rk * N * c->NH),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -396,9 +398,15 @@ static void attention_forward_infer(GPT *g, Acts *a, int l, floatX *y, const flo
                              o ? o->entropy : NULL, 1.0f / ((float)B * c->NH * c->L), ab);
 }
 
-// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias
+// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias and the
+// layer's relative-key scores (a->qrel, computed by its forward)
 static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l) {
-    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS]);
+    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS], a->qrel, a->T);
+}
+
+// Layer l's fp32 relative keys (NB,hd) (--pe shaw)
+static const float *layer_rel_key(const GPT *g, const Acts *a, int l) {
+    return g->params + g->offsets[P_REL_KEY] + (size_t)l * a->bias.NB * g->hd;
 }
 
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
@@ -446,7 +454,10 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
+        if (a->qrel && a->bias.NB) rel_key_scores(a->qrel, q, layer_rel_key(g, a, l), (size_t)N * NH, hd, a->bias.NB);
         AttnBias ab = layer_attn_bias(g, a, l);
+        if (a->train && c->attention == ATTN_FLASH && ab.qrel)
+            fail("--attention flash does not take --pe %s's relative keys yet: use --attention naive", PE_NAMES[ps->pe]);
         if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
             flash_attention_forward(atty, a->lse + l * a->ls_N * NH, q, k, v, B, T, NH, NKV, hd, ab);
         else if (a->train)  // training: naive keeps P (B,NH,T,T)
@@ -500,6 +511,9 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         else
             attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G(g, P_ATTN_BIAS) + (size_t)l * NH * ab.NB, &ab, diag, B, NH, T);
+        if (ab.qrel)  // relative keys: dq and drk from the row sums of dS (naive only)
+            rel_key_backward(a->dq, G(g, P_REL_KEY) + (size_t)l * ab.NB * hd, a->rel_g, a->datt, q, layer_rel_key(g, a, l),
+                             &ab, B, T, NH, hd);
         rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
         rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -5,17 +5,21 @@
     python dev/ablate.py --table 7 --cpu                        # CPU scale: tiny model, built-in corpus
     python dev/ablate.py --table 15 --cpu --seeds 42,137,2024   # mean +- std over seeds
     python dev/ablate.py --table 6 --dry_run                    # print the commands only
+    python dev/ablate.py --table pe-survey --cpu                # the PE survey's benchmark, 20x the window
 
 Tables (doc/schemes.md lists every scheme and the paper's numbers):
     4   PosAug vs RPE (final protocol, eval at 16K; RPE max 16K / 32K = 8w / 16w)
     5   wider alpha ranges [1/8,8], [1/16,16], [1/32,32] (eval at 16K)
-    6   is randomness necessary: fixed, discrete, cycling, random base
+    6   is randomness necessary: fixed, discrete, cycling, random base (and PoSE, not in the paper)
     7   lower-bound isolation: [1/8,8], [1,8], [1/2,8], [1/8,1]
     8   curriculum (linear, step), log-uniform, [1/16,16]
     9   depth vs width (Deep L=12, Standard L=6, Wide L=3; one baseline per shape)
     10  per-layer scaling: bottom, top, independent
     11  PosAug vs longer training windows (same tokens: steps scale with 1/w)
     15  RoPE, ALiBi, NoPE, RoPE+PosAug (+ ALiBi+PosAug), GRU, cliff at 2w and 4w
+    pe-survey  the PE survey's benchmark (seed 003): every encoding, trained at w, evaluated at
+        20w, perplexity in the window and past it; the survey's scale on the GPU (C 128, 4 heads,
+        2 layers, w 512); a learned table sized to 20w as the survey does (--wpe_rows)
 
 Modes:
 - GPU (default): `./train_gpt`, the 10M preset (`--model 10m`: C=384, L=6, w=2048,
@@ -34,7 +38,7 @@ checkpoint every --ckpt_every steps). Rows needing a flag (or a
 --pos / --pe value) the trainer binary does not list in its --help are skipped with a
 message (rebuild with `make`).
 
-Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu):
+Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu; runs/pe-survey[_cpu]):
     <slug>_seed<S>/      one run folder per row and seed (log, checkpoint, eval_*.json/.csv,
                          train.log = the trainer's output)
     table.md             dev/eval_table.py's table (baseline row as baseline; mean +- std
@@ -46,6 +50,7 @@ Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu):
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import shlex
@@ -111,6 +116,27 @@ TABLES = {
                 row("posaug_32", "PosAug [1/32, 32] (L_max 64K)", ["--pos", "posaug", "--alpha_range", "0.03125,32"],
                     P(0.077, None, 4.489, penalty="9.8%")),
             ], note="The paper's in-dist column is 'Val Loss'."),
+    "pe-survey": dict(
+        title="The PE survey's benchmark: trained at w, evaluated at 20w (perplexity in the window and past it)",
+        eval_w=None, gain_w=None, evals=(20,), rows=[
+            row("rope", "RoPE", ROPE, P(ppl_in=5657.39, ppl_out=1.0057), baseline=True),
+            row("fape", "FAPE (sinusoidal)", ["--pe", "sinusoidal"], P(note="the survey: all four extrapolate")),
+            row("lpe", "LPE (learned, 20w rows)", ["--pe", "learned", "--wpe_rows", W(20)],
+                P(note="the survey: the worst in the window")),
+            row("shaw", "RPE (Shaw, relative keys)", ["--pe", "shaw"]),
+            row("erpe", "eRPE (a bias per distance)", ["--pe", "erpe"]),
+            row("t5", "T5 bias (log buckets)", ["--pe", "t5"]),
+            row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),
+            row("alibi", "ALiBi", ["--pe", "alibi"]),
+            row("nope", "NoPE", ["--pe", "nope"]),
+            row("posaug", "RoPE+PosAug [1/8, 8]", POSAUG),
+            row("pose", "RoPE+PoSE (L_t = 20w)", ["--pos", "pose", "--pose_target", W(20)]),
+        ], preset=dict(gpu=dict(model="tiny", model_flags=["--n_layer", "2", "--n_kv_head", "4", "--seq_len", "512"],
+                                w=512, steps=1907, warmup=100)),
+        note="The survey trains a small encoder-decoder on synthetic data (d_model 128, 4 heads, 2 layers, w 512, "
+             "evaluated at 10,240) and reports FAPE, LPE, RPE (Shaw) and RoPE; ours is decoder-only on our corpus, "
+             "with every encoding the trainer has. Its perplexities are its own task's, not comparable in value: "
+             "compare the ordering."),
     6: dict(title="Table 6. Is randomness necessary? (10.6M, ablation family, eval at 8K)",
             eval_w=4, gain_w=4, rows=[
                 row("rope", "Baseline", ROPE, P(2.28, -0.57, 4.04, delta=0.00), baseline=True),
@@ -123,6 +149,8 @@ TABLES = {
                     P(1.14, -0.09, 4.10, delta=0.06)),
                 row("random_base", "Random RoPE base [B0/8, 8 B0]", ["--pos", "random-base"],
                     P(1.09, -0.26, 4.05, delta=0.01)),
+                row("pose", "PoSE, target 8w (Zhu et al. 2023)", ["--pos", "pose", "--pose_target", W(8)],
+                    note="not in the paper: the nearest training-time rival"),
             ]),
     7: dict(title="Table 7. Lower-bound isolation (10.6M, ablation family, eval at 8K)",
             eval_w=4, gain_w=4, rows=[
@@ -243,8 +271,13 @@ class Run:
         return os.path.join(self.dir, "checkpoint.bin")
 
 
+def preset(spec, mode):
+    """The table's model and schedule: the mode's preset, or the table's own."""
+    return dict(PRESET[mode], **spec.get("preset", {}).get(mode, {}))
+
+
 def build_runs(args, spec, mode):
-    pre = PRESET[mode]
+    pre = preset(spec, mode)
     w0 = pre["w"]
     runs = []
     data = []
@@ -258,7 +291,7 @@ def build_runs(args, spec, mode):
         if args.rows and r["slug"] not in args.rows:
             continue
         # the model: preset (or Table 9's shape), window, vocabulary; repeated by --eval_only
-        model = ["--model", pre["model"]]
+        model = ["--model", pre["model"]] + pre.get("model_flags", [])
         if r["model"]:
             model = (["--model", r["model"]] if mode == "gpu" else CPU_MODELS[r["model"]] if r["model"] in CPU_MODELS
                      else model + CPU_SHAPES[r["model"]])
@@ -279,7 +312,7 @@ def build_runs(args, spec, mode):
             rundir = os.path.join(args.out, "%s_seed%d" % (r["slug"], seed))
             base = [args.trainer] + model + data
             eval_base = [args.trainer] + model + data[2:] if args.train_data else base
-            if spec.get("evals"):   # Table 15: train without evaluation, then --eval_only at k*w
+            if spec.get("evals"):   # Table 15, pe-survey: train without evaluation, then --eval_only at k*w
                 train = base + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", "0"]
                 evals, tags = [], []
                 for k in spec["evals"]:
@@ -383,7 +416,7 @@ def fp(x):
 
 def write_report(args, spec, runs, mode, skipped_build):
     """table.md / table.csv via dev/eval_table.py, then the comparison with the paper."""
-    w = PRESET[mode]["w"]
+    w = preset(spec, mode)["w"]
     done = [run for run in runs if all(os.path.exists(run.json(t)) for t in run.tags)]
     if not done:
         print("no finished runs: nothing to tabulate")
@@ -416,16 +449,23 @@ def write_report(args, spec, runs, mode, skipped_build):
     # ours next to the paper's numbers
     gain_C = spec["gain_w"] * w if spec.get("gain_w") else None
     is15 = bool(spec.get("evals"))
-    md += ["## Next to the paper's numbers", ""]
+    survey = args.table == "pe-survey"
+    md += ["## Next to the %s numbers" % ("survey's" if survey else "paper's"), ""]
     if mode == "cpu":
         md += ["CPU scale (tiny model, w = %d, built-in corpus): compare orderings and signs, not values." % w, ""]
-    if is15:
+    if survey:
+        head = ["row", "n", "in-dist", "ppl in the window", "survey", "OOD (w, 20w]", "ppl past it", "survey", "cliff"]
+    elif is15:
         head = ["row", "n", "in-dist", "paper", "cliff 2x", "paper", "cliff 4x", "paper"]
     else:
         head = ["row", "n", "cliff", "paper", "G(%s) chunked" % fmt_len(gain_C) if gain_C else "G",
                 "G banded", "paper G", "in-dist", "paper"]
         if args.table == 9:
             head += ["reduction", "paper"]
+    if survey:
+        md += ["The survey's perplexities are its synthetic task's (its in-window 5,657 exceeds its 1,000-token "
+               "vocabulary, so it is not a per-token perplexity of the same kind as ours); only the ordering is "
+               "comparable: the survey finds RoPE lowest in the window and past it.", ""]
     md += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     base_cliff = {}
     by_row = {}
@@ -438,7 +478,12 @@ def write_report(args, spec, runs, mode, skipped_build):
 
         def m(vals):
             return eval_table.f_ms(eval_table.mean_std(vals))
-        if is15:
+        if survey:
+            e = ev["eval_20x"]
+            cells = [r["label"], str(len(rs)), m([x.j.get("in_dist") for x in e]),
+                     m([math.exp(x.j["in_dist"]) for x in e]), fp(p.get("ppl_in")), m([x.j.get("ood") for x in e]),
+                     m([math.exp(x.j["ood"]) for x in e]), fp(p.get("ppl_out")), m([x.j.get("cliff") for x in e])]
+        elif is15:
             e2, e4 = ev["eval_2x"], ev["eval_4x"]
             cells = [r["label"], str(len(rs)), m([e.j.get("in_dist") for e in e2]), fp(p.get("in_dist")),
                      m([e.j.get("cliff") for e in e2]), fp(p.get("cliff2x")),
@@ -501,7 +546,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="Details: the module docstring and doc/schemes.md.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--table", type=int, required=True, choices=sorted(TABLES))
+    ap.add_argument("--table", type=lambda v: int(v) if v.isdigit() else v, required=True,
+                    choices=list(TABLES), metavar="{%s}" % ",".join(map(str, TABLES)))
     ap.add_argument("--cpu", action="store_true", help="CPU scale: ./train_gpt_cpu, tiny preset, built-in corpus")
     ap.add_argument("--seeds", default="42", help="comma-separated seeds (default 42; the paper's: 42,137,2024)")
     ap.add_argument("--trainer", default=None, help="trainer binary (default ./train_gpt, or ./train_gpt_cpu with --cpu)")
@@ -527,10 +573,11 @@ def main(argv=None):
     if args.rows:
         unknown = args.rows - {r["slug"] for r in spec["rows"]}
         if unknown:
-            die("--rows: unknown %s (table %d has %s)" % (", ".join(sorted(unknown)), args.table,
+            die("--rows: unknown %s (table %s has %s)" % (", ".join(sorted(unknown)), args.table,
                                                           ", ".join(r["slug"] for r in spec["rows"])))
     args.trainer = args.trainer or ("./train_gpt_cpu" if args.cpu else "./train_gpt")
-    args.out = args.out or os.path.join("runs", "table%d%s" % (args.table, "_cpu" if args.cpu else ""))
+    args.out = args.out or os.path.join("runs", ("table%d" % args.table if isinstance(args.table, int) else args.table)
+                                        + ("_cpu" if args.cpu else ""))
     if mode == "gpu":
         if args.vocab_size is None:
             args.vocab_size = 50277

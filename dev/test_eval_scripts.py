@@ -576,6 +576,28 @@ def dev_scripts_answer_help_without_packages():
     return "%d scripts, %s" % (len(scripts), ", ".join(pythons()))
 
 
+@test
+def ablate_pe_survey_plan():
+    """The PE survey's benchmark as ablate.py plans it: every encoding trained at w and evaluated
+    at 20w, the learned table sized to 20w; the GPU plan at the survey's scale (w 512, 10,240)."""
+    rc, out, err = run_py("dev/ablate.py", "--table", "pe-survey", "--cpu", "--dry_run", "--out", os.path.join(TMP, "pes"))
+    check(rc == 0 and "unavailable" not in out, "cpu plan: %d %s %s" % (rc, out[-800:], err[-800:]))
+    lines = out.splitlines()
+    trains = [l for l in lines if l.startswith("./train_gpt_cpu") and "--eval_only" not in l]
+    evals = [l for l in lines if "--eval_only" in l]
+    check(len(trains) == 11 and len(evals) == 11, "%d trainings, %d evaluations" % (len(trains), len(evals)))
+    check(all("--eval_len 0" in t for t in trains) and all("--eval_len 2560 --eval_tag eval_20x" in e for e in evals),
+          "the tiny model (w 128) trains without evaluation, then evaluates at 20w: %s" % evals[:1])
+    for flags in ("--pe sinusoidal", "--pe learned --wpe_rows 2560", "--pe shaw", "--pe erpe", "--pe t5", "--pe tape",
+                  "--pe alibi", "--pe nope", "--pos posaug", "--pos pose --pose_target 2560"):
+        check(any(flags in t for t in trains), "no row trains with %s" % flags)
+    rc, out, err = run_py("dev/ablate.py", "--table", "pe-survey", "--dry_run", "--trainer", "./no_such_trainer",
+                          "--out", os.path.join(TMP, "pes_gpu"))
+    check(rc == 0 and "--n_layer 2 --n_kv_head 4 --seq_len 512" in out and "--eval_len 10240 --eval_tag eval_20x" in out,
+          "gpu plan: %d %s %s" % (rc, out[-800:], err[-800:]))
+    return "%d rows" % len(trains)
+
+
 # (script, arguments that parse, packages hidden (none named: all), the package the line names)
 MISSING_CASES = [
     ("dev/ablate.py", ["--table", "6", "--cpu", "--dry_run"], (), "numpy"),

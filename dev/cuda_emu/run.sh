@@ -21,7 +21,8 @@ HEADERS=${HEADERS:-../../llmc/cuda}  # HEADERS=folder: another copy of the heade
 CHECKED="flash_forward_kernel flash_backward_dot_kernel flash_backward_kv_kernel flash_backward_q_kernel
 rmsnorm_backward_kernel rmsnorm_dw_kernel attention_forward_online_kernel rope_kernel sinusoidal_kernel classifier_kernel
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
-attn_bias_kernel attn_bias_diag_kernel attn_bias_table_grad_kernel flash_bias_diag_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel scatter_add_rows_kernel
+attn_bias_kernel attn_bias_diag_kernel attn_bias_table_grad_kernel flash_bias_diag_kernel rel_key_scores_kernel
+rel_key_rowg_kernel rel_key_dq_kernel rel_key_drk_kernel swiglu_forward_kernel swiglu_backward_kernel encoder_forward_kernel scatter_add_rows_kernel
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel learned_forward_kernel
 residual_forward_kernel copy_to_x_kernel flash_tc_forward_kernel flash_tc_backward_kv_kernel flash_tc_backward_q_kernel"
 checked=" $(tr '\n' ' ' <<< "$CHECKED") "

@@ -92,44 +92,72 @@ static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
 
 // ---- the attention-score hook of a case (llmc/attn_bias.h): ALiBi's slopes at alpha (0:
 // none) as the host fills them, and with NB > 0 a learned table of NB buckets (distance / 3,
-// clipped) ----
+// clipped), or (rel) relative keys rk (NB,hd) of those buckets, whose scores qrel
+// (B,Tq,NH,NB) the kernels under test compute from q ----
 struct TestBias {
-    std::vector<float> slope, table;
+    std::vector<float> slope, table, rk, qrel;
     std::vector<int> bucket;
-    int NB = 0;
+    int NB = 0, NH = 0, Tq = 0;
     AttnBias ab() const {
-        return AttnBias{slope.empty() ? nullptr : slope.data(), NB ? table.data() : nullptr, NB ? bucket.data() : nullptr,
-                        NB, (int)bucket.size()};
+        AttnBias a;
+        memset(&a, 0, sizeof(a));
+        a.slope = slope.empty() ? nullptr : slope.data();
+        a.table = table.empty() ? nullptr : table.data();
+        a.qrel = qrel.empty() ? nullptr : qrel.data();
+        a.bucket = NB ? bucket.data() : nullptr;
+        a.NB = NB;
+        a.n_dist = (int)bucket.size();
+        a.NH = NH;
+        a.Tq = Tq;
+        return a;
     }
     double at(int h, int d) const {
-        return (NB ? (double)table[h * NB + bucket[d]] : 0.0) - (slope.empty() ? 0.0 : (double)slope[h] * d);
+        return (table.empty() ? 0.0 : (double)table[h * NB + bucket[d]]) - (slope.empty() ? 0.0 : (double)slope[h] * d);
+    }
+    // the relative-key score of query row qt at distance d, q . rk[bucket] / sqrt(hd), in double
+    double rel(const float *qt, int d, int hd) const {
+        if (rk.empty()) return 0.0;
+        double dot = 0;
+        for (int c = 0; c < hd; c++) dot += (double)qt[c] * rk[(size_t)bucket[d] * hd + c];
+        return dot / sqrt((double)hd);
     }
 };
-static TestBias test_bias(int NH, int n_dist, float alpha, int NB) {
+static TestBias test_bias(int NH, int n_dist, float alpha, int NB, int hd_rel = 0) {
     TestBias b;
     for (int h = 0; h < NH && alpha > 0; h++) b.slope.push_back((float)slope(h, NH) * alpha);
     b.NB = NB;
+    b.NH = NH;
     if (NB) {
-        b.table = randn((size_t)NH * NB, 2.0f);
+        if (hd_rel) b.rk = randn((size_t)NB * hd_rel, 2.0f);
+        else b.table = randn((size_t)NH * NB, 2.0f);
         for (int d = 0; d < n_dist; d++) b.bucket.push_back(std::min(d / 3, NB - 1));
     }
     return b;
 }
-static const char *bias_name(float alpha, int NB) {
+// tb's relative-key scores of the query rows q (B,Tq,NH,hd), by the kernel under test
+static void rel_scores(TestBias &tb, const std::vector<float> &q, int B, int Tq, int hd) {
+    tb.Tq = Tq;
+    tb.qrel.assign((size_t)B * Tq * tb.NH * tb.NB, NAN);
+    size_t rows = (size_t)B * Tq * tb.NH;
+    emu_launch(dim3((rows * tb.NB + 255) / 256), dim3(256), 0,
+               [&] { rel_key_scores_kernel(tb.qrel.data(), q.data(), tb.rk.data(), rows, hd, tb.NB); });
+}
+static const char *bias_name(float alpha, int NB, int rel = 0) {
+    if (rel) return alpha > 0 ? ", ALiBi + relative keys" : ", relative keys";
     return NB ? (alpha > 0 ? ", ALiBi + a learned table" : ", a learned table") : alpha > 0 ? (alpha == 1 ? ", ALiBi" : ", ALiBi x alpha") : "";
 }
 
 // ---- causal GQA attention in double: y, lse, the probabilities P (B,NH,T,T), dq, dk, dv,
 // and a learned table's gradient dtable (NH,NB) ----
 struct AttRef {
-    std::vector<double> y, lse, P, dq, dk, dv, dtable;
+    std::vector<double> y, lse, P, dq, dk, dv, dtable, drk;
 };
 static AttRef attention_reference(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
                                   const std::vector<float> &dy, int B, int T, int NH, int NKV, int hd, const TestBias &tb) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
     AttRef r{std::vector<double>(nq, 0), std::vector<double>(nl), std::vector<double>(nl * T, 0),
              std::vector<double>(nq, 0), std::vector<double>(nk, 0), std::vector<double>(nk, 0),
-             std::vector<double>((size_t)NH * tb.NB, 0)};
+             std::vector<double>((size_t)NH * tb.NB, 0), std::vector<double>(tb.rk.size(), 0)};
     int group = NH / NKV;
     double scale = 1.0 / sqrt((double)hd);
     for (int b = 0; b < B; b++)
@@ -143,7 +171,7 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
                     const float *ks = &k[(((size_t)b * T + s) * NKV + kvh) * hd], *vs = &v[(((size_t)b * T + s) * NKV + kvh) * hd];
                     double d = 0, e = 0;
                     for (int c = 0; c < hd; c++) d += (double)qt[c] * ks[c], e += (double)dyt[c] * vs[c];
-                    x[s] = d * scale + tb.at(h, t - s);
+                    x[s] = d * scale + tb.at(h, t - s) + tb.rel(qt, t - s, hd);
                     dp[s] = e;
                     m = std::max(m, x[s]);
                 }
@@ -158,8 +186,13 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
                 }
                 for (int s = 0; s <= t; s++) {
                     double p = r.P[row * T + s], ds = p * (dp[s] - Dt) * scale;
-                    if (tb.NB) r.dtable[(size_t)h * tb.NB + tb.bucket[t - s]] += p * (dp[s] - Dt);
+                    if (!tb.table.empty()) r.dtable[(size_t)h * tb.NB + tb.bucket[t - s]] += p * (dp[s] - Dt);
                     size_t ko = (((size_t)b * T + s) * NKV + kvh) * hd, qo = (((size_t)b * T + t) * NH + h) * hd;
+                    for (int c = 0; c < hd && !tb.rk.empty(); c++) {  // the relative key's share
+                        size_t ro = (size_t)tb.bucket[t - s] * hd + c;
+                        r.dq[qo + c] += ds * tb.rk[ro];
+                        r.drk[ro] += ds * qt[c];
+                    }
                     for (int c = 0; c < hd; c++) {
                         r.dq[qo + c] += ds * k[ko + c];
                         r.dk[ko + c] += ds * qt[c];
@@ -264,10 +297,12 @@ static void test_rmsnorm(int N, int C, int accumulate) {
 
 // ---- the evaluation's attention (attention_forward_online, as gpt_forward calls it):
 // KV-cache offset, window, entropy, ALiBi ----
-static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha, int NB = 0) {
-    TestBias tb = test_bias(NH, Tk, alpha, NB);
+static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha, int NB = 0,
+                        int rel_keys = 0) {
+    TestBias tb = test_bias(NH, Tk, alpha, NB, rel_keys ? hd : 0);
     size_t nq = (size_t)B * Tq * NH * hd, nk = (size_t)B * Tk * NKV * hd;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent_bh((size_t)B * NH * Tq, 0.0f);
+    if (rel_keys) rel_scores(tb, q, B, Tq, hd);
     std::vector<double> ry(nq, 0), rent(Tq, 0);
     int group = NH / NKV;
     float ent_scale = 1.0f / (B * NH);
@@ -281,7 +316,7 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
                 for (int s = first; s <= last; s++) {
                     double d = 0;
                     for (int c = 0; c < hd; c++) d += (double)qt[c] * k[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
-                    x[s] = d / sqrt((double)hd) + tb.at(h, last - s);
+                    x[s] = d / sqrt((double)hd) + tb.at(h, last - s) + tb.rel(qt, last - s, hd);
                     m = std::max(m, x[s]);
                 }
                 for (int s = first; s <= last; s++) l += exp(x[s] - m);
@@ -301,7 +336,7 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     double errs[2] = {rel(y, ry), rel(ent, rent)};
     char what[160];
     snprintf(what, sizeof(what), "evaluation attention B %d Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", B, Tq,
-             Tk, q_offset, NH, NKV, hd, window, bias_name(alpha, NB));
+             Tk, q_offset, NH, NKV, hd, window, bias_name(alpha, NB, rel_keys));
     report(what, names, errs, 2);
 }
 
@@ -699,22 +734,27 @@ static void test_matmuls(int N, int IC, int OC) {
     report(what, names, errs, 3);
 }
 
-static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
+// rel: relative keys (--pe shaw) instead of a table: their scores, and dq's share and drk
+// through the row sums (rel_key_backward)
+static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0, int rel_keys = 0) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, na = (size_t)B * NH * T * T;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
     std::vector<float> y(nq, NAN), att(na, NAN), datt(na, NAN), dq(nq, NAN), dk(nk, NAN), dv(nk, NAN);
-    std::vector<float> diag((size_t)B * NH * T, NAN);
-    TestBias tb = test_bias(NH, T, alpha, NB);
+    std::vector<float> diag((size_t)B * NH * T, NAN), rowg((size_t)B * T * NH * NB, NAN), drk((size_t)NB * hd, 0.0f);
+    TestBias tb = test_bias(NH, T, alpha, NB, rel_keys ? hd : 0);
+    if (rel_keys) rel_scores(tb, q, B, T, hd);
     AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, tb);
-    attention_forward(y.data(), att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, tb.ab());
-    attention_backward(dq.data(), dk.data(), dv.data(), NB ? diag.data() : nullptr, datt.data(), dy.data(), att.data(),
-                       q.data(), k.data(), v.data(), B, T, NH, NKV, hd);
-    const char *names[6] = {"y", "P", "dq", "dk", "dv", "dtable"};
+    AttnBias ab = tb.ab();
+    attention_forward(y.data(), att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd, ab);
+    attention_backward(dq.data(), dk.data(), dv.data(), NB && !rel_keys ? diag.data() : nullptr, datt.data(), dy.data(),
+                       att.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, hd);
+    if (rel_keys) rel_key_backward(dq.data(), drk.data(), rowg.data(), datt.data(), q.data(), tb.rk.data(), &ab, B, T, NH, hd);
+    const char *names[6] = {"y", "P", "dq", "dk", "dv", rel_keys ? "drk" : "dtable"};
     double errs[6] = {rel(y, ref.y), rel(att, ref.P), rel(dq, ref.dq), rel(dk, ref.dk), rel(dv, ref.dv),
-                      NB ? rel(table_grad(tb, diag, B, NH, T), ref.dtable) : 0};
+                      rel_keys ? rel(drk, ref.drk) : NB ? rel(table_grad(tb, diag, B, NH, T), ref.dtable) : 0};
     char what[160];
     snprintf(what, sizeof(what), "naive attention (cuBLAS + kernels) B %d T %d NH %d NKV %d hd %d%s", B, T, NH, NKV, hd,
-             bias_name(alpha, NB));
+             bias_name(alpha, NB, rel_keys));
     report(what, names, errs, NB ? 6 : 5);
 }
 
@@ -743,6 +783,8 @@ int main() {
     test_online(1, 100, 100, 0, 2, 1, 16, 40, 1.0f);  // a band of 40 (tiles skipped before it), ALiBi
     test_online(1, 40, 40, 0, 2, 2, 256, 0, 0.0f);    // hd 256 (ATT_MAX_HD: 8 accumulators per lane and row)
     test_online(1, 10, 60, 50, 4, 2, 32, 0, 0.5f, 5);  // a chunk after a cache, ALiBi and a learned table
+    test_online(2, 30, 30, 0, 4, 2, 16, 0, 0.0f, 7, 1);  // relative keys (each query's scores)
+    test_online(1, 10, 60, 50, 4, 2, 32, 0, 0.0f, 5, 1);  // relative keys, a chunk after a cache
     test_rope(2, 37, 3, 16, 1.0f, 0);
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
@@ -760,6 +802,7 @@ int main() {
     test_naive_attention(2, 24, 6, 2, 16, 0.0f);  // GQA: the group's heads summed by beta = 1
     test_naive_attention(1, 40, 4, 4, 32, 2.0f);  // ALiBi
     test_naive_attention(2, 30, 4, 2, 16, 0.0f, 5);  // a learned table: its gradient through the diagonal sums
+    test_naive_attention(2, 30, 4, 2, 16, 1.0f, 6, 1);  // ALiBi and relative keys: dq's share and drk by row sums
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }

@@ -43,9 +43,85 @@ __global__ void softmax_backward_kernel(floatX *datt, const floatX *att, int row
 __global__ void attn_bias_kernel(floatX *att, int NH, int T, AttnBias ab, float scale, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH);
+    int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH), b = (int)(i / ((size_t)NH * T * T));
     if (s <= t)
-        att[i] = to_x(to_f(att[i]) + attn_bias_at(attn_bias_head(ab, h), t - s) / scale);
+        att[i] = to_x(to_f(att[i]) + attn_bias_at_row(attn_bias_head(ab, h), attn_bias_qrow(ab, b, t, h), t - s) / scale);
+}
+
+// Relative keys (--pe shaw): qrel (rows,NB) = q . rk_j / sqrt(hd) in fp32, q (rows,hd) the
+// query rows (B,T,NH), rk (NB,hd) the layer's fp32 keys. One thread per (row, j).
+//                                                                 mirrors rel_key_scores
+__global__ void rel_key_scores_kernel(float *qrel, const floatX *q, const float *rk, size_t rows, int hd, int NB) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * NB) return;
+    size_t r = i / NB;
+    int j = (int)(i % NB);
+    float dot = 0.0f;
+    for (int c = 0; c < hd; c++) dot += to_f(q[r * hd + c]) * rk[(size_t)j * hd + c];
+    qrel[i] = dot / sqrtf((float)hd);
+}
+
+// Their gradient, step 1: rowg (B,T,NH,NB), the logits' gradient of query row (b,t,h)
+// summed over the keys s of bucket j, s ascending, from dS = dX * scale (B,NH,T,T).
+// Buckets never decrease with the distance, so a thread walks only its own bucket's run.
+//                                                      mirrors the rowg in attention_backward
+__global__ void rel_key_rowg_kernel(float *rowg, const floatX *ds, const int *bucket, int B, int NH, int T, int NB,
+                                    float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,NH,NB)
+    if (i >= (size_t)B * T * NH * NB) return;
+    int j = (int)(i % NB), h = (int)((i / NB) % NH), t = (int)((i / ((size_t)NB * NH)) % T), b = (int)(i / ((size_t)NB * NH * T));
+    const floatX *row = ds + (((size_t)b * NH + h) * T + t) * T;
+    float acc = 0.0f;
+    for (int s = 0; s <= t; s++) {  // distance t - s falls: buckets from high to low
+        int k = bucket[t - s];
+        if (k > j) continue;
+        if (k < j) break;
+        acc += to_f(row[s]);
+    }
+    rowg[i] = acc / scale;
+}
+
+// Step 2: dq (rows,hd) += rowg rk / sqrt(hd), one thread per element.
+//                                                       mirrors rel_key_backward's dq
+__global__ void rel_key_dq_kernel(floatX *dq, const float *rowg, const float *rk, size_t rows, int hd, int NB) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * hd) return;
+    size_t r = i / hd;
+    int c = (int)(i % hd);
+    float acc = 0.0f;
+    for (int j = 0; j < NB; j++) acc += rowg[r * NB + j] * rk[(size_t)j * hd + c];
+    dq[i] = to_x(to_f(dq[i]) + acc / sqrtf((float)hd));
+}
+
+// Step 3: drk (NB,hd) += rowg^T q / sqrt(hd), the rows in order: one thread per (j, c), no
+// atomics.                                                mirrors rel_key_backward's drk
+__global__ void rel_key_drk_kernel(float *drk, const float *rowg, const floatX *q, size_t rows, int hd, int NB) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= NB * hd) return;
+    int j = i / hd, c = i % hd;
+    float acc = 0.0f;
+    for (size_t r = 0; r < rows; r++) acc += rowg[r * NB + j] * to_f(q[r * hd + c]);
+    drk[i] += acc / sqrtf((float)hd);
+}
+
+// one layer's relative-key scores (rows = B*T*NH query rows)
+static void rel_key_scores(float *qrel, const floatX *q, const float *rk, size_t rows, int hd, int NB) {
+    rel_key_scores_kernel<<<ceil_div(rows * NB, 256), 256>>>(qrel, q, rk, rows, hd, NB);
+    cudaCheck(cudaGetLastError());
+}
+
+// Their backward after the naive attention's (datt holding dS): dq += ..., drk += ...;
+// rowg (B,T,NH,NB) is scratch.
+static void rel_key_backward(floatX *dq, float *drk, float *rowg, const floatX *datt, const floatX *q, const float *rk,
+                             const AttnBias *ab, int B, int T, int NH, int hd) {
+    size_t rows = (size_t)B * T * NH;
+    rel_key_rowg_kernel<<<ceil_div(rows * ab->NB, 256), 256>>>(rowg, datt, ab->bucket, B, NH, T, ab->NB,
+                                                                1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+    rel_key_dq_kernel<<<ceil_div(rows * hd, 256), 256>>>(dq, rowg, rk, rows, hd, ab->NB);
+    cudaCheck(cudaGetLastError());
+    rel_key_drk_kernel<<<ceil_div((size_t)ab->NB * hd, 64), 64>>>(drk, rowg, q, rows, hd, ab->NB);
+    cudaCheck(cudaGetLastError());
 }
 
 // A learned bias's gradient, step 1: diag (B,NH,T), diag[b][h][d] = sum over t >= d
@@ -109,7 +185,7 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
     }
-    if (ab.slope || ab.table) {
+    if (ab.slope || ab.table || ab.qrel) {
         size_t n = (size_t)B * NH * T * T;
         attn_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, ab, 1.0f / sqrtf((float)hd), n);
         cudaCheck(cudaGetLastError());

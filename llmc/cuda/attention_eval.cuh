@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
                 const float *qr = qs + r * hd, *kr = ks + lane * (hd + 1);
                 score = 0.0f;
                 for (int c = 0; c < hd; c++) score += qr[c] * kr[c];
-                score += attn_bias_at(hb, last - s);
+                score += attn_bias_at_row(hb, attn_bias_qrow(ab, b, t0 + r, h), last - s);
             }
             float m_new = fmaxf(m[i], warp_max(score));
             float p = in ? expf(score - m_new) : 0.0f;
