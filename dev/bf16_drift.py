@@ -3,6 +3,7 @@ basis of test_gpt.c's bf16 tolerances (TOL_BF16).
 
     python dev/bf16_drift.py                       # every dev/reference_*.bin but the GRU's
     python dev/bf16_drift.py dev/reference_tiny.bin --dtype fp32
+    python dev/bf16_drift.py CASE --against DUMP   # a case file (test_gpt's) against a trainer's dump
 
 Replays a reference file (dev/pytorch_reference.py: the same config, tokens, initial
 weights and alphas) with float32 master weights, gradients and AdamW, the forward and the
@@ -10,7 +11,9 @@ loss under torch.autocast(bfloat16) on the CPU (as ./train_gpt keeps weights in 
 activations in bf16; --dtype fp32 for plain float32), and prints, per file, the
 norm-relative error ||got - ref|| / ||ref|| of each quantity test_gpt.c compares: logits,
 loss, each grad.<name> (worst), the 10 losses, the grad norms, the weights after the steps
-(worst, named). The error is test_gpt.c's rel_err.
+(worst, named). The error is test_gpt.c's rel_err. With --against, the file is a case file
+(the input part: config, tokens, initial weights, alphas; test_gpt writes them) and the
+outputs to compare with come from DUMP, the CPU trainer's `--dump_case` of it.
 """
 
 import argparse
@@ -35,12 +38,16 @@ def rel_err(got, ref):
     return float(np.linalg.norm(got - ref) / (np.linalg.norm(ref) + 1e-30))
 
 
-def replay(path, dtype):
-    r = tensorfile.read(path)
+def replay(path, dtype, against=None):
+    r = dict(tensorfile.read(path))
+    if "pos_scheme" in r:
+        sys.exit(f"bf16_drift: {path} takes its positions from a schedule, which this replay does not follow")
+    if against:
+        r.update(tensorfile.read(against))
     V, _, C, L, NH, NKV, F_, T, B, micro, steps, warmup = (int(x) for x in r["config_i"])
     rope_base, rms_eps, lr_max, min_lr, wd, b1, b2, eps, clip, check_alpha = (float(x) for x in r["config_f"])
     kind = {v: k for k, v in POS_KINDS.items()}[int(r["pos_kind"][0])] if "pos_kind" in r else "rope"
-    qk_norm = "qk_norm" in r
+    qk_norm = "qk_norm" in r and int(r["qk_norm"][0]) != 0
     cfg = Config(V=V, C=C, L=L, NH=NH, NKV=NKV, F=F_, T=T, rope_base=rope_base, rms_eps=rms_eps)
     oc = OptConfig(lr_max=lr_max, min_lr=min_lr, warmup=warmup, steps=steps, weight_decay=wd,
                    beta1=b1, beta2=b2, eps=eps, grad_clip=clip)
@@ -86,14 +93,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", help="reference files (default: every dev/reference_*.bin but the GRU's)")
     ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    ap.add_argument("--against", default=None, help="a --dump_case output: FILE is then its case file (one FILE)")
     args = ap.parse_args()
+    if args.against and len(args.files) != 1:
+        ap.error("--against compares one case file with one dump")
     missing.check()
     files = args.files or sorted(f for f in glob.glob(os.path.join(HERE, "reference_*.bin")) if "gru" not in f)
     torch.manual_seed(0)
     for path in files:
         if not os.path.isfile(path):
             sys.exit(f"bf16_drift: no such reference file: {path}")
-        kind, errs = replay(path, args.dtype)
+        kind, errs = replay(path, args.dtype, args.against)
         cells = []
         for k, v in errs.items():
             cells.append(f"{k} {v[0]:.2e} ({v[1]})" if isinstance(v, tuple) else f"{k} {v:.2e}")
