@@ -228,7 +228,8 @@ int main(int argc, char **argv) {
         upload_f(d.lse, lse);
         float *d_slope = dalloc<float>(64);
         cudaCheck(cudaMemcpy(d_slope, bias, sizeof(bias), cudaMemcpyHostToDevice));
-        AttnBias ab = {c.alibi_alpha > 0 ? d_slope : NULL, NULL, NULL, 0, 0};
+        AttnBias ab = AttnBias{};
+        ab.slope = c.alibi_alpha > 0 ? d_slope : NULL;
         printf("  case B=%d T=%d NH=%d NKV=%d hd=%d alibi alpha %g\n", c.B, c.T, c.NH, c.NKV, c.hd, c.alibi_alpha);
         for (int ver = first; ver <= last; ver++) {
             const char *why;
