@@ -86,6 +86,8 @@ def main(argv=None):
         fig, ax = plt.subplots(figsize=(10, 5.5))
         axg = None
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(pairs) > len(colors):  # more curves than the cycle's colors: one colour each from a wider map
+        colors = [plt.get_cmap("tab20")(i % 20) for i in range(len(pairs))]
     windows, Lmax, n_gain = set(), 0, 0
     for k, (label, ev) in enumerate(pairs):
         cols = ev.cols
