@@ -15,8 +15,8 @@
 // attn_bias (L,NH,NB)) and the bucket of each distance in positions, alpha[l] * (t - s).
 // Its gradient: dtable[h][j] sums dx_ts over every (b, t, s) whose distance falls in bucket
 // j: along each diagonal d = t - s first (t ascending), then over b and d in order, the
-// same on both backends. The positions of explicit-position schemes (RPE, RFS) are not read: the bias
-// sees token distances times alpha.
+// same on both backends. The positions of explicit-position schemes (RPE, RFS, PoSE) are
+// not read: the bias sees token distances times alpha (config.h refuses those pairs).
 // A new encoding of the bias kind is a row of PE_BIAS_TABLE (doc/position_hook.md, §6).
 #pragma once
 #include "schedule.h"
