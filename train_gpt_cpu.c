@@ -334,15 +334,13 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, flo
                         const float *p = P + (size_t)t * T;
                         float *d = ds + (size_t)t * T, dsum = 0.0f;
                         for (int s = 0; s <= t; s++) dsum += p[s] * d[s];
-                        if (rowg) {
-                            float *g = rowg + (((size_t)b * T + t) * NH + h) * ab->NB;
-                            memset(g, 0, (size_t)ab->NB * sizeof(float));
-                            for (int s = 0; s <= t; s++) g[ab->bucket[t - s]] += p[s] * (d[s] - dsum);
-                        }
-                        if (dg)
+                        float *g = rowg ? rowg + (((size_t)b * T + t) * NH + h) * ab->NB : NULL;
+                        if (g) memset(g, 0, (size_t)ab->NB * sizeof(float));
+                        if (dg || g)  // the logits' gradient dX, summed where the hook needs it
                             for (int s = 0; s <= t; s++) {
                                 float dx = p[s] * (d[s] - dsum);
-                                dg[t - s] += dx;
+                                if (dg) dg[t - s] += dx;
+                                if (g) g[ab->bucket[t - s]] += dx;
                                 d[s] = dx * scale;
                             }
                         else

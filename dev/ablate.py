@@ -454,7 +454,8 @@ def write_report(args, spec, runs, mode, skipped_build):
     if mode == "cpu":
         md += ["CPU scale (tiny model, w = %d, built-in corpus): compare orderings and signs, not values." % w, ""]
     if survey:
-        head = ["row", "n", "in-dist", "ppl in the window", "survey", "OOD (w, 20w]", "ppl past it", "survey", "cliff"]
+        k = spec["evals"][0]
+        head = ["row", "n", "in-dist", "ppl in the window", "survey", "OOD (w, %dw]" % k, "ppl past it", "survey", "cliff"]
     elif is15:
         head = ["row", "n", "in-dist", "paper", "cliff 2x", "paper", "cliff 4x", "paper"]
     else:
@@ -479,7 +480,7 @@ def write_report(args, spec, runs, mode, skipped_build):
         def m(vals):
             return eval_table.f_ms(eval_table.mean_std(vals))
         if survey:
-            e = ev["eval_20x"]
+            e = ev[rs[0].tags[0]]
             cells = [r["label"], str(len(rs)), m([x.j.get("in_dist") for x in e]),
                      m([math.exp(x.j["in_dist"]) for x in e]), fp(p.get("ppl_in")), m([x.j.get("ood") for x in e]),
                      m([math.exp(x.j["ood"]) for x in e]), fp(p.get("ppl_out")), m([x.j.get("cliff") for x in e])]

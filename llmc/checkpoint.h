@@ -410,6 +410,7 @@ static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) 
         if (c->arch < 0 || c->arch >= ARCH_N) fail("'%s': unknown arch %d", tf->path, c->arch);
     }
     c->rpe_max = 8 * c->T;
+    c->pose_target = 8 * c->T;
     if (!tf_find(tf, "pos_scheme")) return 0;
     const int32_t *ps = (const int32_t *)tf_get(tf, "pos_scheme", TF_I32, 2);
     if (ps[0] < 0 || ps[0] >= POS_N_SCHEMES) fail("'%s': unknown pos_scheme %d", tf->path, ps[0]);

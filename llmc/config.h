@@ -429,15 +429,13 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
             PE_NAMES[c->pe]);
     if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps));  // eval-only: the checkpoint's
-    REQUIRE((c->pe != PE_ALIBI && !pe_bias_buckets(c->pe, 1)) || !pos_explicit(c->pos_scheme),
+    REQUIRE((c->pe != PE_ALIBI && pe_bias_kind(c->pe) == BIAS_NONE) || !pos_explicit(c->pos_scheme),
             "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
             PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
     REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
-    if (c->pos_scheme == POS_POSE) {
-        if (!c->pose_target) c->pose_target = 8 * c->T;
-        REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
-                c->pose_target, c->T, MAX_POSITION);
-    }
+    if (c->pose_target == 0) c->pose_target = 8 * c->T;  // as --rpe_max
+    REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
+            c->pose_target, c->T, MAX_POSITION);
     if (c->pe == PE_LEARNED) {
         int reach = c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
         REQUIRE(!c->learned_rows || (c->learned_rows >= reach && c->learned_rows <= MAX_POSITION),
@@ -790,6 +788,5 @@ static inline PosConfig pos_config_of(const Config *c) {
 #define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
     POS_PARAM_TABLE(POS_PARAM_COPY)
 #undef POS_PARAM_COPY
-    if (!p.pose_target) p.pose_target = 8 * c->T;
     return p;
 }

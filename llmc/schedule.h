@@ -120,7 +120,7 @@ typedef struct {
     int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
     int seq_stride;                 // sequence s of the step reads + s * seq_stride (0: shared by all sequences)
     int seq0;                       // the step's sequence that is sequence 0 of this micro-batch (pos_micro)
-    int rel_clip;                   // eRPE's last bucket (llmc/attn_bias.h)
+    int rel_clip;                   // eRPE's and Shaw's last bucket (llmc/attn_bias.h)
     float ape_scale;                // sinusoidal frequencies times this (tAPE)
 } PosStep;
 
