@@ -169,9 +169,10 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     gpt_alloc(&g, &c, 1);
     gpt_init(&g, 7);
     Rng r = rng_make(11, 99);
-    // break the symmetry of unit norm gains so their gradients are generic
+    // break the symmetry of unit norm gains so their gradients are generic (T-PE's N(0,1)
+    // input weights keep theirs: hidden units at 1 +- 0.3 would all saturate)
     for (int i = 0; i < NP; i++)
-        if (!PARAM_DECAY[i])
+        if (!PARAM_DECAY[i] && PARAM_INITS[i] != INIT_UNIT)
             for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] = 1.0f + 0.3f * rng_normal(&r);
     for (int i = 0; i < NP; i++)
         if (PARAM_DECAY[i])
@@ -1121,7 +1122,7 @@ static void test_attn_bias(void) {
     size_t nr = (size_t)B * T * NH * NB;
     float *qrel = test_matrix(nr, 36);  // a query's scores against relative keys, set by hand
     for (size_t i = 0; i < nr; i++) qrel[i] *= 3.0f;
-    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL, NULL, T);
+    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL, NULL, NULL, T, hd);
     ab.table = table;  // the hook's table, relative-key scores and buckets set by hand
     ab.qrel = qrel;
     ab.bucket = bucket;
@@ -1159,6 +1160,30 @@ static void test_attn_bias(void) {
     }
     check(e_rows < 1e-6 && e_kv < 1e-6, "attention-score hook: the evaluation's rows path, whole and continuing a cache, "
           "equals the training path", "max abs diff %.2e, %.2e", e_rows, e_kv);
+    // relative keys given as vectors: training scores every query first (rel_key_scores),
+    // the rows path forms each query's own scores from the keys, continuing a cache too
+    float *rk = test_matrix((size_t)NB * hd, 37);
+    for (int i = 0; i < NB * hd; i++) rk[i] *= 20.0f;  // scores of order 1
+    rel_key_scores(qrel, q, rk, (size_t)B * T * NH, hd, NB);
+    attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
+    AttnBias abk = ab;
+    abk.qrel = NULL;
+    abk.rkeys = rk;
+    attention_forward_rows(yr, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 1, &abk);
+    double e_keys = 0, e_keys_kv = 0, moved = 0;
+    for (size_t i = 0; i < nq; i++) e_keys = fmax(e_keys, fabs(yr[i] - y[i]));
+    float *y1 = (float *)xmalloc((size_t)4 * NH * hd * 4);
+    abk.Tq = 4;
+    attention_forward_rows(y1, q + (size_t)7 * NH * hd, k, v, 1, 4, T, 7, NH, NKV, hd, 0, NULL, 1, &abk);
+    for (size_t i = 0; i < (size_t)4 * NH * hd; i++) e_keys_kv = fmax(e_keys_kv, fabs(y1[i] - y[(size_t)7 * NH * hd + i]));
+    abk.rkeys = NULL;  // the same without the keys: they must have moved the output
+    attention_forward_rows(y1, q + (size_t)7 * NH * hd, k, v, 1, 4, T, 7, NH, NKV, hd, 0, NULL, 1, &abk);
+    for (size_t i = 0; i < (size_t)4 * NH * hd; i++) moved = fmax(moved, fabs(y1[i] - y[(size_t)7 * NH * hd + i]));
+    check(e_keys < 1e-6 && e_keys_kv < 1e-6 && moved > 1e-2, "attention-score hook: the rows path's relative-key scores "
+          "formed per query from the keys (T-PE's evaluation) equal training's, whole and continuing a cache",
+          "max abs diff %.2e, %.2e (the keys move the output by %.2e)", e_keys, e_keys_kv, moved);
+    free(rk);
+    free(y1);
     free(q); free(k); free(v); free(w); free(table); free(y); free(att); free(dq); free(dk); free(dv); free(diag);
     free(yr); free(qrel); free(rowg);
 }
@@ -1356,7 +1381,8 @@ static void test_resume_keeps_flags(void) {
         "--pos random-base", "--pos rpe --rpe_max 200 --rpe_layers independent", "--pos rfs --rfs_scale 500",
         "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20", "--pe t5 --pos posaug",
-        "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pos pose --pose_target 300", "--pe learned --pos rope --wpe_rows 100"};
+        "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pos pose --pose_target 300",
+        "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         snprintf(flags, sizeof(flags), "%s --lr 2e-3 --min_lr 1e-4 --warmup 3 %s", SMALL, schemes[k]);
@@ -2406,12 +2432,12 @@ static void test_gpu(const char *ref) {
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
     // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
     // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 19, NFILES = 11, GRU_CASE = 6, SHAW_CASE = 10 };  // Shaw's keys: --attention naive only
+    enum { NCASES = 20, NFILES = 11, GRU_CASE = 6, SHAW_CASE = 10, TPE_CASE = 19 };  // relative keys: --attention naive only
     const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
                                       "learned APE case", "QK-norm case", "GRU case", "eRPE case", "T5 bias case", "tAPE case",
                                       "Shaw relative keys case", "long case", "RPE per-layer case", "RFS case", "sinusoidal APE at RFS positions case",
                                       "learned APE at RPE positions case", "head dim 64 case (MQA, T 100)",
-                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case"};
+                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case", "T-PE case"};
     char cases[NCASES][256];
     const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
                                  "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin",
@@ -2427,6 +2453,7 @@ static void test_gpu(const char *ref) {
     write_case(cases[16], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
     write_case(cases[17], 80, PE_ERPE, 0, -1, 0, 16);
     write_case(cases[18], 64, PE_ROPE, 0, POS_POSE, 0, 16);
+    snprintf(cases[TPE_CASE], sizeof(cases[TPE_CASE]), "dev/reference_tpe.bin");  // a PyTorch file, after the written ones
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
     for (int k = NFILES; k < NCASES; k++) {
         char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
@@ -2462,8 +2489,9 @@ static void test_gpu(const char *ref) {
                          ATTN_NAMES[a]);
                 int rc = run_cmd(cmd, out, sizeof(out));
                 snprintf(label, sizeof(label), "%s, %s, --attention %s", names[b], case_names[k], ATTN_NAMES[a]);
-                if (k == SHAW_CASE && a == ATTN_FLASH) {  // not taken yet: one clear refusal
-                    check(rc != 0 && strstr(out, "does not take --pe shaw's relative keys"), label, "refused: exit %d", rc);
+                if ((k == SHAW_CASE || k == TPE_CASE) && a == ATTN_FLASH) {  // not taken yet: one clear refusal
+                    check(rc != 0 && strstr(out, k == SHAW_CASE ? "does not take --pe shaw's relative keys" :
+                                            "does not take --pe tpe's relative keys"), label, "refused: exit %d", rc);
                     continue;
                 }
                 if (rc != 0) { check(0, label, "exit %d: %s", rc, out); continue; }
@@ -2515,6 +2543,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_TRANSFORMER, PE_T5, 0, 0, ", T5 bias,");
     test_finite_differences(ARCH_TRANSFORMER, PE_TAPE, 0, 0, ", tAPE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_SHAW, 0, 0, ", Shaw's relative keys,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_TPE, 0, 0, ", T-PE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
@@ -2532,6 +2561,7 @@ int main(int argc, char **argv) {
     test_reference_named("dev/reference_t5.bin", "CPU vs PyTorch, T5 bias+PosAug");
     test_reference_named("dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug");
     test_reference_named("dev/reference_shaw.bin", "CPU vs PyTorch, Shaw's relative keys+PosAug");
+    test_reference_named("dev/reference_tpe.bin", "CPU vs PyTorch, T-PE+PosAug");
     test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
     test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
     test_metrics();

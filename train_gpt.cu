@@ -59,7 +59,8 @@ typedef struct {
     float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
     float *dw_part;     // (ceil(N/8), max(C, NH*hd, NKV*hd)): the RMSNorm backward's per-block dw
     float *bias_diag;   // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
-    float *qrel, *rel_g;  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw); their gradient (train)
+    float *qrel, *rel_g;  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe), their gradient: training's
+                          //   (evaluation's scores: a buffer the forward grows to the pass's keys)
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -88,7 +89,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
     size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
-    size_t rk = tr && pe_bias_kind(c->pe) == BIAS_KEY ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c)) : 0;  // relative keys
+    size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c), T) : 0;  // relative keys
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -104,7 +105,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(rstd1, tr * nl * N), VIEW(rstd2, tr * nl * N), VIEW(rstdf, N), VIEW(losses, N),
         VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N), VIEW(dcarry, gt * B * C),
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
-        VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, train * rk * N * c->NH),
+        VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -398,15 +399,48 @@ static void attention_forward_infer(GPT *g, Acts *a, int l, floatX *y, const flo
                              o ? o->entropy : NULL, 1.0f / ((float)B * c->NH * c->L), ab);
 }
 
-// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias and the
-// layer's relative-key scores (a->qrel, computed by its forward)
-static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l) {
-    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS], a->qrel, a->T);
+// Layer l's fp32 relative keys (NB,hd) on the device in the last forward's pass (a->bias):
+// Shaw's rows of rel_key, or T-PE's computed by its function (into a buffer valid until the
+// next call); NULL without.                                     mirrors layer_rel_keys
+static const float *layer_rel_keys(const GPT *g, const Acts *a, int l) {
+    static float *rk;
+    static size_t cap;
+    const BiasPass *bp = &a->bias;
+    int hd = g->hd;
+    const float *p = g->params;
+    if (bp->kind == BIAS_KEY) return p + g->offsets[P_REL_KEY] + (size_t)l * bp->NB * hd;
+    if (bp->kind != BIAS_KEY_FN) return NULL;
+    rk = (float *)device_grow(rk, &cap, (size_t)bp->NB * hd * sizeof(float));
+    tpe_keys(rk, bp->tpe_u + (size_t)l * bp->bucket_stride, p + g->offsets[P_TPE_W1] + l * TPE_HIDDEN,
+             p + g->offsets[P_TPE_B1] + l * TPE_HIDDEN, p + g->offsets[P_TPE_W2] + (size_t)l * hd * TPE_HIDDEN, bp->NB, hd);
+    return rk;
 }
 
-// Layer l's fp32 relative keys (NB,hd) (--pe shaw)
-static const float *layer_rel_key(const GPT *g, const Acts *a, int l) {
-    return g->params + g->offsets[P_REL_KEY] + (size_t)l * a->bias.NB * g->hd;
+// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias and the
+// layer's relative keys and their scores (a->qrel, computed by its forward)
+static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, const float *rkeys) {
+    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS], a->qrel, rkeys, a->T, g->hd);
+}
+
+// The relative keys' backward after the naive attention's (a->datt holding dS): dq += ...,
+// and the gradient of rel_key (Shaw) or of T-PE's function (through the keys').
+//                                                            mirrors rel_keys_backward
+static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const floatX *q) {
+    static float *drk;
+    static size_t cap;
+    int hd = g->hd, NB = ab->NB;
+    const float *rk = layer_rel_keys(g, a, l);
+    if (a->bias.kind == BIAS_KEY) {
+        rel_key_backward(a->dq, G(g, P_REL_KEY) + (size_t)l * NB * hd, a->rel_g, a->datt, q, rk, ab, a->B, a->T, g->cfg.NH, hd);
+        return;
+    }
+    drk = (float *)device_grow(drk, &cap, (size_t)NB * hd * sizeof(float));
+    cudaCheck(cudaMemset(drk, 0, (size_t)NB * hd * sizeof(float)));
+    rel_key_backward(a->dq, drk, a->rel_g, a->datt, q, rk, ab, a->B, a->T, g->cfg.NH, hd);
+    size_t lh = (size_t)l * TPE_HIDDEN, lw = (size_t)l * hd * TPE_HIDDEN;
+    const float *p = g->params;
+    tpe_backward(G(g, P_TPE_W1) + lh, G(g, P_TPE_B1) + lh, G(g, P_TPE_W2) + lw, drk, a->bias.tpe_u + (size_t)l * a->bias.bucket_stride,
+                 p + g->offsets[P_TPE_W1] + lh, p + g->offsets[P_TPE_B1] + lh, p + g->offsets[P_TPE_W2] + lw, NB, hd);
 }
 
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
@@ -427,6 +461,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     upload_positions(pp);  // the backward reuses them
     BiasPass bp = attn_bias_pass(ps, c->L, NH, o && o->kv ? o->kv->len + T : T);
     a->bias = upload_attn_bias(&bp);  // its attention-score hook
+    if (!a->train && bias_keys(bp.kind) && bp.NB) {  // the relative keys' scores
+        static float *qrel_eval;
+        static size_t cap;
+        qrel_eval = (float *)device_grow(qrel_eval, &cap, (size_t)N * NH * bp.NB * sizeof(float));
+        a->qrel = qrel_eval;
+    }
     LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
     if (pe_sinusoidal(ps->pe))
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
@@ -454,8 +494,9 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
-        if (a->qrel && a->bias.NB) rel_key_scores(a->qrel, q, layer_rel_key(g, a, l), (size_t)N * NH, hd, a->bias.NB);
-        AttnBias ab = layer_attn_bias(g, a, l);
+        const float *rk = layer_rel_keys(g, a, l);  // relative keys: every query's scores first
+        if (rk) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
+        AttnBias ab = layer_attn_bias(g, a, l, rk);
         if (a->train && c->attention == ATTN_FLASH && ab.qrel)
             fail("--attention flash does not take --pe %s's relative keys yet: use --attention naive", PE_NAMES[ps->pe]);
         if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
@@ -503,7 +544,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = layer_attn_bias(g, a, l);
+        AttnBias ab = layer_attn_bias(g, a, l, NULL);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         if (c->attention == ATTN_FLASH)
             flash_attention_backward(a->dq, a->dk, a->dv, diag, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k,
@@ -511,9 +552,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         else
             attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G(g, P_ATTN_BIAS) + (size_t)l * NH * ab.NB, &ab, diag, B, NH, T);
-        if (ab.qrel)  // relative keys: dq and drk from the row sums of dS (naive only)
-            rel_key_backward(a->dq, G(g, P_REL_KEY) + (size_t)l * ab.NB * hd, a->rel_g, a->datt, q, layer_rel_key(g, a, l),
-                             &ab, B, T, NH, hd);
+        if (ab.qrel) rel_keys_backward(g, a, l, &ab, q);  // relative keys: from the row sums of dS (naive only)
         rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
         rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
@@ -950,6 +989,8 @@ static void gpu_memory_check(const Config *c, int train) {
         double kv_row = (2.0 * c->L + 1) * c->NKV * (c->C / c->NH) * fx;
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
+        if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
+            dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_clip_of(c), c->eval_len);
         shard_token_counts(c->val_data, &largest, &total);
         host.eval = fl * (total + largest) + 48.0 * c->eval_len;
     }

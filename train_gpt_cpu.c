@@ -242,6 +242,24 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
     }
 }
 
+// Relative keys (--pe shaw, tpe): one query row's scores qr (nb) = q . rk_j / sqrt(hd)
+// against the first nb key vectors rk (nb,hd): what the attention adds at each distance's
+// bucket.
+static void rel_key_row(float *qr, const float *q, const float *rk, int hd, int nb) {
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int j = 0; j < nb; j++) {
+        float dot = 0.0f;
+        for (int c = 0; c < hd; c++) dot += q[c] * rk[(size_t)j * hd + c];
+        qr[j] = dot * scale;
+    }
+}
+
+// ... for one layer's query rows q (rows,hd) (B,T,NH as rows): qrel (rows,NB)
+static void rel_key_scores(float *qrel, const float *q, const float *rk, size_t rows, int hd, int NB) {
+#pragma omp parallel for
+    for (size_t i = 0; i < rows; i++) rel_key_row(qrel + i * NB, q + i * hd, rk, hd, NB);
+}
+
 // Evaluation and generation: row by row with one (Tk) scratch per thread, so memory grows
 // linearly with T (no (T,T) matrix). Queries are Tq rows; keys and values Tk rows, of
 // which query t is the (q_offset + t)-th (q_offset > 0 with a KV cache). Query t reads
@@ -257,6 +275,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 #pragma omp parallel
     {
         float *a = (float *)xmalloc((size_t)Tk * sizeof(float));
+        float *qr = ab->rkeys ? (float *)xmalloc((size_t)ab->NB * sizeof(float)) : NULL;  // a query's relative-key scores
 #pragma omp for collapse(3) schedule(dynamic, 8)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
@@ -267,6 +286,10 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     const float *kb = k + (size_t)b * Tk * NKV * hd, *vb = v + (size_t)b * Tk * NKV * hd;
                     AttnBiasHead hb = attn_bias_head(*ab, h);
                     const float *qrow = attn_bias_qrow(*ab, b, t, h);
+                    if (qr) {  // relative keys: this row's scores, up to the farthest key's bucket
+                        rel_key_row(qr, qt, ab->rkeys, hd, ab->bucket[last < ab->n_dist ? last : ab->n_dist - 1] + 1);
+                        qrow = qr;
+                    }
                     for (int s = first; s <= last; s++) {
                         const float *ks = kb + ((size_t)s * NKV + kvh) * hd;
                         float dot = 0.0f;
@@ -290,6 +313,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                     if (ent) ent[((size_t)b * NH + h) * Tq + t] = (float)hsum;
                 }
         free(a);
+        free(qr);
     }
     if (ent) {
         for (int b = 0; b < B; b++)
@@ -360,20 +384,6 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, flo
     }
 }
 
-// Relative keys (--pe shaw, Shaw et al. 2018), one layer. q (rows,hd) the query rows
-// (B,T,NH as rows), rk (NB,hd) the layer's key vector per bucket of distance.
-// qrel (rows,NB) = q . rk_j / sqrt(hd): what the attention adds at each distance's bucket.
-static void rel_key_scores(float *qrel, const float *q, const float *rk, size_t rows, int hd, int NB) {
-    float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for
-    for (size_t i = 0; i < rows; i++)
-        for (int j = 0; j < NB; j++) {
-            float dot = 0.0f;
-            for (int c = 0; c < hd; c++) dot += q[i * hd + c] * rk[(size_t)j * hd + c];
-            qrel[i * NB + j] = dot * scale;
-        }
-}
-
 // g (rows,NB): the logits' gradient summed per query row and bucket (attention_backward's
 // rowg). dq (rows,hd) += g rk / sqrt(hd); drk (NB,hd) += g^T q / sqrt(hd), the rows summed in
 // order (the same bits for any thread count).
@@ -394,6 +404,28 @@ static void rel_key_backward(float *dq, float *drk, const float *g, const float 
             for (size_t i = 0; i < rows; i++) acc += g[i * NB + j] * q[i * hd + c];
             drk[(size_t)j * hd + c] += acc * scale;
         }
+}
+
+// T-PE (--pe tpe): one layer's keys from its function h, rk (n,hd), rk[d] = h(u_d) with
+// u_d = ln(1 + alpha * d) (the pass's tpe_u), h = w2 tanh(w1 u + b1) (tpe_key).
+static void tpe_keys(float *rk, const float *u, const float *w1, const float *b1, const float *w2, int n, int hd) {
+#pragma omp parallel for
+    for (int d = 0; d < n; d++)
+        for (int c = 0; c < hd; c++) rk[(size_t)d * hd + c] = tpe_key(w1, b1, w2, c, u[d]);
+}
+
+// Its backward: from drk (n,hd), the keys' gradient, into dw1, db1 (TPE_HIDDEN) and dw2
+// (hd,TPE_HIDDEN) (tpe_grad_hidden, tpe_grad_w2: each element's sum over d in order).
+static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, const float *u, const float *w1,
+                         const float *b1, const float *w2, int n, int hd) {
+#pragma omp parallel for
+    for (int j = 0; j < TPE_HIDDEN; j++) {
+        float g1, gb;
+        tpe_grad_hidden(&g1, &gb, drk, u, w1, b1, w2, n, hd, j);
+        dw1[j] += g1;
+        db1[j] += gb;
+        for (int c = 0; c < hd; c++) dw2[c * TPE_HIDDEN + j] += tpe_grad_w2(drk, u, w1, b1, n, hd, c, j);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -592,8 +624,9 @@ typedef struct {
     float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
     float *bias_diag;             // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
-    float *qrel;                  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw)
-    float *rel_g;                 // (B,T,NH,NB) their gradient (train only)
+    float *qrel;                  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe; train only:
+                                  //   the rows path forms each query's own)
+    float *rel_g;                 // (B,T,NH,NB) their gradient
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
     float *ghn;       // (L,T,B,C) Whn h + bhn
@@ -614,7 +647,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
-    size_t rk = tr && pe_bias_kind(c->pe) == BIAS_KEY ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c)) : 0;  // relative keys
+    size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c), T) : 0;  // relative keys
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -637,7 +670,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
         VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
-        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, train * rk * N * c->NH),
+        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -840,6 +873,42 @@ static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
 // ----------------------------------------------------------------------------
 // The transformer
 
+// Layer l's relative keys (NB,hd) in the last forward's pass (a->bias): Shaw's rows of
+// rel_key, or T-PE's computed by its function (into a buffer valid until the next call);
+// NULL without.
+static const float *layer_rel_keys(GPT *g, const Acts *a, int l) {
+    static float *rk;
+    static size_t cap;
+    const BiasPass *bp = &a->bias;
+    int hd = g->hd;
+    if (bp->kind == BIAS_KEY) return g->params[P_REL_KEY] + (size_t)l * bp->NB * hd;
+    if (bp->kind != BIAS_KEY_FN) return NULL;
+    rk = (float *)grow_buffer(rk, &cap, (size_t)bp->NB * hd * sizeof(float));
+    tpe_keys(rk, bp->tpe_u + (size_t)l * bp->bucket_stride, g->params[P_TPE_W1] + l * TPE_HIDDEN,
+             g->params[P_TPE_B1] + l * TPE_HIDDEN, g->params[P_TPE_W2] + (size_t)l * hd * TPE_HIDDEN, bp->NB, hd);
+    return rk;
+}
+
+// Their backward after the attention's (a->rel_g holding the row sums): dq += ..., and the
+// gradient of rel_key (Shaw) or of T-PE's function (through the keys' gradient).
+static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const float *q) {
+    static float *drk;
+    static size_t cap;
+    float **P = g->params, **G = g->grads;
+    int hd = g->hd, NB = ab->NB;
+    size_t rows = (size_t)a->B * a->T * g->cfg.NH;
+    if (a->bias.kind == BIAS_KEY) {
+        rel_key_backward(a->dq, G[P_REL_KEY] + (size_t)l * NB * hd, a->rel_g, q, ab->rkeys, rows, hd, NB);
+        return;
+    }
+    drk = (float *)grow_buffer(drk, &cap, (size_t)NB * hd * sizeof(float));
+    memset(drk, 0, (size_t)NB * hd * sizeof(float));
+    rel_key_backward(a->dq, drk, a->rel_g, q, ab->rkeys, rows, hd, NB);
+    size_t lh = (size_t)l * TPE_HIDDEN, lw = (size_t)l * hd * TPE_HIDDEN;
+    tpe_backward(G[P_TPE_W1] + lh, G[P_TPE_B1] + lh, G[P_TPE_W2] + lw, drk, a->bias.tpe_u + (size_t)l * a->bias.bucket_stride,
+                 P[P_TPE_W1] + lh, P[P_TPE_B1] + lh, P[P_TPE_W2] + lw, NB, hd);
+}
+
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
 // losses stay in a->losses. Positions and frequencies come from the hook `ps`.
 static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps,
@@ -878,8 +947,9 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
-        if (a->qrel) rel_key_scores(a->qrel, q, P[P_REL_KEY] + (size_t)l * a->bias.NB * hd, (size_t)N * NH, hd, a->bias.NB);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, T);
+        const float *rk = layer_rel_keys(g, a, l);  // relative keys: training scores every query first
+        if (rk && a->train) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->train ? a->qrel : NULL, rk, T, hd);
         if (a->train)  // training keeps P (B,NH,T,T) for the backward
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, &ab);
         else  // evaluation and generation: row by row, windows, entropy, the KV cache
@@ -930,14 +1000,12 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, T);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, layer_rel_keys(g, a, l), T, hd);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         float *rowg = ab.qrel ? a->rel_g : NULL;       // relative keys: theirs
         attention_backward(a->dq, a->dk, a->dv, diag, rowg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * ab.NB, diag, ab.bucket, B, NH, T, ab.NB);
-        if (rowg)
-            rel_key_backward(a->dq, G[P_REL_KEY] + (size_t)l * ab.NB * hd, rowg, q, P[P_REL_KEY] + (size_t)l * ab.NB * hd,
-                             (size_t)N * NH, hd, ab.NB);
+        if (rowg) rel_keys_backward(g, a, l, &ab, q);
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections

@@ -124,6 +124,7 @@ TABLES = {
             row("lpe", "LPE (learned, 20w rows)", ["--pe", "learned", "--wpe_rows", W(20)],
                 P(note="the survey: the worst in the window")),
             row("shaw", "RPE (Shaw, relative keys)", ["--pe", "shaw"]),
+            row("tpe", "T-PE (keys from h(distance))", ["--pe", "tpe"]),
             row("erpe", "eRPE (a bias per distance)", ["--pe", "erpe"]),
             row("t5", "T5 bias (log buckets)", ["--pe", "t5"]),
             row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),

@@ -26,6 +26,9 @@ and after them, only when present (EXTRA_NAMES):
     wpe        (T, C)           pos_kind "learned"
     attn_bias  (L, NH, NB)      pos_kind "erpe" or "t5"
     rel_key    (L, NB, hd)      pos_kind "shaw"
+    tpe_w1     (L, H)           pos_kind "tpe" (H = TPE_HIDDEN = 32)
+    tpe_b1     (L, H)           pos_kind "tpe"
+    tpe_w2     (L, hd, H)       pos_kind "tpe"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -56,7 +59,12 @@ reference files):
     8 "shaw"   no rotation; the logit of query i and key j <= i is
                (q_i . k_j + q_i . rel_key[l, min(floor(alpha_l * (i - j)), clip)]) / sqrt(hd),
                rel_key (L, clip + 1, hd) a learned key vector per clipped distance shared by
-               the heads (Shaw et al. 2018, keys only; clip 16 by default).
+               the heads (Shaw et al. 2018, keys only; clip 16 by default);
+    9 "tpe"    no rotation; the logit of query i and key j <= i is
+               (q_i . k_j + q_i . r_l(u_ij)) / sqrt(hd), r_l(u) = tpe_w2[l] tanh(tpe_w1[l] u
+               + tpe_b1[l]) a learned function R -> R^hd (T-PE), shared by the heads, of
+               u_ij = ln(1 + alpha_l (i - j)) (the distance and its log1p in float32, as
+               the C code forms them).
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -77,8 +85,8 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key"]   # after PARAM_NAMES, only when present
-DECAY_NAMES = {"wte", "wpe", "rel_key", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
+EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2"]  # after PARAM_NAMES, when present
+DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
 def pad_vocab(V, multiple=128):
@@ -117,8 +125,10 @@ class Config:
         return d
 
 
-POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8}
+POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8,
+             "tpe": 9}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
+TPE_HIDDEN = 32
 
 
 def t5_bucket(n, num_buckets=T5_BUCKETS, max_distance=T5_MAX_DISTANCE):
@@ -137,6 +147,13 @@ def rel_buckets(T, alpha, pos_kind, clip):
     i = torch.arange(T, dtype=torch.float32)
     d = torch.floor(torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)).long()
     return t5_bucket(d) if pos_kind == "t5" else d.clamp(max=clip)
+
+
+def tpe_inputs(T, alpha):
+    """(T,) T-PE's input of token distance d = 0..T-1: ln(1 + alpha * d), the product and
+    the log1p in float32 as the C code forms them."""
+    d = torch.arange(T, dtype=torch.float32) * torch.tensor(alpha, dtype=torch.float32)
+    return torch.log1p(d)
 
 
 def alibi_slopes(n):
@@ -249,6 +266,10 @@ class LlamaRoPE(nn.Module):
             self.attn_bias = e(L, NH, self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS)
         if pos_kind == "shaw":
             self.rel_key = e(L, self.rel_clip + 1, hd)
+        if pos_kind == "tpe":
+            self.tpe_w1 = e(L, TPE_HIDDEN)
+            self.tpe_b1 = e(L, TPE_HIDDEN)
+            self.tpe_w2 = e(L, hd, TPE_HIDDEN)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -269,6 +290,8 @@ class LlamaRoPE(nn.Module):
                 w = torch.ones(p.shape, dtype=torch.float32)
             elif name == "attn_bias":  # no bias at init
                 w = torch.zeros(p.shape, dtype=torch.float32)
+            elif name in ("tpe_w1", "tpe_b1"):  # T-PE's hidden units: N(0, 1)
+                w = torch.randn(p.shape, generator=generator, dtype=torch.float32)
             else:
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
                 if name in ("wo", "w_down"):
@@ -305,7 +328,7 @@ class LlamaRoPE(nn.Module):
         and "learned" it is ignored.
         """
         T = idx.shape[1]
-        cos = sin = bias = pe = relb = None
+        cos = sin = bias = pe = relb = tpe_u = None
         if self.pos_kind == "rope":
             cos, sin = self.rope_tables(T, alpha, offset)
         elif self.pos_kind == "alibi":
@@ -319,7 +342,9 @@ class LlamaRoPE(nn.Module):
                                 for l, a in enumerate(self._alphas(alpha))])
         elif self.pos_kind == "shaw":
             relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
-        return self.forward_tables(idx, cos, sin, targets, bias, pe, relb)
+        elif self.pos_kind == "tpe":
+            tpe_u = torch.stack([tpe_inputs(T, a) for a in self._alphas(alpha)]).to(self.wte.dtype)
+        return self.forward_tables(idx, cos, sin, targets, bias, pe, relb, tpe_u)
 
     def alibi_tables(self, T, alpha=1.0):
         """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
@@ -327,11 +352,12 @@ class LlamaRoPE(nn.Module):
         return torch.stack([alibi_bias(T, slopes, a, self.wte.dtype, self.wte.device)
                             for a in self._alphas(alpha)])
 
-    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None, relb=None):
+    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None, relb=None, tpe_u=None):
         """forward() with the RoPE tables given: cos, sin (L, T, hd/2), or None for no
         rotation (NoPE, ALiBi, APE). bias: None or (L, NH, T, T) additive attention-logit
         biases (ALiBi). pe: None or (T, C) added to the embedding (sinusoidal APE). relb:
-        None or (L, T, T) the bucket of each distance (Shaw's relative keys).
+        None or (L, T, T) the bucket of each distance (Shaw's relative keys). tpe_u: None or
+        (L, T) T-PE's input ln(1 + alpha_l d) of each token distance d.
         The position schedule lives entirely in these tables (what torch.compile sees
         is static); learned APE adds its parameter wpe."""
         cfg = self.cfg
@@ -360,6 +386,11 @@ class LlamaRoPE(nn.Module):
             bl = None if bias is None else bias[l]
             if relb is not None:  # q_i . r_bucket(i-j) / sqrt(hd), the keys shared by the heads
                 bl = torch.einsum("bhtd,tsd->bhts", q, self.rel_key[l][relb[l]]) / math.sqrt(hd)
+            if tpe_u is not None:  # q_i . r(u_(i-j)) / sqrt(hd), r = w2 tanh(w1 u + b1)
+                keys = torch.tanh(tpe_u[l][:, None] * self.tpe_w1[l] + self.tpe_b1[l]) @ self.tpe_w2[l].T  # (T, hd)
+                i = torch.arange(T, device=dev)
+                dist = (i[:, None] - i[None, :]).clamp(min=0)  # (T, T), 0 above the diagonal (masked)
+                bl = torch.einsum("bhtd,tsd->bhts", q, keys[dist]) / math.sqrt(hd)
             y = self._attention(q, k, v, bl)  # (B,NH,T,hd)
             y = y.transpose(1, 2).reshape(B, T, NH * hd)
             x = x + F.linear(y, self.wo[l])

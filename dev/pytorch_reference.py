@@ -23,7 +23,9 @@ a learned bias per layer, head and bucket of floor(alpha * (i - j)): clipped at 
 or T5's 32 log-spaced buckets; the extra parameter attn_bias (L, NH, NB)) or tape
 (sinusoidal with f_k times C / T) or shaw (no rotation; the logits get q_i . r_l[min(floor(
 alpha * (i - j)), 16)] / sqrt(hd), the extra parameter rel_key (L, 17, hd), drawn N(0, 0.02)
-in the model's init, keys only). --qk_norm (any kind; its file uses rope): q and
+in the model's init, keys only) or tpe (no rotation; the logits get q_i . r_l(ln(1 + alpha *
+(i - j))) / sqrt(hd), r_l = tpe_w2 tanh(tpe_w1 u + tpe_b1), the extra parameters tpe_w1,
+tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) N(0, 0.02)). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -42,13 +44,14 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
     pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned, 5 erpe,
-                             6 t5, 7 tape, 8 shaw (the trainer's PE_* order); not in
+                             6 t5, 7 tape, 8 shaw, 9 tpe (the trainer's PE_* order); not in
                              the rope files (reference_tiny.bin, reference_qknorm.bin)
     qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
-                        then those present of wpe, q_norm, k_norm, attn_bias, rel_key
+                        then those present of wpe, q_norm, k_norm, attn_bias, rel_key,
+                        tpe_w1, tpe_b1, tpe_w2
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -83,7 +86,7 @@ DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
                "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
                "t5": "reference_t5.bin", "tape": "reference_tape.bin",
-               "shaw": "reference_shaw.bin"}
+               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 

@@ -15,8 +15,9 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned, q_norm and k_norm with --qk_norm, attn_bias and rel_key with an encoding of
-// PE_BIAS_TABLE (llmc/attn_bias.h: a scalar per bucket, or a key vector per bucket); --arch gru has wte, final_norm and the
+// --pe learned, q_norm and k_norm with --qk_norm, attn_bias, rel_key or tpe_* with an encoding
+// of PE_BIAS_TABLE (llmc/attn_bias.h: a scalar or a key vector per bucket, or T-PE's function
+// of the distance); --arch gru has wte, final_norm and the
 // gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
 // the order r, z, n) instead of the blocks.
 //
@@ -27,7 +28,8 @@
 // tensor never changes the others).
 //   INIT_NORMAL N(0, 0.02); INIT_PROJ N(0, 0.02 / sqrt(2L)) (the residual projections);
 //   INIT_ONES 1 (norm gains); INIT_GRU U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default);
-//   INIT_ZEROS 0 (a learned attention bias starts as no bias)
+//   INIT_ZEROS 0 (a learned attention bias starts as no bias); INIT_UNIT N(0, 1) (T-PE's
+//   input weights and biases: hidden units that span the distances' range from the start)
 #define PARAM_TABLE(X)                                                                                    \
     X(P_WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 1)                                                   \
     X(P_ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_ONES, 0)                                            \
@@ -48,9 +50,12 @@
     X(P_GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
     X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
     X(P_ATTN_BIAS, "attn_bias", 3, L, nb ? c->NH : 0, nb, INIT_ZEROS, 0)                                \
-    X(P_REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 1)
+    X(P_REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 1)                                               \
+    X(P_TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
+    X(P_TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
+    X(P_TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 1)
 
-enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS };
+enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS, INIT_UNIT };
 #define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
 #define PARAM_NAME(e, name, nd, d0, d1, d2, init, decay) name,
 #define PARAM_INIT(e, name, nd, d0, d1, d2, init, decay) init,
@@ -87,7 +92,7 @@ static inline void json_named(const char *const *names, const char *const *what,
 }
 
 static inline void print_describe(void) {
-    static const char *init_names[] = {"normal", "proj", "ones", "gru", "zeros"};
+    static const char *init_names[] = {"normal", "proj", "ones", "gru", "zeros", "unit"};
     printf("{\"pos\": ");
     json_named(POS_SCHEME_NAMES, POS_SCHEME_WHAT, POS_N_SCHEMES);
     printf(",\n \"pe\": ");
@@ -120,8 +125,8 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_clip_of(c));
-    int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0;
+    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_clip_of(c), c->T);
+    int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0, fn = kind == BIAS_KEY_FN;
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -147,6 +152,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
             case INIT_PROJ: p[j] = proj * rng_normal(&r); break;
             case INIT_ONES: p[j] = 1.0f; break;
             case INIT_ZEROS: p[j] = 0.0f; break;
+            case INIT_UNIT: p[j] = rng_normal(&r); break;
             default: p[j] = k * (2.0f * rng_f32(&r) - 1.0f); break;  // INIT_GRU
             }
     }
@@ -381,7 +387,7 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
 // min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
 // initial weights, and optionally pos_kind int32 [1] (the PE_* order of PE_TABLE: 0 RoPE, 1 NoPE,
 // 2 ALiBi with the distances multiplied by the alphas, 3 sinusoidal at positions alpha * t,
-// 4 learned, 5 eRPE, 6 T5, 7 tAPE, 8 Shaw)
+// 4 learned, 5 eRPE, 6 T5, 7 tAPE, 8 Shaw, 9 T-PE)
 // and qk_norm int32 [1], arch int32 [1] (ARCH_*), and pos_scheme int32 [2] = [--pos, --rpe_layers]: then the check pass
 // and every step take their positions from the schedule (pos_schedule_step at the step, the
 // config's seed) instead of the alphas. Both trainers' --dump_case read it; returns 1 for a

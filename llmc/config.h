@@ -448,7 +448,7 @@ static inline void validate_config(Config *c) {
                 "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows, or train with --pos rpe, whose table reaches "
                 "--rpe_max)", wpe_rows(c) - 1, c->eval_len);
     }
-    REQUIRE(c->attention != ATTN_FLASH || pe_bias_kind(c->pe) != BIAS_KEY, "--attention flash does not take --pe %s's "
+    REQUIRE(c->attention != ATTN_FLASH || !pe_bias_keys(c->pe), "--attention flash does not take --pe %s's "
             "relative keys yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
             "this model's is %d (use --attention naive)", FLASH_MAX_HD, c->C / c->NH);

@@ -74,7 +74,9 @@ static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
     X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over 32 log-spaced buckets of p_i - p_j (to 128)") \
     X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")        \
     X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "    \
-      "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")
+      "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")                  \
+    X(PE_TPE, "tpe", "T-PE: logits get q_i . h_l(p_i - p_j) / sqrt(hd), h_l a learned function of the real "     \
+      "distance (one tanh layer of ln(1 + p_i - p_j)) per layer")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,

@@ -758,6 +758,34 @@ static void test_naive_attention(int B, int T, int NH, int NKV, int hd, float al
     report(what, names, errs, NB ? 6 : 5);
 }
 
+// T-PE's function (--pe tpe): the keys of n distances from fp32 weights, and the weights'
+// gradients from the keys' (tpe_keys, tpe_backward), against float64
+static void test_tpe(int n, int hd, float alpha) {
+    const int H = TPE_HIDDEN;
+    std::vector<float> w1 = randn(H), b1 = randn(H), w2 = randn((size_t)hd * H, 0.02f), u(n), drk = randn((size_t)n * hd);
+    for (int d = 0; d < n; d++) u[d] = log1pf(alpha * (float)d);
+    std::vector<float> rk((size_t)n * hd, NAN), dw1(H, 0.0f), db1(H, 0.0f), dw2((size_t)hd * H, 0.0f);
+    std::vector<double> wrk((size_t)n * hd, 0), wdw1(H, 0), wdb1(H, 0), wdw2((size_t)hd * H, 0);
+    for (int d = 0; d < n; d++)
+        for (int j = 0; j < H; j++) {
+            double a = tanh((double)w1[j] * u[d] + b1[j]), da = 0;
+            for (int c = 0; c < hd; c++) {
+                wrk[(size_t)d * hd + c] += (double)w2[c * H + j] * a;
+                wdw2[c * H + j] += (double)drk[(size_t)d * hd + c] * a;
+                da += (double)w2[c * H + j] * drk[(size_t)d * hd + c];
+            }
+            wdw1[j] += da * (1 - a * a) * u[d];
+            wdb1[j] += da * (1 - a * a);
+        }
+    tpe_keys(rk.data(), u.data(), w1.data(), b1.data(), w2.data(), n, hd);
+    tpe_backward(dw1.data(), db1.data(), dw2.data(), drk.data(), u.data(), w1.data(), b1.data(), w2.data(), n, hd);
+    const char *names[4] = {"keys", "dw1", "db1", "dw2"};
+    double errs[4] = {rel(rk, wrk), rel(dw1, wdw1), rel(db1, wdb1), rel(dw2, wdw2)};
+    char what[96];
+    snprintf(what, sizeof(what), "T-PE's function: %d distances at alpha %g, hd %d", n, alpha, hd);
+    report(what, names, errs, 4);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -803,6 +831,8 @@ int main() {
     test_naive_attention(1, 40, 4, 4, 32, 2.0f);  // ALiBi
     test_naive_attention(2, 30, 4, 2, 16, 0.0f, 5);  // a learned table: its gradient through the diagonal sums
     test_naive_attention(2, 30, 4, 2, 16, 1.0f, 6, 1);  // ALiBi and relative keys: dq's share and drk by row sums
+    test_tpe(70, 16, 2.5f);  // T-PE's keys from its function, and the function's gradients
+    test_tpe(300, 64, 0.125f);
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }

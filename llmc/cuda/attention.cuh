@@ -48,7 +48,7 @@ __global__ void attn_bias_kernel(floatX *att, int NH, int T, AttnBias ab, float 
         att[i] = to_x(to_f(att[i]) + attn_bias_at_row(attn_bias_head(ab, h), attn_bias_qrow(ab, b, t, h), t - s) / scale);
 }
 
-// Relative keys (--pe shaw): qrel (rows,NB) = q . rk_j / sqrt(hd) in fp32, q (rows,hd) the
+// Relative keys (--pe shaw, tpe): qrel (rows,NB) = q . rk_j / sqrt(hd) in fp32, q (rows,hd) the
 // query rows (B,T,NH), rk (NB,hd) the layer's fp32 keys. One thread per (row, j).
 //                                                                 mirrors rel_key_scores
 __global__ void rel_key_scores_kernel(float *qrel, const floatX *q, const float *rk, size_t rows, int hd, int NB) {
@@ -104,6 +104,47 @@ __global__ void rel_key_drk_kernel(float *drk, const float *rowg, const floatX *
     drk[i] += acc / sqrtf((float)hd);
 }
 
+// T-PE (--pe tpe): one layer's keys rk (n,hd) = h(u_d) in fp32 from its fp32 weights, one
+// thread per element.                                                   mirrors tpe_keys
+__global__ void tpe_keys_kernel(float *rk, const float *u, const float *w1, const float *b1, const float *w2, int n,
+                                int hd) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * hd) return;
+    rk[i] = tpe_key(w1, b1, w2, i % hd, u[i / hd]);
+}
+
+// Its backward from drk (n,hd): one thread per hidden unit j for dw1, db1 and per (c, j) for
+// dw2, each summing over d in order.                                mirrors tpe_backward
+__global__ void tpe_grad_hidden_kernel(float *dw1, float *db1, const float *drk, const float *u, const float *w1,
+                                       const float *b1, const float *w2, int n, int hd) {
+    int j = threadIdx.x;
+    if (j >= TPE_HIDDEN) return;
+    float g1, gb;
+    tpe_grad_hidden(&g1, &gb, drk, u, w1, b1, w2, n, hd, j);
+    dw1[j] += g1;
+    db1[j] += gb;
+}
+
+__global__ void tpe_grad_w2_kernel(float *dw2, const float *drk, const float *u, const float *w1, const float *b1, int n,
+                                   int hd) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= hd * TPE_HIDDEN) return;
+    dw2[i] += tpe_grad_w2(drk, u, w1, b1, n, hd, i / TPE_HIDDEN, i % TPE_HIDDEN);
+}
+
+static void tpe_keys(float *rk, const float *u, const float *w1, const float *b1, const float *w2, int n, int hd) {
+    tpe_keys_kernel<<<ceil_div((size_t)n * hd, 256), 256>>>(rk, u, w1, b1, w2, n, hd);
+    cudaCheck(cudaGetLastError());
+}
+
+static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, const float *u, const float *w1,
+                         const float *b1, const float *w2, int n, int hd) {
+    tpe_grad_hidden_kernel<<<1, TPE_HIDDEN>>>(dw1, db1, drk, u, w1, b1, w2, n, hd);
+    cudaCheck(cudaGetLastError());
+    tpe_grad_w2_kernel<<<ceil_div((size_t)hd * TPE_HIDDEN, 64), 64>>>(dw2, drk, u, w1, b1, n, hd);
+    cudaCheck(cudaGetLastError());
+}
+
 // one layer's relative-key scores (rows = B*T*NH query rows)
 static void rel_key_scores(float *qrel, const floatX *q, const float *rk, size_t rows, int hd, int NB) {
     rel_key_scores_kernel<<<ceil_div(rows * NB, 256), 256>>>(qrel, q, rk, rows, hd, NB);
@@ -157,13 +198,14 @@ static void attn_bias_table_grad(float *dtable, const AttnBias *ab, const float 
     cudaCheck(cudaGetLastError());
 }
 
-// The pass's slopes and buckets (attn_bias_pass) on the device, uploaded when they change:
+// The pass's slopes, buckets and T-PE inputs (attn_bias_pass) on the device, uploaded when they change:
 // the same BiasPass with device pointers, for attn_bias_layer.
 static BiasPass upload_attn_bias(const BiasPass *bp) {
-    static DeviceMirror slopes, buckets;
+    static DeviceMirror slopes, buckets, tpe_u;
     BiasPass d = *bp;
     if (bp->slope) d.slope = (const float *)mirror_upload(&slopes, bp->slope, bp->n_slope * sizeof(float));
     if (bp->bucket) d.bucket = (const int *)mirror_upload(&buckets, bp->bucket, bp->n_bucket * sizeof(int));
+    if (bp->tpe_u) d.tpe_u = (const float *)mirror_upload(&tpe_u, bp->tpe_u, bp->n_bucket * sizeof(float));
     return d;
 }
 

@@ -67,6 +67,14 @@ __device__ __forceinline__ void store128(T *p, const Pack128<T> &r) {
 }
 #define XVEC (Pack128<floatX>::N)  // floatX elements per 128 bits: 8 (bf16) or 4 (fp32)
 
+// A grow-only device buffer of at least `bytes` (its old contents are not kept)
+static void *device_grow(void *p, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return p;
+    cudaFree(p);
+    *cap = bytes;
+    return dmalloc(bytes);
+}
+
 // A device copy of host data that a pass reads (positions, the attention bias's slopes and
 // buckets): uploaded only when the data differ from the last upload. Grow-only.
 typedef struct {
