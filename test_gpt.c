@@ -360,11 +360,20 @@ static void test_bias_buckets(void) {
     memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < 2; l++) ps.alpha[l] = l ? 2.5f : 1.0f;
     ps.pe = PE_ERPE;
-    ps.rel_clip = 10;
+    ps.rel.clip = 10;
     BiasPass bp = attn_bias_pass(&ps, 2, 4, 40);
     int e_ok = bp.NB == 11 && bp.bucket_stride == 40;
     for (int d = 0; d < 40; d++) e_ok &= bp.bucket[d] == (d < 10 ? d : 10) && bp.bucket[40 + d] == (int)(2.5f * d < 10 ? 2.5f * d : 10);
     check(e_ok, "eRPE's buckets: min(floor(alpha * d), --rel_clip), per layer", "");
+    // --t5_buckets 16 --t5_max_distance 64: 8 exact, then 8 + floor(ln(n/8) / ln 8 * 8), by hand
+    ps.pe = PE_T5;
+    ps.rel.t5_buckets = 16;
+    ps.rel.t5_max = 64;
+    ps.alpha[1] = 1.0f;
+    bp = attn_bias_pass(&ps, 2, 4, 101);
+    int dn[8] = {0, 7, 8, 11, 16, 32, 63, 100}, dw[8] = {0, 7, 8, 9, 10, 13, 15, 15}, t_ok = bp.NB == 16;
+    for (int i = 0; i < 8; i++) t_ok &= bp.bucket[dn[i]] == dw[i];
+    check(t_ok, "T5's buckets at --t5_buckets 16 --t5_max_distance 64: 8 exact, then log-spaced to 64", "NB %d", bp.NB);
 }
 
 static void test_schemes(void) {
@@ -1380,7 +1389,8 @@ static void test_resume_keeps_flags(void) {
         "--pos curriculum-step --curriculum_frac 0.25", "--pos curriculum-linear --curriculum_dist log",
         "--pos random-base", "--pos rpe --rpe_max 200 --rpe_layers independent", "--pos rfs --rfs_scale 500",
         "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
-        "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20", "--pe t5 --pos posaug",
+        "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
+        "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pos pose --pose_target 300",
         "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
@@ -1945,6 +1955,9 @@ static void test_bad_inputs(void) {
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
+        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5; --pe erpe does not use them"},
+        {"--t5_max_distance within the exact buckets", "--pe t5 --t5_buckets 16 --t5_max_distance 8", "--t5_max_distance 8 must exceed the 8 distances"},
+        {"--t5_buckets 1", "--pe t5 --t5_buckets 1", "--t5_buckets 1 must lie in [2, 4096]"},
         {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's table; --pe rope has none"},
         {"--wpe_rows below the window", "--pe learned --wpe_rows 16", "--wpe_rows 16 must cover the positions training reaches (32)"},
         {"--pose_target below the window", "--pos pose --pose_target 16", "--pose_target 16 must lie in [--seq_len 32"},

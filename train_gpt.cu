@@ -89,7 +89,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
     size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
-    size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_clip_of(c), T) : 0;  // relative keys
+    size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -990,7 +990,7 @@ static void gpu_memory_check(const Config *c, int train) {
         dev.eval = (double)acts_layout(&a, c, 1, c->eval_len, 0, NULL) + (double)acts_layout(&a, c, 1, small, 0, NULL) +
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
-            dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_clip_of(c), c->eval_len);
+            dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
         shard_token_counts(c->val_data, &largest, &total);
         host.eval = fl * (total + largest) + 48.0 * c->eval_len;
     }

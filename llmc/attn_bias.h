@@ -43,16 +43,17 @@ static inline int t5_bucket(float dist, int nb, float max_dist) {
 
 // The encodings with a learned term per bucket of distance: their PE_* (a row of PE_TABLE),
 // the number of buckets NB, the bucket of token distance d (its distance in positions is
-// `dist` = alpha * d) as an expression (both may read `clip`, --rel_clip, and `n_dist`, the
-// pass's distances; buckets never decrease with the distance), and what a bucket holds: a
+// `dist` = alpha * d) as an expression (both may read `rs`, the RelShape of --rel_clip,
+// --t5_buckets and --t5_max_distance, and `n_dist`, the pass's distances; buckets never
+// decrease with the distance), and what a bucket holds: a
 // scalar bias per head (BIAS_SCALAR: the tensor attn_bias), a key vector shared by the heads
 // (BIAS_KEY: rel_key), or a key vector computed by a learned function of dist (BIAS_KEY_FN:
 // T-PE's r = tpe_w2 tanh(tpe_w1 ln(1 + dist) + tpe_b1), tpe_key).
 enum { BIAS_NONE, BIAS_SCALAR, BIAS_KEY, BIAS_KEY_FN };
 #define PE_BIAS_TABLE(X)                                                      \
-    X(PE_ERPE, clip + 1, dist < (float)clip ? (int)dist : clip, BIAS_SCALAR) \
-    X(PE_T5, 32, t5_bucket(dist, 32, 128.0f), BIAS_SCALAR)                   \
-    X(PE_SHAW, clip + 1, dist < (float)clip ? (int)dist : clip, BIAS_KEY)    \
+    X(PE_ERPE, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_SCALAR)      \
+    X(PE_T5, rs.t5_buckets, t5_bucket(dist, rs.t5_buckets, (float)rs.t5_max), BIAS_SCALAR) \
+    X(PE_SHAW, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_KEY)         \
     X(PE_TPE, n_dist, d, BIAS_KEY_FN)
 
 // T-PE's function h: R -> R^hd, one hidden layer of TPE_HIDDEN tanh units per layer
@@ -98,11 +99,11 @@ AB_HOST_DEVICE static inline float attn_bias_at_row(AttnBiasHead hb, const float
 }
 
 // Buckets per head of encoding pe in a pass of n_dist distances (0: no learned table)
-static inline int pe_bias_buckets(int pe, int clip, int n_dist) {
+static inline int pe_bias_buckets(int pe, RelShape rs, int n_dist) {
 #define PE_BIAS_NB(e, nb, bucket_of, kind) if (pe == e) return nb;
     PE_BIAS_TABLE(PE_BIAS_NB)
 #undef PE_BIAS_NB
-    (void)clip;
+    (void)rs;
     (void)n_dist;
     return 0;
 }
@@ -120,11 +121,11 @@ static inline int pe_bias_kind(int pe) {
 static inline int bias_keys(int kind) { return kind == BIAS_KEY || kind == BIAS_KEY_FN; }
 static inline int pe_bias_keys(int pe) { return bias_keys(pe_bias_kind(pe)); }
 
-static inline int pe_bias_bucket(int pe, int clip, int n_dist, float dist, int d) {
+static inline int pe_bias_bucket(int pe, RelShape rs, int n_dist, float dist, int d) {
 #define PE_BIAS_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
     PE_BIAS_TABLE(PE_BIAS_BUCKET)
 #undef PE_BIAS_BUCKET
-    (void)clip;
+    (void)rs;
     (void)n_dist;
     (void)dist;
     (void)d;
@@ -196,7 +197,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
         bp.slope = slope;
         bp.slope_stride = nl > 1 ? NH : 0;
     }
-    bp.NB = pe_bias_buckets(ps->pe, ps->rel_clip, n_dist);
+    bp.NB = pe_bias_buckets(ps->pe, ps->rel, n_dist);
     bp.kind = pe_bias_kind(ps->pe);
     bp.n_dist = n_dist;
     if (bp.NB) {  // the bucket of alpha[l] * d
@@ -206,7 +207,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
         for (int l = 0; l < nl; l++)
             for (int d = 0; d < n_dist; d++) {
                 float dist = ps->alpha[l] * (float)d;
-                int j = pe_bias_bucket(ps->pe, ps->rel_clip, n_dist, dist, d);
+                int j = pe_bias_bucket(ps->pe, ps->rel, n_dist, dist, d);
                 if (j < 0 || j >= bp.NB) fail("internal: distance %d in bucket %d of %d", d, j, bp.NB);
                 bucket[(size_t)l * n_dist + d] = j;
                 if (bp.kind == BIAS_KEY_FN) tpe_u[(size_t)l * n_dist + d] = log1pf(dist);

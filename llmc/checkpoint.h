@@ -125,7 +125,7 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_clip_of(c), c->T);
+    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_shape_of(c), c->T);
     int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0, fn = kind == BIAS_KEY_FN;
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape

@@ -18,6 +18,7 @@ typedef struct {
     char alpha_set[256];                 // discrete, cycle
     int rpe_layers, rpe_eval;
     int rel_clip;                        // eRPE's and Shaw's clip distance (0: the encoding's default)
+    int t5_buckets, t5_max_distance;     // T5's bucket count and the distance its log buckets reach
     int learned_rows;                    // --pe learned: wpe's rows (0: the positions training reaches)
     int pos_layers, curriculum_dist;
     POS_PARAM_TABLE(POS_PARAM_FIELD)     // the schemes' numeric parameters (llmc/schedule.h)
@@ -114,6 +115,7 @@ static inline void config_defaults(Config *c) {
     c->ckpt_every = 0; c->val_every = 100; c->val_batches = 4;
     c->eval_n = 20; c->indist_start = 64;
     c->yarn_beta_fast = 32.0f; c->yarn_beta_slow = 1.0f;
+    c->t5_buckets = 32; c->t5_max_distance = 128;  // T5's (Raffel et al. 2020)
     c->gain_window = -1; c->passkey_n = 100;  // gain_window -1: min(512, T/4)
     c->ruler_n = 50;  // the PosAug paper's 50 examples
     c->temperature = 0.0f;
@@ -171,6 +173,9 @@ static const ArgSpec ARGS[] = {
 #undef POS_PARAM_ARG
     P("--rel_clip", ARG_INT, rel_clip, "eRPE, Shaw: distances from this one on share one bias or key (default: eRPE "
       "--seq_len - 1, Shaw 16 as in Shaw et al.)"),
+    P("--t5_buckets", ARG_INT, t5_buckets, "T5: buckets per head, the first half one per distance (default 32, T5's)"),
+    P("--t5_max_distance", ARG_INT, t5_max_distance, "T5: the distance its log-spaced buckets reach; longer ones share "
+      "the last (default 128, T5's)"),
     P("--wpe_rows", ARG_INT, learned_rows, "learned: wpe's rows (default: the positions training reaches; the PE survey's "
       "choice is --eval_len: rows training never reaches get no gradient, only weight decay)"),
     P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
@@ -360,6 +365,12 @@ static inline int wpe_rows(const Config *c) {
 // window, Shaw's k = 16 (Shaw et al. 2018)
 static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : c->pe == PE_SHAW ? 16 : c->T - 1; }
 
+// the learned relative encodings' buckets from the flags
+static inline RelShape rel_shape_of(const Config *c) {
+    RelShape rs = {rel_clip_of(c), c->t5_buckets, c->t5_max_distance};
+    return rs;
+}
+
 // Vp: V rounded up to a multiple of 128 (V <= MAX_VOCAB, checked first)
 static inline void round_vocab(Config *c) { c->Vp = (c->V + 127) / 128 * 128; }
 
@@ -433,6 +444,10 @@ static inline void validate_config(Config *c) {
             "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
             PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
     REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
+    REQUIRE(c->t5_buckets >= 2 && c->t5_buckets <= 4096, "--t5_buckets %d must lie in [2, 4096]", c->t5_buckets);
+    REQUIRE(c->t5_max_distance > c->t5_buckets / 2 && c->t5_max_distance <= MAX_POSITION,
+            "--t5_max_distance %d must exceed the %d distances of --t5_buckets %d's exact half (and be at most %d)",
+            c->t5_max_distance, c->t5_buckets / 2, c->t5_buckets, MAX_POSITION);
     if (c->pose_target == 0) c->pose_target = 8 * c->T;  // as --rpe_max
     REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
             c->pose_target, c->T, MAX_POSITION);
@@ -624,6 +639,8 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
 #undef POS_PARAM_IGNORED
     if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE && c->pe != PE_SHAW)
         fail("--rel_clip is a parameter of --pe erpe and shaw; --pe %s does not use it", PE_NAMES[c->pe]);
+    if ((FLAG_VALUE(cli, "--t5_buckets") || FLAG_VALUE(cli, "--t5_max_distance")) && c->pe != PE_T5)
+        fail("--t5_buckets and --t5_max_distance are parameters of --pe t5; --pe %s does not use them", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--wpe_rows") && c->pe != PE_LEARNED)
         fail("--wpe_rows is the size of --pe learned's table; --pe %s has none", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
@@ -783,7 +800,7 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.step_seqs = c->total_batch;
     p.rpe_per_layer = c->rpe_layers;
     p.rpe_eval_random = c->rpe_eval;
-    p.rel_clip = rel_clip_of(c);
+    p.rel = rel_shape_of(c);
     p.ape_scale = c->pe == PE_TAPE ? (float)c->C / (float)c->T : 1.0f;
 #define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
     POS_PARAM_TABLE(POS_PARAM_COPY)

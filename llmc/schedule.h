@@ -71,7 +71,8 @@ static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
     X(PE_SINUSOIDAL, "sinusoidal", "PE(p_t) added to the token embedding")                   \
     X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")   \
     X(PE_ERPE, "erpe", "eRPE: attention logits get a learned b_h[min(p_i - p_j, --rel_clip)] per layer and head") \
-    X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over 32 log-spaced buckets of p_i - p_j (to 128)") \
+    X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over --t5_buckets buckets of p_i - p_j, half " \
+      "log-spaced to --t5_max_distance")                                                                       \
     X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")        \
     X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "    \
       "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")                  \
@@ -86,6 +87,13 @@ static const char *PE_WHAT[PE_N] = {PE_TABLE(PE_WHAT_OF)};
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
+
+// The shape of the learned relative encodings (llmc/attn_bias.h's PE_BIAS_TABLE reads it)
+typedef struct {
+    int clip;        // eRPE, Shaw: distances from this one on share one bias or key (--rel_clip)
+    int t5_buckets;  // T5: buckets per head (--t5_buckets)
+    int t5_max;      // T5: the distance its log-spaced buckets reach (--t5_max_distance)
+} RelShape;
 
 typedef struct {
     int scheme, pe;
@@ -103,7 +111,7 @@ typedef struct {
     int step_seqs;               // sequences per optimizer step (--total_batch): a per-sequence scheme draws this many
     int rpe_per_layer;           // RPE: every layer draws its own positions
     int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
-    int rel_clip;                // eRPE, Shaw: distances from this one on share its bias or key
+    RelShape rel;                // eRPE, Shaw, T5: the buckets of distances
     float ape_scale;             // sinusoidal frequencies times this (tAPE: C / T; else 1)
     POS_PARAM_TABLE(POS_PARAM_FIELD)  // alpha_fixed, rpe_max, rfs_scale, curriculum_frac, ...
 } PosConfig;
@@ -122,7 +130,7 @@ typedef struct {
     int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
     int seq_stride;                 // sequence s of the step reads + s * seq_stride (0: shared by all sequences)
     int seq0;                       // the step's sequence that is sequence 0 of this micro-batch (pos_micro)
-    int rel_clip;                   // eRPE's and Shaw's last bucket (llmc/attn_bias.h)
+    RelShape rel;                   // the learned relative encodings' buckets (llmc/attn_bias.h)
     float ape_scale;                // sinusoidal frequencies times this (tAPE)
 } PosStep;
 
@@ -283,7 +291,7 @@ static inline PosStep pos_standard(const PosConfig *pc) {
     memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
     ps.mscale = 1.0f;
-    ps.rel_clip = pc->rel_clip;
+    ps.rel = pc->rel;
     ps.ape_scale = pc->ape_scale;
     pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
     pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
