@@ -177,6 +177,11 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     for (int i = 0; i < NP; i++)
         if (PARAM_DECAY[i])
             for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] *= 10.0f;  // larger signal
+    if (pe == PE_TUPE) {  // an untied term of order 1 (about 0.05 after the line above), as in the PyTorch file
+        int boost[3] = {P_WPE, P_TUPE_UQ, P_TUPE_UK};
+        for (int k = 0; k < 3; k++)
+            for (size_t j = 0; j < g.shapes[boost[k]].numel; j++) g.params[boost[k]][j] *= 3.0f;
+    }
     acts_alloc(&g.acts, &c, c.B, c.T, 1);
     int inp[16], tgt[16];
     for (int i = 0; i < 16; i++) { inp[i] = (int)rng_below(&r, c.V); tgt[i] = (int)rng_below(&r, c.V); }
@@ -187,7 +192,7 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
         pc.rpe_per_layer = 1;
         ps = pos_schedule_step(&pc, 3);
         pos_set_pe(&ps, pe, c.NH);
-    } else if (pe != PE_LEARNED) {  // a learned table takes integer positions 0..T-1
+    } else if (!pe_has_wpe(pe)) {  // a learned table takes integer positions 0..T-1
         for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
         ps.offset = 5.0f;
     }
@@ -1140,7 +1145,7 @@ static void test_attn_bias(void) {
     float *dq = (float *)xmalloc(nq * 4), *dk = (float *)xmalloc(nk * 4), *dv = (float *)xmalloc(nk * 4);
     float *diag = (float *)xmalloc((size_t)B * NH * T * 4), dtable[NH * NB] = {0}, *rowg = (float *)xmalloc(nr * 4);
     attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
-    attention_backward(dq, dk, dv, diag, rowg, &ab, w, att, q, k, v, B, T, NH, NKV, hd);
+    attention_backward(dq, dk, dv, diag, rowg, NULL, &ab, w, att, q, k, v, B, T, NH, NKV, hd);
     attn_bias_table_grad(dtable, diag, bucket, B, NH, T, NB);
     double worst = attn_bias_fd(table, NH * NB, 1, dtable, q, k, v, w, &ab, B, T, NH, NKV, hd);
     double worst_q = attn_bias_fd(q, nq, 7, dq, q, k, v, w, &ab, B, T, NH, NKV, hd);
@@ -1391,7 +1396,7 @@ static void test_resume_keeps_flags(void) {
         "--pe alibi --pos posaug", "--pe sinusoidal --pos posaug", "--pe learned --pos rope", "--pe nope --pos rope",
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
-        "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pos pose --pose_target 300",
+        "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
         "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
@@ -1784,8 +1789,8 @@ static void test_every_scheme_runs(void) {
         if (k < POS_N_SCHEMES) snprintf(flags, sizeof(flags), "--pos %s", POS_SCHEME_NAMES[k]);
         else if (k < POS_N_SCHEMES + PE_N) {  // a learned table needs integer positions (RPE's reach past the window); NoPE has none
             int pe = k - POS_N_SCHEMES;
-            snprintf(flags, sizeof(flags), "--pe %s --pos %s", PE_NAMES[pe],
-                     pe == PE_LEARNED ? "rpe" : pe == PE_NOPE ? "rope" : "posaug");
+            snprintf(flags, sizeof(flags), "--pe %s --pos %s", PE_NAMES[pe],  // TUPE: rows to the evaluation length
+                     pe == PE_LEARNED ? "rpe" : pe == PE_NOPE ? "rope" : pe == PE_TUPE ? "rope --wpe_rows 96" : "posaug");
         }
         else snprintf(flags, sizeof(flags), "%s", extra[k - POS_N_SCHEMES - PE_N]);
         snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 %s --out_dir %s/scheme_%d",
@@ -1928,6 +1933,10 @@ static void test_bad_inputs(void) {
         {"unknown encoding", "--pe xpos", "--pe: unknown value 'xpos'"},
         {"unknown attention path", "--attention fast", "--attention: unknown value 'fast'"},
         {"flash with hd 256", "--attention flash --n_embd 512 --n_head 2 --n_kv_head 2", "head sizes up to 128"},
+        {"flash with TUPE", "--attention flash --pe tupe --pos rope", "--attention flash does not take --pe tupe's untied positions"},
+        {"flash with T-PE", "--attention flash --pe tpe", "--attention flash does not take --pe tpe's relative keys"},
+        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope (rows 0..T-1), got --pos posaug"},
+        {"TUPE evaluated past its table", "--pe tupe --pos rope --eval_len 64", "--pe tupe: wpe has rows for positions 0..31 only"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
         {"unknown scaling", "--scaling rope2", "--scaling: unknown value 'rope2'"},
@@ -1955,10 +1964,10 @@ static void test_bad_inputs(void) {
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
-        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5; --pe erpe does not use them"},
+        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe erpe does not use them"},
         {"--t5_max_distance within the exact buckets", "--pe t5 --t5_buckets 16 --t5_max_distance 8", "--t5_max_distance 8 must exceed the 8 distances"},
         {"--t5_buckets 1", "--pe t5 --t5_buckets 1", "--t5_buckets 1 must lie in [2, 4096]"},
-        {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's table; --pe rope has none"},
+        {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's and tupe's table; --pe rope has none"},
         {"--wpe_rows below the window", "--pe learned --wpe_rows 16", "--wpe_rows 16 must cover the positions training reaches (32)"},
         {"--pose_target below the window", "--pos pose --pose_target 16", "--pose_target 16 must lie in [--seq_len 32"},
         {"RoPE scaling of a non-RoPE model", "--pe alibi --steps 1 --eval_len 64 --scaling yarn", "--scaling yarn changes RoPE's frequencies"},
@@ -2445,12 +2454,12 @@ static void test_gpu(const char *ref) {
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
     // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
     // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 20, NFILES = 11, GRU_CASE = 6, SHAW_CASE = 10, TPE_CASE = 19 };  // relative keys: --attention naive only
+    enum { NCASES = 21, NFILES = 11, GRU_CASE = 6, SHAW_CASE = 10, TPE_CASE = 19, TUPE_CASE = 20 };  // these three: naive only
     const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
                                       "learned APE case", "QK-norm case", "GRU case", "eRPE case", "T5 bias case", "tAPE case",
                                       "Shaw relative keys case", "long case", "RPE per-layer case", "RFS case", "sinusoidal APE at RFS positions case",
                                       "learned APE at RPE positions case", "head dim 64 case (MQA, T 100)",
-                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case", "T-PE case"};
+                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case", "T-PE case", "TUPE case"};
     char cases[NCASES][256];
     const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
                                  "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin",
@@ -2466,7 +2475,8 @@ static void test_gpu(const char *ref) {
     write_case(cases[16], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
     write_case(cases[17], 80, PE_ERPE, 0, -1, 0, 16);
     write_case(cases[18], 64, PE_ROPE, 0, POS_POSE, 0, 16);
-    snprintf(cases[TPE_CASE], sizeof(cases[TPE_CASE]), "dev/reference_tpe.bin");  // a PyTorch file, after the written ones
+    snprintf(cases[TPE_CASE], sizeof(cases[TPE_CASE]), "dev/reference_tpe.bin");  // PyTorch files, after the written ones
+    snprintf(cases[TUPE_CASE], sizeof(cases[TUPE_CASE]), "dev/reference_tupe.bin");
     // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
     for (int k = NFILES; k < NCASES; k++) {
         char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
@@ -2502,9 +2512,11 @@ static void test_gpu(const char *ref) {
                          ATTN_NAMES[a]);
                 int rc = run_cmd(cmd, out, sizeof(out));
                 snprintf(label, sizeof(label), "%s, %s, --attention %s", names[b], case_names[k], ATTN_NAMES[a]);
-                if ((k == SHAW_CASE || k == TPE_CASE) && a == ATTN_FLASH) {  // not taken yet: one clear refusal
-                    check(rc != 0 && strstr(out, k == SHAW_CASE ? "does not take --pe shaw's relative keys" :
-                                            "does not take --pe tpe's relative keys"), label, "refused: exit %d", rc);
+                if ((k == SHAW_CASE || k == TPE_CASE || k == TUPE_CASE) && a == ATTN_FLASH) {  // not taken yet: one refusal
+                    const char *why = k == SHAW_CASE ? "does not take --pe shaw's relative keys" :
+                                      k == TPE_CASE  ? "does not take --pe tpe's relative keys" :
+                                                       "does not take --pe tupe's untied positions";
+                    check(rc != 0 && strstr(out, why), label, "refused: exit %d", rc);
                     continue;
                 }
                 if (rc != 0) { check(0, label, "exit %d: %s", rc, out); continue; }
@@ -2557,6 +2569,7 @@ int main(int argc, char **argv) {
     test_finite_differences(ARCH_TRANSFORMER, PE_TAPE, 0, 0, ", tAPE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_SHAW, 0, 0, ", Shaw's relative keys,");
     test_finite_differences(ARCH_TRANSFORMER, PE_TPE, 0, 0, ", T-PE,");
+    test_finite_differences(ARCH_TRANSFORMER, PE_TUPE, 0, 0, ", TUPE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
     test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
@@ -2575,6 +2588,7 @@ int main(int argc, char **argv) {
     test_reference_named("dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug");
     test_reference_named("dev/reference_shaw.bin", "CPU vs PyTorch, Shaw's relative keys+PosAug");
     test_reference_named("dev/reference_tpe.bin", "CPU vs PyTorch, T-PE+PosAug");
+    test_reference_named("dev/reference_tupe.bin", "CPU vs PyTorch, TUPE");
     test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
     test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
     test_metrics();

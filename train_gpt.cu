@@ -61,6 +61,8 @@ typedef struct {
     float *bias_diag;   // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
     float *qrel, *rel_g;  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe), their gradient: training's
                           //   (evaluation's scores: a buffer the forward grows to the pass's keys)
+    float *pair, *tupe_D;  // --pe tupe, train: the untied term (NH,T,T) of the pass; dX summed over b and layers
+    float *dpq, *dpk;      // (T,NH*hd) TUPE's projected positions' gradients
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -90,6 +92,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t att = tr * !flash * B * c->NH * T * T;
     size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
+    size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -106,6 +109,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N), VIEW(dcarry, gt * B * C),
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
         VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
+        VIEW(pair, tu * c->NH * T * T), VIEW(tupe_D, tu * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -443,6 +447,31 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
                  p + g->offsets[P_TPE_W1] + lh, p + g->offsets[P_TPE_B1] + lh, p + g->offsets[P_TPE_W2] + lw, NB, hd);
 }
 
+// TUPE's untied positions in a pass (--pe tupe): the projected positions pq, pk (n, NH*hd)
+// of positions 0..n-1 and their term pair (NH, T, n) for the pass's queries at q_offset + t,
+// on the device (valid until the next tupe_pass).                 mirrors tupe_pass
+typedef struct {
+    float *pq, *pk, *pair;
+} TupePass;
+
+static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int q_offset) {
+    static float *buf, *pair_eval;
+    static size_t cap, pair_cap;
+    const Config *c = &g->cfg;
+    int QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
+    tupe_positions_check(pp, a->B, rows, n);
+    buf = (float *)device_grow(buf, &cap, 2 * (size_t)n * QD * sizeof(float));
+    TupePass tp = {buf, buf + (size_t)n * QD, a->pair};
+    const float *p = g->params;
+    tupe_project(tp.pq, tp.pk, p + g->offsets[P_WPE], p + g->offsets[P_TUPE_UQ], p + g->offsets[P_TUPE_UK], n, c->C, QD);
+    if (!a->train) {
+        pair_eval = (float *)device_grow(pair_eval, &pair_cap, (size_t)c->NH * a->T * n * sizeof(float));
+        tp.pair = pair_eval;
+    }
+    tupe_pair(tp.pair, tp.pq, tp.pk, c->NH, a->T, n, q_offset, g->hd);
+    return tp;
+}
+
 // Forward over a->inputs (B,T) on the device; per-position losses land in a->losses when
 // with_loss. Mirrors gpt_forward.
 static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const FwdOpts *o) {
@@ -475,6 +504,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);
     }
+    TupePass tp = {NULL, NULL, NULL};
+    if (ps->pe == PE_TUPE) {
+        if (a->train && c->attention == ATTN_FLASH)
+            fail("--attention flash does not take --pe tupe's untied positions yet: use --attention naive");
+        tp = tupe_pass(g, a, pp, o && o->kv ? o->kv->len + T : T, o && o->kv ? o->kv->len : 0);
+    }
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         floatX *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -494,9 +529,11 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
         rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
         rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
+        if (tp.pq) scale_array(q, TUPE_QSCALE, (size_t)N * QD);  // TUPE: q . k / sqrt(2 hd)
         const float *rk = layer_rel_keys(g, a, l);  // relative keys: every query's scores first
         if (rk) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
         AttnBias ab = layer_attn_bias(g, a, l, rk);
+        ab.pair = tp.pair;
         if (a->train && c->attention == ATTN_FLASH && ab.qrel)
             fail("--attention flash does not take --pe %s's relative keys yet: use --attention naive", PE_NAMES[ps->pe]);
         if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
@@ -531,6 +568,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NF = (size_t)N * F;
     head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
+    int tupe = ps->pe == PE_TUPE;
+    if (tupe) cudaCheck(cudaMemset(a->tupe_D, 0, (size_t)NH * T * T * sizeof(float)));
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         floatX *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -553,6 +592,10 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
             attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G(g, P_ATTN_BIAS) + (size_t)l * NH * ab.NB, &ab, diag, B, NH, T);
         if (ab.qrel) rel_keys_backward(g, a, l, &ab, q);  // relative keys: from the row sums of dS (naive only)
+        if (tupe) {  // TUPE's untied term (naive only): dX summed, and the queries' scale
+            tupe_pair_grad(a->tupe_D, a->datt, B, NH, T, hd);
+            scale_array(a->dq, TUPE_QSCALE, (size_t)N * QD);
+        }
         rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
         rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
@@ -572,6 +615,12 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     }
     scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C);
     if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C);
+    if (tupe) {  // through the projections, once for every layer's share
+        TupePass tp = tupe_pass(g, a, &a->pos, T, 0);
+        const float *p = g->params;
+        tupe_backward(G(g, P_WPE), G(g, P_TUPE_UQ), G(g, P_TUPE_UK), a->dpq, a->dpk, a->tupe_D, tp.pq, tp.pk,
+                      p + g->offsets[P_WPE], p + g->offsets[P_TUPE_UQ], p + g->offsets[P_TUPE_UK], T, NH, hd, C);
+    }
 }
 
 static float grad_global_norm(GPT *g) {
@@ -991,6 +1040,8 @@ static void gpu_memory_check(const Config *c, int train) {
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
             dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
+        if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, and its projected positions
+            dev.eval += fl * c->NH * (double)c->eval_len * (c->eval_len + 2.0 * (c->C / c->NH));
         shard_token_counts(c->val_data, &largest, &total);
         host.eval = fl * (total + largest) + 48.0 * c->eval_len;
     }

@@ -229,6 +229,8 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                     float *a = S + (size_t)t * T;
                     const float *qrow = attn_bias_qrow(*ab, b, t, h);
                     for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at_row(hb, qrow, t - s);
+                    if (ab->pair)  // TUPE's untied positions
+                        for (int s = 0; s <= t; s++) a[s] += ab->pair[((size_t)h * T + t) * ab->n_dist + s];
                     exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
                     float inv = (float)(1.0 / sum_array(a, t + 1));
                     for (int s = 0; s <= t; s++) a[s] *= inv;
@@ -296,6 +298,9 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
                         a[s] = dot * scale + attn_bias_at_row(hb, qrow, last - s);
+                        if (ab->pq)  // TUPE's untied positions: query position last, key s
+                            a[s] += tupe_pair_at(ab->pq + (size_t)last * NH * hd + h * hd, ab->pk + (size_t)s * NH * hd + h * hd,
+                                                 hd, scale);
                     }
                     int n = last - first + 1;
                     exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
@@ -330,8 +335,9 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 // diag (B,NH,T), when given: the logits' gradient summed along each diagonal,
 // diag[b][h][d] = sum over t (ascending) of dX[t][t - d]: what a learned attention bias
 // needs (attn_bias_table_grad). rowg (B,T,NH,NB), when given: dX summed per query row and
-// bucket of ab, s ascending: what the relative keys need (rel_key_backward).
-static void attention_backward(float *dq, float *dk, float *dv, float *diag, float *rowg, const AttnBias *ab,
+// bucket of ab, s ascending: what the relative keys need (rel_key_backward). pairg
+// (B,NH,T,T), when given: dX added to it (TUPE's untied term, summed over the layers).
+static void attention_backward(float *dq, float *dk, float *dv, float *diag, float *rowg, float *pairg, const AttnBias *ab,
                                const float *dy, const float *att, const float *q, const float *k, const float *v, int B,
                                int T, int NH, int NKV, int hd) {
     int group = NH / NKV;
@@ -351,6 +357,7 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, flo
                     const float *qh = q + ((size_t)b * T * NH + h) * hd, *dyh = dy + ((size_t)b * T * NH + h) * hd;
                     int first = h == kvh * group;
                     float *dg = diag ? diag + ((size_t)b * NH + h) * T : NULL;
+                    float *pg = pairg ? pairg + ((size_t)b * NH + h) * T * T : NULL;
                     if (dg) memset(dg, 0, (size_t)T * sizeof(float));
                     Gemm dp = {ds, dyh, vt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                     gemm_serial(&dp, T, T);
@@ -360,11 +367,12 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, flo
                         for (int s = 0; s <= t; s++) dsum += p[s] * d[s];
                         float *g = rowg ? rowg + (((size_t)b * T + t) * NH + h) * ab->NB : NULL;
                         if (g) memset(g, 0, (size_t)ab->NB * sizeof(float));
-                        if (dg || g)  // the logits' gradient dX, summed where the hook needs it
+                        if (dg || g || pg)  // the logits' gradient dX, summed where the hook needs it
                             for (int s = 0; s <= t; s++) {
                                 float dx = p[s] * (d[s] - dsum);
                                 if (dg) dg[t - s] += dx;
                                 if (g) g[ab->bucket[t - s]] += dx;
+                                if (pg) pg[(size_t)t * T + s] += dx;
                                 d[s] = dx * scale;
                             }
                         else
@@ -627,6 +635,9 @@ typedef struct {
     float *qrel;                  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe; train only:
                                   //   the rows path forms each query's own)
     float *rel_g;                 // (B,T,NH,NB) their gradient
+    float *pair, *pairg;          // --pe tupe, train only: the untied term (NH,T,T) of the pass (all layers'),
+                                  //   the logits' gradient (B,NH,T,T) summed over the layers
+    float *dpq, *dpk;             // (T,NH*hd) TUPE's projected positions' gradients
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
     float *ghn;       // (L,T,B,C) Whn h + bhn
@@ -648,6 +659,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
+    size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -670,7 +682,8 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
         VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
-        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
+        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH), VIEW(pair, tu * c->NH * T * T),
+        VIEW(pairg, tu * B * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -909,6 +922,68 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
                  P[P_TPE_W1] + lh, P[P_TPE_B1] + lh, P[P_TPE_W2] + lw, NB, hd);
 }
 
+// TUPE (--pe tupe, Ke et al. 2020): the untied positions' term of query position t and key
+// position s in head h, scale * pq_h[t] . pk_h[s], pq = wpe U^Q / sqrt(2) and pk = wpe U^K
+// (rows 0..n-1: positions p_t = t), the same in every layer. The queries are scaled by
+// 1/sqrt(2) too, so each logit is (q . k + (wpe_t U^Q) . (wpe_s U^K)) / sqrt(2 hd).
+typedef struct {
+    float *pq, *pk;  // (n, NH*hd), valid until the next tupe_pass
+    int n;
+} TupePass;
+
+// The pass's projected positions for its n keys (positions 0..n-1; the queries' are the last
+// of them), after checking that positions are p_t = t; with training's pair (NH,n,n) too.
+static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n) {
+    static float *buf;
+    static size_t cap;
+    const Config *c = &g->cfg;
+    int QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
+    tupe_positions_check(pp, a->B, rows, n);
+    buf = (float *)grow_buffer(buf, &cap, 2 * (size_t)n * QD * sizeof(float));
+    TupePass tp = {buf, buf + (size_t)n * QD, n};
+    matmul_forward(tp.pq, g->params[P_WPE], g->params[P_TUPE_UQ], n, c->C, QD);
+    matmul_forward(tp.pk, g->params[P_WPE], g->params[P_TUPE_UK], n, c->C, QD);
+    for (size_t i = 0; i < (size_t)n * QD; i++) tp.pq[i] *= TUPE_QSCALE;
+    if (a->pair) {  // training: the whole (NH,n,n) term once, for every layer
+        float scale = 1.0f / sqrtf((float)g->hd);
+#pragma omp parallel for collapse(2)
+        for (int h = 0; h < c->NH; h++)
+            for (int t = 0; t < n; t++)
+                for (int s = 0; s < n; s++)
+                    a->pair[((size_t)h * n + t) * n + s] =
+                        s <= t ? tupe_pair_at(tp.pq + (size_t)t * QD + h * g->hd, tp.pk + (size_t)s * QD + h * g->hd, g->hd, scale)
+                               : 0.0f;
+    }
+    return tp;
+}
+
+// Its backward after every layer's (a->pairg holding dX per sequence): D = sum over b of
+// pairg; dpq = scale D pk / sqrt(2), dpk = scale D^T pq (pq holding the 1/sqrt(2)); then
+// tupe_uq, tupe_uk and wpe's rows 0..T-1 through the projections.
+static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
+    const Config *c = &g->cfg;
+    int T = a->T, NH = c->NH, hd = g->hd, QD = NH * hd;
+    float scale = 1.0f / sqrtf((float)hd), *D = a->pairg;
+    size_t n = (size_t)NH * T * T;
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++)
+        for (int b = 1; b < a->B; b++) D[i] += D[(size_t)b * n + i];
+#pragma omp parallel for collapse(2)
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < QD; o++) {
+            int h = o / hd;
+            const float *Dh = D + (size_t)h * T * T;
+            float gq = 0.0f, gk = 0.0f;
+            for (int s = 0; s <= t; s++) gq += Dh[(size_t)t * T + s] * tp->pk[(size_t)s * QD + o];
+            for (int u = t; u < T; u++) gk += Dh[(size_t)u * T + t] * tp->pq[(size_t)u * QD + o];
+            a->dpq[(size_t)t * QD + o] = gq * scale * TUPE_QSCALE;
+            a->dpk[(size_t)t * QD + o] = gk * scale;
+        }
+    float **P = g->params, **G = g->grads;
+    matmul_backward(G[P_WPE], G[P_TUPE_UQ], a->dpq, P[P_WPE], P[P_TUPE_UQ], T, c->C, QD, 1);
+    matmul_backward(G[P_WPE], G[P_TUPE_UK], a->dpk, P[P_WPE], P[P_TUPE_UK], T, c->C, QD, 1);
+}
+
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
 // losses stay in a->losses. Positions and frequencies come from the hook `ps`.
 static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targets, const PosStep *ps,
@@ -930,6 +1005,8 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
         learned_forward(a->resid, P[P_WPE], pp, B, T, C);
     }
+    TupePass tp = {NULL, NULL, 0};
+    if (ps->pe == PE_TUPE) tp = tupe_pass(g, a, pp, Tk);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -947,9 +1024,14 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
         rope_forward(q, B, T, NH, hd, ps, pp, l);
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
+        if (tp.pq)  // TUPE: q . k / sqrt(2 hd)
+            for (size_t i = 0; i < (size_t)N * QD; i++) q[i] *= TUPE_QSCALE;
         const float *rk = layer_rel_keys(g, a, l);  // relative keys: training scores every query first
         if (rk && a->train) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
         AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->train ? a->qrel : NULL, rk, T, hd);
+        ab.pair = a->train ? a->pair : NULL;  // TUPE: training reads the whole term, evaluation forms it per row
+        ab.pq = a->train ? NULL : tp.pq;
+        ab.pk = a->train ? NULL : tp.pk;
         if (a->train)  // training keeps P (B,NH,T,T) for the backward
             attention_forward_train(atty, a->att + l * a->ls_att, q, k, v, B, T, NH, NKV, hd, &ab);
         else  // evaluation and generation: row by row, windows, entropy, the KV cache
@@ -985,6 +1067,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params, **G = g->grads;
     head_backward(g, a, a->resid + c->L * a->ls_C, targets, weights, dloss);
+    if (ps->pe == PE_TUPE) memset(a->pairg, 0, (size_t)B * NH * T * T * sizeof(float));
     for (int l = c->L - 1; l >= 0; l--) {
         float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1003,9 +1086,12 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, layer_rel_keys(g, a, l), T, hd);
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         float *rowg = ab.qrel ? a->rel_g : NULL;       // relative keys: theirs
-        attention_backward(a->dq, a->dk, a->dv, diag, rowg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
+        float *pairg = ps->pe == PE_TUPE ? a->pairg : NULL;  // TUPE's untied term: its, over the layers
+        attention_backward(a->dq, a->dk, a->dv, diag, rowg, pairg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * ab.NB, diag, ab.bucket, B, NH, T, ab.NB);
         if (rowg) rel_keys_backward(g, a, l, &ab, q);
+        if (pairg)  // through TUPE's query scale
+            for (size_t i = 0; i < (size_t)N * QD; i++) a->dq[i] *= TUPE_QSCALE;
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections
@@ -1025,6 +1111,10 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
     }
     encoder_backward(G[P_WTE], a->dres, inputs, N, C);
     if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
+    if (ps->pe == PE_TUPE) {
+        TupePass tp = tupe_pass(g, a, &a->pos, T);  // the forward's projections again (small: T rows)
+        tupe_backward(g, a, &tp);
+    }
 }
 
 // ----------------------------------------------------------------------------

@@ -125,6 +125,7 @@ TABLES = {
                 P(note="the survey: the worst in the window")),
             row("shaw", "RPE (Shaw, relative keys)", ["--pe", "shaw"]),
             row("tpe", "T-PE (keys from h(distance))", ["--pe", "tpe"]),
+            row("tupe", "TUPE (untied positions, 20w rows)", ["--pe", "tupe", "--wpe_rows", W(20)]),
             row("erpe", "eRPE (a bias per distance)", ["--pe", "erpe"]),
             row("t5", "T5 bias (log buckets)", ["--pe", "t5"]),
             row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),

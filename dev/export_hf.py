@@ -20,7 +20,7 @@ with --yarn_temperature paper), ntk -> rope_theta B * s^(hd/(hd-2)). The window 
 scalings start from is max_position_embeddings, our training window T.
 
 Refused, with the reason: models HF's Llama cannot express (--pe nope, alibi,
-sinusoidal, learned, erpe, t5, tape, shaw, tpe; DroPE after its drop step, which is nope; --qk_norm; --pos rfs,
+sinusoidal, learned, erpe, t5, tape, shaw, tpe, tupe; DroPE after its drop step, which is nope; --qk_norm; --pos rfs,
 which evaluates at positions of its own). doc/huggingface.md has the details.
 """
 
@@ -55,6 +55,7 @@ WHY_NOT = {  # encodings LlamaForCausalLM has no place for
     "tape": "LlamaForCausalLM adds no absolute position embedding to the token embedding",
     "shaw": "LlamaForCausalLM has no relative key vectors (Shaw et al.'s q . r term)",
     "tpe": "LlamaForCausalLM has no relative key vectors (T-PE's q . h(distance) term)",
+    "tupe": "LlamaForCausalLM has no untied position term (TUPE's (p_i U^Q) . (p_j U^K)) and no attention biases",
 }
 
 

@@ -9,7 +9,7 @@
 # Seconds each took on an H200 (2026-11-26) in brackets:
 #   a  build: nvidia-smi (GPU, driver, clocks), nvcc, make all cuda (CPU trainer, test_gpt,
 #      both CUDA builds, dev/cuda's variants) [61-64]
-#   b  ./test_gpt: GPU vs CPU on 20 cases, both builds, both training attention paths [37-43
+#   b  ./test_gpt: GPU vs CPU on 21 cases, both builds, both training attention paths [37-43
 #      alone, 87 beside c and d, with 13 cases; the PE survey's 6 since are small ones]
 #   c  compute-sanitizer memcheck on short runs of both builds, three configurations (the
 #      third with --attention flash: tensor cores in the bf16 build) [6-7 each, side by side]

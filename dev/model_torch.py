@@ -29,6 +29,8 @@ and after them, only when present (EXTRA_NAMES):
     tpe_w1     (L, H)           pos_kind "tpe" (H = TPE_HIDDEN = 32)
     tpe_b1     (L, H)           pos_kind "tpe"
     tpe_w2     (L, hd, H)       pos_kind "tpe"
+    tupe_uq    (NH*hd, C)       pos_kind "tupe" (with wpe (T, C) and attn_bias (L, NH, 32))
+    tupe_uk    (NH*hd, C)       pos_kind "tupe"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -64,7 +66,13 @@ reference files):
                (q_i . k_j + q_i . r_l(u_ij)) / sqrt(hd), r_l(u) = tpe_w2[l] tanh(tpe_w1[l] u
                + tpe_b1[l]) a learned function R -> R^hd (T-PE), shared by the heads, of
                u_ij = ln(1 + alpha_l (i - j)) (the distance and its log1p in float32, as
-               the C code forms them).
+               the C code forms them);
+    10 "tupe"  TUPE-R (Ke et al. 2020): no rotation, nothing added to the embedding; the
+               logit of query i and key j <= i is
+               (q_i . k_j + (wpe[i] U^Q_h) . (wpe[j] U^K_h)) / sqrt(2 hd) + attn_bias[l, h,
+               t5_bucket(i - j)], U^Q = tupe_uq, U^K = tupe_uk (NH*hd, C) per head and shared
+               by the layers, wpe (T, C) shared by heads and layers; integer positions (alpha
+               is ignored, as for "learned").
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -85,8 +93,9 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2"]  # after PARAM_NAMES, when present
-DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
+EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2", "tupe_uq",
+               "tupe_uk"]  # after PARAM_NAMES, when present
+DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "tupe_uq", "tupe_uk", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
 def pad_vocab(V, multiple=128):
@@ -126,7 +135,7 @@ class Config:
 
 
 POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8,
-             "tpe": 9}
+             "tpe": 9, "tupe": 10}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 TPE_HIDDEN = 32
 
@@ -256,13 +265,13 @@ class LlamaRoPE(nn.Module):
         self.w_up = e(L, Fh, C)
         self.w_down = e(L, C, Fh)
         self.final_norm = e(C)
-        if pos_kind == "learned":
+        if pos_kind in ("learned", "tupe"):
             self.wpe = e(cfg.T, C)
         if qk_norm:
             self.q_norm = e(L, NH * hd)
             self.k_norm = e(L, NKV * hd)
         self.rel_clip = (16 if pos_kind == "shaw" else cfg.T - 1) if rel_clip is None else rel_clip
-        if pos_kind in ("erpe", "t5"):
+        if pos_kind in ("erpe", "t5", "tupe"):
             self.attn_bias = e(L, NH, self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS)
         if pos_kind == "shaw":
             self.rel_key = e(L, self.rel_clip + 1, hd)
@@ -270,6 +279,9 @@ class LlamaRoPE(nn.Module):
             self.tpe_w1 = e(L, TPE_HIDDEN)
             self.tpe_b1 = e(L, TPE_HIDDEN)
             self.tpe_w2 = e(L, hd, TPE_HIDDEN)
+        if pos_kind == "tupe":
+            self.tupe_uq = e(NH * hd, C)
+            self.tupe_uk = e(NH * hd, C)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -340,6 +352,9 @@ class LlamaRoPE(nn.Module):
         elif self.pos_kind in ("erpe", "t5"):
             bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, a, self.pos_kind, self.rel_clip)]
                                 for l, a in enumerate(self._alphas(alpha))])
+        elif self.pos_kind == "tupe":  # T5's buckets of i - j (integer positions: alpha ignored)
+            bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, 1.0, "t5", self.rel_clip)]
+                                for l in range(self.cfg.L)])
         elif self.pos_kind == "shaw":
             relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
         elif self.pos_kind == "tpe":
@@ -370,6 +385,10 @@ class LlamaRoPE(nn.Module):
         if self.pos_kind == "learned":
             assert T <= cfg.T, f"learned APE has {cfg.T} rows, got T = {T}"
             x = x + self.wpe[:T]
+        if self.pos_kind == "tupe":  # the untied positions' term, shared by the layers
+            pq = F.linear(self.wpe[:T], self.tupe_uq).view(T, NH, hd).transpose(0, 1)  # (NH,T,hd)
+            pk = F.linear(self.wpe[:T], self.tupe_uk).view(T, NH, hd).transpose(0, 1)
+            untied = (pq @ pk.transpose(-2, -1)) / math.sqrt(2 * hd)                   # (NH,T,T)
         for l in range(cfg.L):
             n1 = rmsnorm(x, self.attn_norm[l], cfg.rms_eps)
             q = F.linear(n1, self.wq[l])                   # (B,T,NH*hd)
@@ -384,6 +403,9 @@ class LlamaRoPE(nn.Module):
                 q = apply_rope(q, cos[l], sin[l])
                 k = apply_rope(k, cos[l], sin[l])
             bl = None if bias is None else bias[l]
+            if self.pos_kind == "tupe":  # q . k / sqrt(2 hd): the content term's scale
+                q = q / math.sqrt(2.0)
+                bl = bl + untied
             if relb is not None:  # q_i . r_bucket(i-j) / sqrt(hd), the keys shared by the heads
                 bl = torch.einsum("bhtd,tsd->bhts", q, self.rel_key[l][relb[l]]) / math.sqrt(hd)
             if tpe_u is not None:  # q_i . r(u_(i-j)) / sqrt(hd), r = w2 tanh(w1 u + b1)

@@ -25,7 +25,10 @@ or T5's 32 log-spaced buckets; the extra parameter attn_bias (L, NH, NB)) or tap
 alpha * (i - j)), 16)] / sqrt(hd), the extra parameter rel_key (L, 17, hd), drawn N(0, 0.02)
 in the model's init, keys only) or tpe (no rotation; the logits get q_i . r_l(ln(1 + alpha *
 (i - j))) / sqrt(hd), r_l = tpe_w2 tanh(tpe_w1 u + tpe_b1), the extra parameters tpe_w1,
-tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) N(0, 0.02)). --qk_norm (any kind; its file uses rope): q and
+tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) N(0, 0.02)) or tupe (TUPE-R: no rotation;
+the logits are (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / sqrt(2 hd) plus T5's bias; wpe (T, C),
+tupe_uq and tupe_uk (NH*hd, C), drawn last as N(0, 1) and N(0, 1/C) (an untied term of
+order 1, not the model's ~1e-5 at init), attn_bias 0.5 N(0, 1); alphas ignored). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -44,14 +47,14 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
     pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned, 5 erpe,
-                             6 t5, 7 tape, 8 shaw, 9 tpe (the trainer's PE_* order); not in
+                             6 t5, 7 tape, 8 shaw, 9 tpe, 10 tupe (the trainer's PE_* order); not in
                              the rope files (reference_tiny.bin, reference_qknorm.bin)
     qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
                         then those present of wpe, q_norm, k_norm, attn_bias, rel_key,
-                        tpe_w1, tpe_b1, tpe_w2
+                        tpe_w1, tpe_b1, tpe_w2, tupe_uq, tupe_uk
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -86,7 +89,7 @@ DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
                "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
                "t5": "reference_t5.bin", "tape": "reference_tape.bin",
-               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin"}
+               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin", "tupe": "reference_tupe.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 
@@ -237,6 +240,11 @@ def main():
     if hasattr(model, "attn_bias"):   # a table away from zero, drawn after everything else
         with torch.no_grad():
             model.attn_bias.copy_(0.5 * torch.randn(model.attn_bias.shape, generator=gen, dtype=torch.float32))
+    if args.pos_kind == "tupe":       # an untied term of order 1 (the init's is ~1e-5), drawn last
+        with torch.no_grad():
+            model.wpe.copy_(torch.randn(model.wpe.shape, generator=gen, dtype=torch.float32))
+            for p in (model.tupe_uq, model.tupe_uk):
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) / math.sqrt(cfg.C))
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():  # stored values are exactly the computed-from values
@@ -318,7 +326,7 @@ def main():
           + (f", angles {'fp32' if args.angles_fp32 else 'float64'}" if args.pos_kind == "rope" else
              ", ALiBi slopes " + ", ".join("%g" % m for m in alibi_slopes(cfg.NH))
              + " (distance times alpha)" if args.pos_kind == "alibi" else
-             " (alphas ignored)" if args.pos_kind == "learned" else "")
+             " (alphas ignored)" if args.pos_kind in ("learned", "tupe") else "")
           + (", QK-norm" if args.qk_norm else ""))
     print(f"check pass (alpha={args.check_alpha}): loss {check_loss:.9f}  "
           f"grad norm {gnorm_check:.9f}  (ln V = {np.log(cfg.V):.6f})")

@@ -395,6 +395,7 @@ EXPORT_REFUSALS = [
     ("tape", ["--pe", "tape"], "--pe tape cannot be exported: LlamaForCausalLM adds no absolute"),
     ("shaw", ["--pe", "shaw"], "--pe shaw cannot be exported: LlamaForCausalLM has no relative key vectors"),
     ("tpe", ["--pe", "tpe"], "--pe tpe cannot be exported: LlamaForCausalLM has no relative key vectors"),
+    ("tupe", ["--pe", "tupe"], "--pe tupe cannot be exported: LlamaForCausalLM has no untied position term"),
     ("qk_norm", ["--qk_norm"], "--qk_norm cannot be exported: LlamaForCausalLM has no QK-norm"),
     ("rfs", ["--pos", "rfs"], "--pos rfs cannot be exported: RFS evaluates at positions"),
     ("gru", ["--arch", "gru"], "--arch gru cannot be exported: LlamaForCausalLM is a transformer"),

@@ -54,10 +54,20 @@ enum { BIAS_NONE, BIAS_SCALAR, BIAS_KEY, BIAS_KEY_FN };
     X(PE_ERPE, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_SCALAR)      \
     X(PE_T5, rs.t5_buckets, t5_bucket(dist, rs.t5_buckets, (float)rs.t5_max), BIAS_SCALAR) \
     X(PE_SHAW, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_KEY)         \
-    X(PE_TPE, n_dist, d, BIAS_KEY_FN)
+    X(PE_TPE, n_dist, d, BIAS_KEY_FN)                                                          \
+    X(PE_TUPE, rs.t5_buckets, t5_bucket(dist, rs.t5_buckets, (float)rs.t5_max), BIAS_SCALAR)
 
 // T-PE's function h: R -> R^hd, one hidden layer of TPE_HIDDEN tanh units per layer
 #define TPE_HIDDEN 32
+// TUPE's queries and projected positions are scaled by 1/sqrt(2): logits over sqrt(2 hd)
+#define TUPE_QSCALE 0.70710678118654752f
+
+// TUPE's untied term of one head, query row pq and key row pk (hd each): pq . pk * scale
+AB_HOST_DEVICE static inline float tupe_pair_at(const float *pq, const float *pk, int hd, float scale) {
+    float dot = 0.0f;
+    for (int c = 0; c < hd; c++) dot += pq[c] * pk[c];
+    return dot * scale;
+}
 
 // Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).
 typedef struct {
@@ -66,6 +76,8 @@ typedef struct {
     const float *qrel;    // (B, Tq, NH, NB) each query's scores against the relative keys, or NULL
     const float *rkeys;   // (NB, hd) the relative keys, or NULL (the CPU's rows form qrel from them)
     const int *bucket;    // (n_dist) bucket of token distance d = t - s (with a table)
+    const float *pair;    // (NH, Tq, n_dist) a term of each query and key (TUPE's untied positions), or NULL
+    const float *pq, *pk; // (n_dist, NH*hd) TUPE's projected positions, pq / sqrt(2): the CPU's rows form pair
     int NB, n_dist, NH, Tq, hd;
 } AttnBias;
 

@@ -15,7 +15,7 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned, q_norm and k_norm with --qk_norm, attn_bias, rel_key or tpe_* with an encoding
+// --pe learned and tupe (with tupe_uq, tupe_uk), q_norm and k_norm with --qk_norm, attn_bias, rel_key or tpe_* with an encoding
 // of PE_BIAS_TABLE (llmc/attn_bias.h: a scalar or a key vector per bucket, or T-PE's function
 // of the distance); --arch gru has wte, final_norm and the
 // gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
@@ -53,7 +53,9 @@
     X(P_REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 1)                                               \
     X(P_TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
     X(P_TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
-    X(P_TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 1)
+    X(P_TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 1)                                \
+    X(P_TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 1)                            \
+    X(P_TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 1)
 
 enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS, INIT_UNIT };
 #define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
@@ -127,6 +129,7 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
     int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_shape_of(c), c->T);
     int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0, fn = kind == BIAS_KEY_FN;
+    int tu = !gru && c->pe == PE_TUPE;
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -426,11 +429,11 @@ static inline int config_from_case(Config *c, const TensorFile *tf, int *micro) 
 }
 
 // The positions of a case's pass at `step`: the schedule's, or alpha on every layer (a
-// learned table takes integer positions: its cases ignore the alphas).
+// learned table takes integer positions: its cases ignore the alphas, as TUPE's do).
 static inline PosStep case_pos_step(const PosConfig *pc, int scheduled, float alpha, long step) {
     if (scheduled) return pos_schedule_step(pc, step);
     PosStep ps = pos_standard(pc);
-    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = pc->pe == PE_LEARNED ? 1.0f : alpha;
+    for (int l = 0; l < pc->n_layer; l++) ps.alpha[l] = pe_has_wpe(pc->pe) ? 1.0f : alpha;
     return ps;
 }
 

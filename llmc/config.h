@@ -358,7 +358,7 @@ static inline const ArgSpec *find_arg(const char *name) {
 
 // Rows of the learned position table (--pe learned): the positions training can reach.
 static inline int wpe_rows(const Config *c) {
-    return c->pe != PE_LEARNED ? 0 : c->learned_rows ? c->learned_rows : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+    return !pe_has_wpe(c->pe) ? 0 : c->learned_rows ? c->learned_rows : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
 }
 
 // eRPE's and Shaw's clip distance: --rel_clip, or eRPE's last distance of the training
@@ -451,18 +451,21 @@ static inline void validate_config(Config *c) {
     if (c->pose_target == 0) c->pose_target = 8 * c->T;  // as --rpe_max
     REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
             c->pose_target, c->T, MAX_POSITION);
-    if (c->pe == PE_LEARNED) {
+    if (pe_has_wpe(c->pe)) {
         int reach = c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+        const char *pe = PE_NAMES[c->pe];
         REQUIRE(!c->learned_rows || (c->learned_rows >= reach && c->learned_rows <= MAX_POSITION),
                 "--wpe_rows %d must cover the positions training reaches (%d) and be at most %d", c->learned_rows, reach, MAX_POSITION);
-        REQUIRE(c->pos_scheme == POS_ROPE || c->pos_scheme == POS_RPE,
-                "--pe learned needs integer positions: --pos rope (rows 0..T-1) or rpe (rows 0..rpe_max-1), got --pos %s",
-                POS_SCHEME_NAMES[c->pos_scheme]);
-        REQUIRE(!c->drope_step, "--drope_step drops RoPE; with --pe learned there is none to drop");
-        REQUIRE(c->eval_len <= wpe_rows(c), "--pe learned: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
-                "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows, or train with --pos rpe, whose table reaches "
-                "--rpe_max)", wpe_rows(c) - 1, c->eval_len);
+        REQUIRE(c->pos_scheme == POS_ROPE || (c->pos_scheme == POS_RPE && c->pe == PE_LEARNED),
+                "--pe %s needs integer positions: --pos rope (rows 0..T-1)%s, got --pos %s", pe,
+                c->pe == PE_LEARNED ? " or rpe (rows 0..rpe_max-1)" : "", POS_SCHEME_NAMES[c->pos_scheme]);
+        REQUIRE(!c->drope_step, "--drope_step drops RoPE; with --pe %s there is none to drop", pe);
+        REQUIRE(c->eval_len <= wpe_rows(c), "--pe %s: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
+                "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows%s)", pe, wpe_rows(c) - 1, c->eval_len,
+                c->pe == PE_LEARNED ? ", or train with --pos rpe, whose table reaches --rpe_max" : "");
     }
+    REQUIRE(c->attention != ATTN_FLASH || c->pe != PE_TUPE, "--attention flash does not take --pe tupe's untied "
+            "positions yet: use --attention naive");
     REQUIRE(c->attention != ATTN_FLASH || !pe_bias_keys(c->pe), "--attention flash does not take --pe %s's "
             "relative keys yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
@@ -639,10 +642,10 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
 #undef POS_PARAM_IGNORED
     if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE && c->pe != PE_SHAW)
         fail("--rel_clip is a parameter of --pe erpe and shaw; --pe %s does not use it", PE_NAMES[c->pe]);
-    if ((FLAG_VALUE(cli, "--t5_buckets") || FLAG_VALUE(cli, "--t5_max_distance")) && c->pe != PE_T5)
-        fail("--t5_buckets and --t5_max_distance are parameters of --pe t5; --pe %s does not use them", PE_NAMES[c->pe]);
-    if (FLAG_VALUE(cli, "--wpe_rows") && c->pe != PE_LEARNED)
-        fail("--wpe_rows is the size of --pe learned's table; --pe %s has none", PE_NAMES[c->pe]);
+    if ((FLAG_VALUE(cli, "--t5_buckets") || FLAG_VALUE(cli, "--t5_max_distance")) && c->pe != PE_T5 && c->pe != PE_TUPE)
+        fail("--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe %s does not use them", PE_NAMES[c->pe]);
+    if (FLAG_VALUE(cli, "--wpe_rows") && !pe_has_wpe(c->pe))
+        fail("--wpe_rows is the size of --pe learned's and tupe's table; --pe %s has none", PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
         fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
 }

@@ -77,13 +77,18 @@ static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
     X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "    \
       "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")                  \
     X(PE_TPE, "tpe", "T-PE: logits get q_i . h_l(p_i - p_j) / sqrt(hd), h_l a learned function of the real "     \
-      "distance (one tanh layer of ln(1 + p_i - p_j)) per layer")
+      "distance (one tanh layer of ln(1 + p_i - p_j)) per layer")                                                   \
+    X(PE_TUPE, "tupe", "TUPE (Ke et al.; integer positions): logits (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / "   \
+      "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,
 enum { PE_TABLE(PE_ENUM) PE_N };
 static const char *PE_NAMES[PE_N] = {PE_TABLE(PE_NAME)};
 static const char *PE_WHAT[PE_N] = {PE_TABLE(PE_WHAT_OF)};
+// The encodings with the learned position table wpe, one row per integer position: --pe
+// learned adds a row to the token embedding, TUPE projects rows into every attention.
+static inline int pe_has_wpe(int pe) { return pe == PE_LEARNED || pe == PE_TUPE; }
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
@@ -206,9 +211,21 @@ static inline void learned_rows_check(const PassPositions *pp, int B, int rows) 
         for (int t = 0; t < pp->T; t++) {
             float p = pass_pos(pp, 0, b, t);
             if (!(p >= 0 && p < rows && p == (float)(int)p))
-                fail("--pe learned: token %d has position %g, but wpe has rows for the integer positions 0..%d only "
-                     "(no row for longer inputs, no scaled positions)", pp->pos0 + t, p, rows - 1);
+                fail("the learned table (--pe learned, tupe): token %d has position %g, but wpe has rows for the integer "
+                     "positions 0..%d only (no row for longer inputs, no scaled positions)", pp->pos0 + t, p, rows - 1);
         }
+}
+
+// TUPE reads wpe at token indices: the pass's positions must be p_t = t, with rows for all n
+// of its keys.
+static inline void tupe_positions_check(const PassPositions *pp, int B, int rows, int n) {
+    learned_rows_check(pp, B, rows);
+    for (int b = 0; b < (pp->seq_stride ? B : 1); b++)
+        for (int t = 0; t < pp->T; t++)
+            if (pass_pos(pp, 0, b, t) != (float)(pp->pos0 + t))
+                fail("--pe tupe reads the position table at token indices: token %d has position %g", pp->pos0 + t,
+                     pass_pos(pp, 0, b, t));
+    if (n > rows) fail("--pe tupe: %d keys, but wpe has rows for positions 0..%d only", n, rows - 1);
 }
 
 // The explicit positions of the current step or pass: one grow-only host buffer (a

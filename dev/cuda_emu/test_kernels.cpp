@@ -786,6 +786,69 @@ static void test_tpe(int n, int hd, float alpha) {
     report(what, names, errs, 4);
 }
 
+// TUPE (--pe tupe): the projected positions, their term (after a cache of q_offset keys), the
+// queries' scale, and the backward (dX summed over b, the projections' and wpe's gradients),
+// against float64
+static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
+    int QD = NH * hd, n = q_offset + Tq;
+    double sc = 1.0 / sqrt((double)hd), qs = 1.0 / sqrt(2.0);
+    std::vector<float> wpe = randn((size_t)n * C), uq = randn((size_t)QD * C, 0.2f), uk = randn((size_t)QD * C, 0.2f);
+    std::vector<float> pq((size_t)n * QD, NAN), pk((size_t)n * QD, NAN), pair((size_t)NH * Tq * n, NAN);
+    std::vector<double> wpq((size_t)n * QD, 0), wpk((size_t)n * QD, 0), wpair((size_t)NH * Tq * n, 0);
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < QD; o++)
+            for (int c = 0; c < C; c++) {
+                wpq[(size_t)t * QD + o] += (double)wpe[(size_t)t * C + c] * uq[(size_t)o * C + c] * qs;
+                wpk[(size_t)t * QD + o] += (double)wpe[(size_t)t * C + c] * uk[(size_t)o * C + c];
+            }
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < Tq; t++)
+            for (int s = 0; s <= q_offset + t; s++)
+                for (int c = 0; c < hd; c++)
+                    wpair[((size_t)h * Tq + t) * n + s] +=
+                        wpq[(size_t)(q_offset + t) * QD + h * hd + c] * wpk[(size_t)s * QD + h * hd + c] * sc;
+    tupe_project(pq.data(), pk.data(), wpe.data(), uq.data(), uk.data(), n, C, QD);
+    tupe_pair(pair.data(), pq.data(), pk.data(), NH, Tq, n, q_offset, hd);
+    std::vector<float> x = randn(100), x0 = x;
+    scale_array(x.data(), TUPE_QSCALE, x.size());
+    std::vector<double> wx(x0.begin(), x0.end());
+    for (double &v : wx) v *= qs;
+    // the backward at T = n (training: no cache)
+    size_t nn = (size_t)NH * n * n;
+    std::vector<float> ds = randn((size_t)B * nn), D = randn(nn), dpq((size_t)n * QD), dpk((size_t)n * QD);
+    std::vector<double> wD(D.begin(), D.end());
+    for (size_t i = 0; i < nn; i++)
+        if ((int)(i % n) <= (int)((i / n) % n))
+            for (int b = 0; b < B; b++) wD[i] += (double)ds[(size_t)b * nn + i] / sc;
+    tupe_pair_grad(D.data(), ds.data(), B, NH, n, hd);
+    std::vector<float> dwpe = randn((size_t)n * C), duq = randn((size_t)QD * C), duk = randn((size_t)QD * C);
+    std::vector<double> wdwpe(dwpe.begin(), dwpe.end()), wduq(duq.begin(), duq.end()), wduk(duk.begin(), duk.end());
+    std::vector<double> gq((size_t)n * QD, 0), gk((size_t)n * QD, 0);
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < QD; o++)
+            for (int s = 0; s <= t; s++) {
+                double d = D[((size_t)(o / hd) * n + t) * n + s];  // the kernel's own D: this step alone
+                gq[(size_t)t * QD + o] += d * pk[(size_t)s * QD + o] * sc * qs;
+                gk[(size_t)s * QD + o] += d * pq[(size_t)t * QD + o] * sc;
+            }
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < QD; o++)
+            for (int c = 0; c < C; c++) {
+                wduq[(size_t)o * C + c] += gq[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
+                wduk[(size_t)o * C + c] += gk[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
+                wdwpe[(size_t)t * C + c] += gq[(size_t)t * QD + o] * uq[(size_t)o * C + c] + gk[(size_t)t * QD + o] * uk[(size_t)o * C + c];
+            }
+    tupe_backward(dwpe.data(), duq.data(), duk.data(), dpq.data(), dpk.data(), D.data(), pq.data(), pk.data(), wpe.data(),
+                  uq.data(), uk.data(), n, NH, hd, C);
+    const char *names[8] = {"pq", "pk", "pair", "scale", "D", "duq", "duk", "dwpe"};
+    double errs[8] = {rel(pq, wpq), rel(pk, wpk), rel(pair, wpair), rel(x, wx), rel(D, wD), rel(duq, wduq), rel(duk, wduk),
+                      rel(dwpe, wdwpe)};
+    char what[128];
+    snprintf(what, sizeof(what), "TUPE's untied positions: B %d NH %d hd %d C %d, %d queries after %d keys", B, NH, hd, C, Tq,
+             q_offset);
+    report(what, names, errs, 8);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -833,6 +896,8 @@ int main() {
     test_naive_attention(2, 30, 4, 2, 16, 1.0f, 6, 1);  // ALiBi and relative keys: dq's share and drk by row sums
     test_tpe(70, 16, 2.5f);  // T-PE's keys from its function, and the function's gradients
     test_tpe(300, 64, 0.125f);
+    test_tupe(2, 4, 16, 64, 40, 0);  // TUPE's term and backward, training's shape
+    test_tupe(1, 2, 32, 48, 6, 64);  // the term of 6 queries after a cache of 64 keys
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }

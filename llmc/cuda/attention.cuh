@@ -44,8 +44,11 @@ __global__ void attn_bias_kernel(floatX *att, int NH, int T, AttnBias ab, float 
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int s = (int)(i % T), t = (int)((i / T) % T), h = (int)((i / ((size_t)T * T)) % NH), b = (int)(i / ((size_t)NH * T * T));
-    if (s <= t)
-        att[i] = to_x(to_f(att[i]) + attn_bias_at_row(attn_bias_head(ab, h), attn_bias_qrow(ab, b, t, h), t - s) / scale);
+    if (s <= t) {
+        float bias = attn_bias_at_row(attn_bias_head(ab, h), attn_bias_qrow(ab, b, t, h), t - s);
+        if (ab.pair) bias += ab.pair[((size_t)h * T + t) * ab.n_dist + s];  // TUPE's untied positions
+        att[i] = to_x(to_f(att[i]) + bias / scale);
+    }
 }
 
 // Relative keys (--pe shaw, tpe): qrel (rows,NB) = q . rk_j / sqrt(hd) in fp32, q (rows,hd) the
@@ -145,6 +148,127 @@ static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, c
     cudaCheck(cudaGetLastError());
 }
 
+// TUPE (--pe tupe): the projected positions pq = wpe U^Q / sqrt(2), pk = wpe U^K (n, QD) of
+// wpe's first n rows, fp32 from the fp32 weights; one thread per (row, output).
+//                                                    mirrors tupe_pass's projections
+__global__ void tupe_project_kernel(float *pq, float *pk, const float *wpe, const float *uq, const float *uk, int n, int C,
+                                    int QD) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * QD) return;
+    const float *row = wpe + (i / QD) * C, *wq = uq + (i % QD) * C, *wk = uk + (i % QD) * C;
+    float aq = 0.0f, ak = 0.0f;
+    for (int c = 0; c < C; c++) {
+        aq += row[c] * wq[c];
+        ak += row[c] * wk[c];
+    }
+    pq[i] = aq * TUPE_QSCALE;
+    pk[i] = ak;
+}
+
+// Their term pair (NH, Tq, n) of query position q_offset + t and key position s (0 past the
+// query), scaled: one thread per element.          mirrors the pair of tupe_pass
+__global__ void tupe_pair_kernel(float *pair, const float *pq, const float *pk, int NH, int Tq, int n, int q_offset, int hd,
+                                 float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)NH * Tq * n) return;
+    int s = (int)(i % n), t = (int)((i / n) % Tq) + q_offset, h = (int)(i / ((size_t)n * Tq)), QD = NH * hd;
+    pair[i] = s <= t ? tupe_pair_at(pq + (size_t)t * QD + h * hd, pk + (size_t)s * QD + h * hd, hd, scale) : 0.0f;
+}
+
+// x *= s (n elements): TUPE's queries and their gradient
+__global__ void scale_kernel(floatX *x, float s, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = to_x(to_f(x[i]) * s);
+}
+
+// Its gradient, step 1, after each layer's naive backward (datt holding dS = dX * scale,
+// (B,NH,T,T)): D (NH,T,T) += the sum over b (ascending) of dX. One thread per element.
+//                                              mirrors the pairg of attention_backward
+__global__ void tupe_pair_grad_kernel(float *D, const floatX *ds, int B, int NH, int T, float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = (size_t)NH * T * T;
+    if (i >= n || (int)(i % T) > (int)((i / T) % T)) return;
+    float acc = 0.0f;
+    for (int b = 0; b < B; b++) acc += to_f(ds[(size_t)b * n + i]);
+    D[i] += acc / scale;
+}
+
+// Step 2, after every layer's: dpq = scale D pk / sqrt(2), dpk = scale D^T pq (T, QD), one
+// thread per element, the keys and queries in order.           mirrors tupe_backward
+__global__ void tupe_proj_grad_kernel(float *dpq, float *dpk, const float *D, const float *pq, const float *pk, int T, int NH,
+                                      int hd, float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int QD = NH * hd;
+    if (i >= (size_t)T * QD) return;
+    int t = (int)(i / QD), o = (int)(i % QD);
+    const float *Dh = D + (size_t)(o / hd) * T * T;
+    float gq = 0.0f, gk = 0.0f;
+    for (int s = 0; s <= t; s++) gq += Dh[(size_t)t * T + s] * pk[(size_t)s * QD + o];
+    for (int u = t; u < T; u++) gk += Dh[(size_t)u * T + t] * pq[(size_t)u * QD + o];
+    dpq[i] = gq * scale * TUPE_QSCALE;
+    dpk[i] = gk * scale;
+}
+
+// Step 3: the projections' gradients, dU^Q[o][c] += sum over t of dpq[t][o] wpe[t][c] (and
+// U^K's), one thread per element of U.
+__global__ void tupe_du_kernel(float *duq, float *duk, const float *dpq, const float *dpk, const float *wpe, int T, int C,
+                               int QD) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)QD * C) return;
+    int o = (int)(i / C), c = (int)(i % C);
+    float aq = 0.0f, ak = 0.0f;
+    for (int t = 0; t < T; t++) {
+        aq += dpq[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
+        ak += dpk[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
+    }
+    duq[i] += aq;
+    duk[i] += ak;
+}
+
+// ... and wpe's rows: dwpe[t][c] += sum over o of dpq[t][o] U^Q[o][c] + dpk[t][o] U^K[o][c]
+__global__ void tupe_dwpe_kernel(float *dwpe, const float *dpq, const float *dpk, const float *uq, const float *uk, int T, int C,
+                                 int QD) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * C) return;
+    int t = (int)(i / C), c = (int)(i % C);
+    float acc = 0.0f;
+    for (int o = 0; o < QD; o++) acc += dpq[(size_t)t * QD + o] * uq[(size_t)o * C + c] + dpk[(size_t)t * QD + o] * uk[(size_t)o * C + c];
+    dwpe[i] += acc;
+}
+
+static void tupe_project(float *pq, float *pk, const float *wpe, const float *uq, const float *uk, int n, int C, int QD) {
+    tupe_project_kernel<<<ceil_div((size_t)n * QD, 256), 256>>>(pq, pk, wpe, uq, uk, n, C, QD);
+    cudaCheck(cudaGetLastError());
+}
+
+static void tupe_pair(float *pair, const float *pq, const float *pk, int NH, int Tq, int n, int q_offset, int hd) {
+    tupe_pair_kernel<<<ceil_div((size_t)NH * Tq * n, 256), 256>>>(pair, pq, pk, NH, Tq, n, q_offset, hd,
+                                                                    1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+}
+
+static void scale_array(floatX *x, float s, size_t n) {
+    scale_kernel<<<ceil_div(n, 256), 256>>>(x, s, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void tupe_pair_grad(float *D, const floatX *datt, int B, int NH, int T, int hd) {
+    size_t n = (size_t)NH * T * T;
+    tupe_pair_grad_kernel<<<ceil_div(n, 256), 256>>>(D, datt, B, NH, T, 1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+}
+
+// steps 2 and 3 into dwpe (rows 0..T-1), duq, duk; dpq, dpk (T, QD) scratch
+static void tupe_backward(float *dwpe, float *duq, float *duk, float *dpq, float *dpk, const float *D, const float *pq,
+                          const float *pk, const float *wpe, const float *uq, const float *uk, int T, int NH, int hd, int C) {
+    int QD = NH * hd;
+    tupe_proj_grad_kernel<<<ceil_div((size_t)T * QD, 256), 256>>>(dpq, dpk, D, pq, pk, T, NH, hd, 1.0f / sqrtf((float)hd));
+    cudaCheck(cudaGetLastError());
+    tupe_du_kernel<<<ceil_div((size_t)QD * C, 256), 256>>>(duq, duk, dpq, dpk, wpe, T, C, QD);
+    cudaCheck(cudaGetLastError());
+    tupe_dwpe_kernel<<<ceil_div((size_t)T * C, 256), 256>>>(dwpe, dpq, dpk, uq, uk, T, C, QD);
+    cudaCheck(cudaGetLastError());
+}
+
 // one layer's relative-key scores (rows = B*T*NH query rows)
 static void rel_key_scores(float *qrel, const floatX *q, const float *rk, size_t rows, int hd, int NB) {
     rel_key_scores_kernel<<<ceil_div(rows * NB, 256), 256>>>(qrel, q, rk, rows, hd, NB);
@@ -227,7 +351,7 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
     }
-    if (ab.slope || ab.table || ab.qrel) {
+    if (ab.slope || ab.table || ab.qrel || ab.pair) {
         size_t n = (size_t)B * NH * T * T;
         attn_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, ab, 1.0f / sqrtf((float)hd), n);
         cudaCheck(cudaGetLastError());

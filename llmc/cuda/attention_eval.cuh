@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_online_kernel(
                 score = 0.0f;
                 for (int c = 0; c < hd; c++) score += qr[c] * kr[c];
                 score += attn_bias_at_row(hb, attn_bias_qrow(ab, b, t0 + r, h), last - s);
+                if (ab.pair) score += ab.pair[((size_t)h * Tq + t0 + r) * ab.n_dist + s];  // TUPE's untied positions
             }
             float m_new = fmaxf(m[i], warp_max(score));
             float p = in ? expf(score - m_new) : 0.0f;
