@@ -1,8 +1,12 @@
 // The attention-score hook: every attention path of both trainers (CPU training and rows,
 // the GPU's naive, flash and evaluation kernels) computes the logit of key s for query t as
 //
-//     x_ts = (q_t . k_s) / sqrt(hd) + attn_bias(ab, h, t - s)
+//     x_ts = (q_t . k_s) / sqrt(hd) + attn_bias(ab, h, t - s) + pair[h][t][s]
 //     attn_bias = table[h][bucket[t - s]] + qrel[t][h][bucket[t - s]] - slope[h] * (t - s)
+//
+// pair is the one term of a (query, key) pair rather than of a distance: TUPE's untied
+// positions (--pe tupe), the same in every layer; training reads it whole, the CPU's rows form
+// each entry from the projected positions pq, pk (tupe_pair_at).
 //
 // qrel is the query's own row of scores against relative key vectors r_j (qrel[t][h][j] =
 // q_t . r_j / sqrt(hd)): a learned table (Shaw et al. 2018, the tensor rel_key (L,NB,hd)) or
@@ -45,10 +49,10 @@ static inline int t5_bucket(float dist, int nb, float max_dist) {
 // the number of buckets NB, the bucket of token distance d (its distance in positions is
 // `dist` = alpha * d) as an expression (both may read `rs`, the RelShape of --rel_clip,
 // --t5_buckets and --t5_max_distance, and `n_dist`, the pass's distances; buckets never
-// decrease with the distance), and what a bucket holds: a
-// scalar bias per head (BIAS_SCALAR: the tensor attn_bias), a key vector shared by the heads
-// (BIAS_KEY: rel_key), or a key vector computed by a learned function of dist (BIAS_KEY_FN:
-// T-PE's r = tpe_w2 tanh(tpe_w1 ln(1 + dist) + tpe_b1), tpe_key).
+// decrease with the distance), and what a bucket holds: a scalar bias per head (BIAS_SCALAR:
+// the tensor attn_bias), a key vector shared by the heads (BIAS_KEY: rel_key), or a key
+// vector computed by a learned function of dist (BIAS_KEY_FN: T-PE's
+// r = tpe_w2 tanh(tpe_w1 ln(1 + dist) + tpe_b1), tpe_key). TUPE's relative bias is T5's.
 enum { BIAS_NONE, BIAS_SCALAR, BIAS_KEY, BIAS_KEY_FN };
 #define PE_BIAS_TABLE(X)                                                      \
     X(PE_ERPE, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_SCALAR)      \
