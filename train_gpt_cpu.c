@@ -256,10 +256,13 @@ static void rel_key_row(float *qr, const float *q, const float *rk, int hd, int 
     }
 }
 
-// ... for one layer's query rows q (rows,hd) (B,T,NH as rows): qrel (rows,NB)
+// ... for one layer's query rows q (rows,hd) (B,T,NH as rows): qrel (rows,NB), one product
+// (T-PE has a key per distance: as many products as the attention's own)
 static void rel_key_scores(float *qrel, const float *q, const float *rk, size_t rows, int hd, int NB) {
+    matmul_forward(qrel, q, rk, (int)rows, hd, NB);
+    float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for
-    for (size_t i = 0; i < rows; i++) rel_key_row(qrel + i * NB, q + i * hd, rk, hd, NB);
+    for (size_t i = 0; i < rows * NB; i++) qrel[i] *= scale;
 }
 
 // Evaluation and generation: row by row with one (Tk) scratch per thread, so memory grows
@@ -393,46 +396,54 @@ static void attention_backward(float *dq, float *dk, float *dv, float *diag, flo
 }
 
 // g (rows,NB): the logits' gradient summed per query row and bucket (attention_backward's
-// rowg). dq (rows,hd) += g rk / sqrt(hd); drk (NB,hd) += g^T q / sqrt(hd), the rows summed in
-// order (the same bits for any thread count).
-static void rel_key_backward(float *dq, float *drk, const float *g, const float *q, const float *rk, size_t rows, int hd,
-                             int NB) {
+// rowg), scaled by 1/sqrt(hd) in place; then dq (rows,hd) += g rk and drk (NB,hd) += g^T q,
+// the products of a linear layer's backward (the same bits for any thread count).
+static void rel_key_backward(float *dq, float *drk, float *g, const float *q, const float *rk, size_t rows, int hd, int NB) {
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for
-    for (size_t i = 0; i < rows; i++)
-        for (int c = 0; c < hd; c++) {
-            float acc = 0.0f;
-            for (int j = 0; j < NB; j++) acc += g[i * NB + j] * rk[(size_t)j * hd + c];
-            dq[i * hd + c] += acc * scale;
-        }
-#pragma omp parallel for collapse(2)
-    for (int j = 0; j < NB; j++)
-        for (int c = 0; c < hd; c++) {
-            float acc = 0.0f;
-            for (size_t i = 0; i < rows; i++) acc += g[i * NB + j] * q[i * hd + c];
-            drk[(size_t)j * hd + c] += acc * scale;
-        }
+    for (size_t i = 0; i < rows * NB; i++) g[i] *= scale;
+    matmul_backward(dq, drk, g, q, rk, (int)rows, hd, NB, 1);
 }
 
 // T-PE (--pe tpe): one layer's keys from its function h, rk (n,hd), rk[d] = h(u_d) with
-// u_d = ln(1 + alpha * d) (the pass's tpe_u), h = w2 tanh(w1 u + b1) (tpe_key).
-static void tpe_keys(float *rk, const float *u, const float *w1, const float *b1, const float *w2, int n, int hd) {
+// u_d = ln(1 + alpha * d) (the pass's tpe_u), h = w2 tanh(w1 u + b1), and its hidden units
+// hid (n,TPE_HIDDEN), each tanh formed once (the sums in tpe_key's order: its bits).
+static void tpe_keys(float *rk, float *hid, const float *u, const float *w1, const float *b1, const float *w2, int n,
+                     int hd) {
 #pragma omp parallel for
-    for (int d = 0; d < n; d++)
-        for (int c = 0; c < hd; c++) rk[(size_t)d * hd + c] = tpe_key(w1, b1, w2, c, u[d]);
+    for (int d = 0; d < n; d++) {
+        float *a = hid + (size_t)d * TPE_HIDDEN;
+        for (int j = 0; j < TPE_HIDDEN; j++) a[j] = tpe_hidden(w1, b1, j, u[d]);
+        for (int c = 0; c < hd; c++) {
+            float acc = 0.0f;
+            for (int j = 0; j < TPE_HIDDEN; j++) acc += w2[c * TPE_HIDDEN + j] * a[j];
+            rk[(size_t)d * hd + c] = acc;
+        }
+    }
 }
 
 // Its backward: from drk (n,hd), the keys' gradient, into dw1, db1 (TPE_HIDDEN) and dw2
-// (hd,TPE_HIDDEN) (tpe_grad_hidden, tpe_grad_w2: each element's sum over d in order).
-static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, const float *u, const float *w1,
-                         const float *b1, const float *w2, int n, int hd) {
+// (hd,TPE_HIDDEN), with the forward's hidden units hid; each element's sum over d in order
+// (tpe_grad_hidden's and tpe_grad_w2's, their bits).
+static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, const float *hid, const float *u,
+                         const float *w2, int n, int hd) {
 #pragma omp parallel for
     for (int j = 0; j < TPE_HIDDEN; j++) {
-        float g1, gb;
-        tpe_grad_hidden(&g1, &gb, drk, u, w1, b1, w2, n, hd, j);
+        float g1 = 0.0f, gb = 0.0f;
+        for (int d = 0; d < n; d++) {
+            float a = hid[(size_t)d * TPE_HIDDEN + j], da = 0.0f;
+            for (int c = 0; c < hd; c++) da += w2[c * TPE_HIDDEN + j] * drk[(size_t)d * hd + c];
+            float dz = da * (1.0f - a * a);
+            g1 += dz * u[d];
+            gb += dz;
+        }
         dw1[j] += g1;
         db1[j] += gb;
-        for (int c = 0; c < hd; c++) dw2[c * TPE_HIDDEN + j] += tpe_grad_w2(drk, u, w1, b1, n, hd, c, j);
+        for (int c = 0; c < hd; c++) {
+            float acc = 0.0f;
+            for (int d = 0; d < n; d++) acc += drk[(size_t)d * hd + c] * hid[(size_t)d * TPE_HIDDEN + j];
+            dw2[c * TPE_HIDDEN + j] += acc;
+        }
     }
 }
 
@@ -887,18 +898,20 @@ static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
 // The transformer
 
 // Layer l's relative keys (NB,hd) in the last forward's pass (a->bias): Shaw's rows of
-// rel_key, or T-PE's computed by its function (into a buffer valid until the next call);
-// NULL without.
-static const float *layer_rel_keys(GPT *g, const Acts *a, int l) {
+// rel_key, or T-PE's computed by its function (into a buffer valid until the next call, its
+// hidden units into *hid when asked); NULL without.
+static const float *layer_rel_keys(GPT *g, const Acts *a, int l, const float **hid) {
     static float *rk;
     static size_t cap;
     const BiasPass *bp = &a->bias;
     int hd = g->hd;
     if (bp->kind == BIAS_KEY) return g->params[P_REL_KEY] + (size_t)l * bp->NB * hd;
     if (bp->kind != BIAS_KEY_FN) return NULL;
-    rk = (float *)grow_buffer(rk, &cap, (size_t)bp->NB * hd * sizeof(float));
-    tpe_keys(rk, bp->tpe_u + (size_t)l * bp->bucket_stride, g->params[P_TPE_W1] + l * TPE_HIDDEN,
+    rk = (float *)grow_buffer(rk, &cap, (size_t)bp->NB * (hd + TPE_HIDDEN) * sizeof(float));
+    float *h = rk + (size_t)bp->NB * hd;
+    tpe_keys(rk, h, bp->tpe_u + (size_t)l * bp->bucket_stride, g->params[P_TPE_W1] + l * TPE_HIDDEN,
              g->params[P_TPE_B1] + l * TPE_HIDDEN, g->params[P_TPE_W2] + (size_t)l * hd * TPE_HIDDEN, bp->NB, hd);
+    if (hid) *hid = h;
     return rk;
 }
 
@@ -910,16 +923,17 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
     float **P = g->params, **G = g->grads;
     int hd = g->hd, NB = ab->NB;
     size_t rows = (size_t)a->B * a->T * g->cfg.NH;
+    const float *hid = NULL, *rk = layer_rel_keys(g, a, l, &hid);  // the keys again (T-PE: and its hidden units)
     if (a->bias.kind == BIAS_KEY) {
-        rel_key_backward(a->dq, G[P_REL_KEY] + (size_t)l * NB * hd, a->rel_g, q, ab->rkeys, rows, hd, NB);
+        rel_key_backward(a->dq, G[P_REL_KEY] + (size_t)l * NB * hd, a->rel_g, q, rk, rows, hd, NB);
         return;
     }
     drk = (float *)grow_buffer(drk, &cap, (size_t)NB * hd * sizeof(float));
     memset(drk, 0, (size_t)NB * hd * sizeof(float));
-    rel_key_backward(a->dq, drk, a->rel_g, q, ab->rkeys, rows, hd, NB);
+    rel_key_backward(a->dq, drk, a->rel_g, q, rk, rows, hd, NB);
     size_t lh = (size_t)l * TPE_HIDDEN, lw = (size_t)l * hd * TPE_HIDDEN;
-    tpe_backward(G[P_TPE_W1] + lh, G[P_TPE_B1] + lh, G[P_TPE_W2] + lw, drk, a->bias.tpe_u + (size_t)l * a->bias.bucket_stride,
-                 P[P_TPE_W1] + lh, P[P_TPE_B1] + lh, P[P_TPE_W2] + lw, NB, hd);
+    tpe_backward(G[P_TPE_W1] + lh, G[P_TPE_B1] + lh, G[P_TPE_W2] + lw, drk, hid, a->bias.tpe_u + (size_t)l * a->bias.bucket_stride,
+                 P[P_TPE_W2] + lw, NB, hd);
 }
 
 // TUPE (--pe tupe, Ke et al. 2020): the untied positions' term of query position t and key
@@ -1026,7 +1040,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         rope_forward(k, B, T, NKV, hd, ps, pp, l);
         if (tp.pq)  // TUPE: q . k / sqrt(2 hd)
             for (size_t i = 0; i < (size_t)N * QD; i++) q[i] *= TUPE_QSCALE;
-        const float *rk = layer_rel_keys(g, a, l);  // relative keys: training scores every query first
+        const float *rk = layer_rel_keys(g, a, l, NULL);  // relative keys: training scores every query first
         if (rk && a->train) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
         AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->train ? a->qrel : NULL, rk, T, hd);
         ab.pair = a->train ? a->pair : NULL;  // TUPE: training reads the whole term, evaluation forms it per row
@@ -1083,7 +1097,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, layer_rel_keys(g, a, l), T, hd);
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, NULL, T, hd);  // keys: rel_keys_backward
         float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
         float *rowg = ab.qrel ? a->rel_g : NULL;       // relative keys: theirs
         float *pairg = ps->pe == PE_TUPE ? a->pairg : NULL;  // TUPE's untied term: its, over the layers
