@@ -95,9 +95,9 @@ static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
 // clipped), or (rel) relative keys rk (NB,hd) of those buckets, whose scores qrel
 // (B,Tq,NH,NB) the kernels under test compute from q ----
 struct TestBias {
-    std::vector<float> slope, table, rk, qrel;
+    std::vector<float> slope, table, rk, qrel, pair;  // pair (NH,Tq,n_pair): TUPE's term of each query and key
     std::vector<int> bucket;
-    int NB = 0, NH = 0, Tq = 0;
+    int NB = 0, NH = 0, Tq = 0, n_pair = 0;
     AttnBias ab() const {
         AttnBias a;
         memset(&a, 0, sizeof(a));
@@ -109,6 +109,10 @@ struct TestBias {
         a.n_dist = (int)bucket.size();
         a.NH = NH;
         a.Tq = Tq;
+        if (!pair.empty()) {
+            a.pair = pair.data();
+            a.n_dist = n_pair;
+        }
         return a;
     }
     double at(int h, int d) const {
@@ -297,9 +301,14 @@ static void test_rmsnorm(int N, int C, int accumulate) {
 
 // ---- the evaluation's attention (attention_forward_online, as gpt_forward calls it):
 // KV-cache offset, window, entropy, ALiBi ----
+// pair: TUPE's term of each query and key (random), read by the kernel beside the hook's others
 static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, int hd, int window, float alpha, int NB = 0,
-                        int rel_keys = 0) {
+                        int rel_keys = 0, int pair = 0) {
     TestBias tb = test_bias(NH, Tk, alpha, NB, rel_keys ? hd : 0);
+    if (pair) {
+        tb.pair = randn((size_t)NH * Tq * Tk);
+        tb.n_pair = Tk;
+    }
     size_t nq = (size_t)B * Tq * NH * hd, nk = (size_t)B * Tk * NKV * hd;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), y(nq, NAN), ent_bh((size_t)B * NH * Tq, 0.0f);
     if (rel_keys) rel_scores(tb, q, B, Tq, hd);
@@ -316,7 +325,8 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
                 for (int s = first; s <= last; s++) {
                     double d = 0;
                     for (int c = 0; c < hd; c++) d += (double)qt[c] * k[(((size_t)b * Tk + s) * NKV + kvh) * hd + c];
-                    x[s] = d / sqrt((double)hd) + tb.at(h, last - s) + tb.rel(qt, last - s, hd);
+                    x[s] = d / sqrt((double)hd) + tb.at(h, last - s) + tb.rel(qt, last - s, hd) +
+                           (pair ? (double)tb.pair[((size_t)h * Tq + t) * Tk + s] : 0.0);
                     m = std::max(m, x[s]);
                 }
                 for (int s = first; s <= last; s++) l += exp(x[s] - m);
@@ -335,8 +345,8 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     const char *names[2] = {"y", "entropy"};
     double errs[2] = {rel(y, ry), rel(ent, rent)};
     char what[160];
-    snprintf(what, sizeof(what), "evaluation attention B %d Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s", B, Tq,
-             Tk, q_offset, NH, NKV, hd, window, bias_name(alpha, NB, rel_keys));
+    snprintf(what, sizeof(what), "evaluation attention B %d Tq %d Tk %d offset %d NH %d NKV %d hd %d window %d%s%s", B, Tq,
+             Tk, q_offset, NH, NKV, hd, window, bias_name(alpha, NB, rel_keys), pair ? ", TUPE's term per pair" : "");
     report(what, names, errs, 2);
 }
 
@@ -876,6 +886,8 @@ int main() {
     test_online(1, 10, 60, 50, 4, 2, 32, 0, 0.5f, 5);  // a chunk after a cache, ALiBi and a learned table
     test_online(2, 30, 30, 0, 4, 2, 16, 0, 0.0f, 7, 1);  // relative keys (each query's scores)
     test_online(1, 10, 60, 50, 4, 2, 32, 0, 0.0f, 5, 1);  // relative keys, a chunk after a cache
+    test_online(1, 12, 70, 58, 4, 2, 16, 0, 0.0f, 6, 0, 1);  // TUPE's per-pair term with T5's table, after a cache
+    test_online(1, 40, 40, 0, 2, 1, 32, 16, 0.0f, 0, 0, 1);  // the per-pair term alone, whole, a band of 16
     test_rope(2, 37, 3, 16, 1.0f, 0);
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
