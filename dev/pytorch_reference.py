@@ -25,7 +25,8 @@ or T5's 32 log-spaced buckets; the extra parameter attn_bias (L, NH, NB)) or tap
 alpha * (i - j)), 16)] / sqrt(hd), the extra parameter rel_key (L, 17, hd), drawn N(0, 0.02)
 in the model's init, keys only) or tpe (no rotation; the logits get q_i . r_l(ln(1 + alpha *
 (i - j))) / sqrt(hd), r_l = tpe_w2 tanh(tpe_w1 u + tpe_b1), the extra parameters tpe_w1,
-tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) N(0, 0.02)) or tupe (TUPE-R: no rotation;
+tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) drawn last as 0.2 N(0, 1), keys of order 1,
+not the init's 0.02, whose first AdamW steps bf16 flips) or tupe (TUPE-R: no rotation;
 the logits are (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / sqrt(2 hd) plus T5's bias; wpe (T, C),
 tupe_uq and tupe_uk (NH*hd, C), drawn last as N(0, 1) and N(0, 1/C) (an untied term of
 order 1, not the model's ~1e-5 at init), attn_bias 0.5 N(0, 1); alphas ignored). --qk_norm (any kind; its file uses rope): q and
@@ -79,6 +80,7 @@ with needs.deferred(__name__) as missing:
                              POS_KINDS, alibi_slopes, make_optimizer, train_step)
 
 ALPHAS = [1.0, 8.0, 0.125, 2.5, 8.0, 0.5, 1.0, 4.0, 0.25, 8.0]
+TPE_W2_SCALE = 0.2  # the T-PE file's output weights: PyTorch's own bf16 drift 1.2e-2 at 0.2, 9.7e-2 at the init's 0.02
 
 
 def f32(t):
@@ -240,6 +242,9 @@ def main():
     if hasattr(model, "attn_bias"):   # a table away from zero, drawn after everything else
         with torch.no_grad():
             model.attn_bias.copy_(0.5 * torch.randn(model.attn_bias.shape, generator=gen, dtype=torch.float32))
+    if args.pos_kind == "tpe":        # keys of order 1 (the init's are ~0.07), drawn last: AdamW's first steps
+        with torch.no_grad():         # would move a 0.02 tensor by its own size, and bf16 then flips signs
+            model.tpe_w2.copy_(TPE_W2_SCALE * torch.randn(model.tpe_w2.shape, generator=gen, dtype=torch.float32))
     if args.pos_kind == "tupe":       # an untied term of order 1 (the init's is ~1e-5), drawn last
         with torch.no_grad():
             model.wpe.copy_(torch.randn(model.wpe.shape, generator=gen, dtype=torch.float32))
