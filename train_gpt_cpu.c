@@ -942,23 +942,22 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
 // 1/sqrt(2) too, so each logit is (q . k + (wpe_t U^Q) . (wpe_s U^K)) / sqrt(2 hd).
 typedef struct {
     float *pq, *pk;  // (n, NH*hd), valid until the next tupe_pass
-    int n;
 } TupePass;
 
 // The pass's projected positions for its n keys (positions 0..n-1; the queries' are the last
-// of them), after checking that positions are p_t = t; with training's pair (NH,n,n) too.
-static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n) {
+// of them), after checking that positions are p_t = t; with_pair: training's pair (NH,n,n) too.
+static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int with_pair) {
     static float *buf;
     static size_t cap;
     const Config *c = &g->cfg;
     int QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
     tupe_positions_check(pp, a->B, rows, n);
     buf = (float *)grow_buffer(buf, &cap, 2 * (size_t)n * QD * sizeof(float));
-    TupePass tp = {buf, buf + (size_t)n * QD, n};
+    TupePass tp = {buf, buf + (size_t)n * QD};
     matmul_forward(tp.pq, g->params[P_WPE], g->params[P_TUPE_UQ], n, c->C, QD);
     matmul_forward(tp.pk, g->params[P_WPE], g->params[P_TUPE_UK], n, c->C, QD);
     for (size_t i = 0; i < (size_t)n * QD; i++) tp.pq[i] *= TUPE_QSCALE;
-    if (a->pair) {  // training: the whole (NH,n,n) term once, for every layer
+    if (with_pair) {  // training: the whole (NH,n,n) term once, for every layer
         float scale = 1.0f / sqrtf((float)g->hd);
 #pragma omp parallel for collapse(2)
         for (int h = 0; h < c->NH; h++)
@@ -1019,8 +1018,8 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
         learned_forward(a->resid, P[P_WPE], pp, B, T, C);
     }
-    TupePass tp = {NULL, NULL, 0};
-    if (ps->pe == PE_TUPE) tp = tupe_pass(g, a, pp, Tk);
+    TupePass tp = {NULL, NULL};
+    if (ps->pe == PE_TUPE) tp = tupe_pass(g, a, pp, Tk, a->train);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1126,7 +1125,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
     encoder_backward(G[P_WTE], a->dres, inputs, N, C);
     if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
     if (ps->pe == PE_TUPE) {
-        TupePass tp = tupe_pass(g, a, &a->pos, T);  // the forward's projections again (small: T rows)
+        TupePass tp = tupe_pass(g, a, &a->pos, T, 0);  // the forward's projections again (small: T rows)
         tupe_backward(g, a, &tp);
     }
 }

@@ -390,7 +390,7 @@ static inline FILE *open_run_log(const char *path, long resume_step) {
 // min_lr, weight_decay, beta1, beta2, adam_eps, grad_clip, check_alpha], alphas, tokens,
 // initial weights, and optionally pos_kind int32 [1] (the PE_* order of PE_TABLE: 0 RoPE, 1 NoPE,
 // 2 ALiBi with the distances multiplied by the alphas, 3 sinusoidal at positions alpha * t,
-// 4 learned, 5 eRPE, 6 T5, 7 tAPE, 8 Shaw, 9 T-PE)
+// 4 learned, 5 eRPE, 6 T5, 7 tAPE, 8 Shaw, 9 T-PE, 10 TUPE)
 // and qk_norm int32 [1], arch int32 [1] (ARCH_*), and pos_scheme int32 [2] = [--pos, --rpe_layers]: then the check pass
 // and every step take their positions from the schedule (pos_schedule_step at the step, the
 // config's seed) instead of the alphas. Both trainers' --dump_case read it; returns 1 for a
