@@ -13,17 +13,39 @@
 #      would be counted). Slow: more than 10 minutes under valgrind.
 # PyTorch comes from a project-local .venv-bench (dev/requirements-bench.txt), made on the
 # first run (a large download); without it the PyTorch columns say n/a.
+# SMOKE=1 (make test's bench-smoke suite): no PyTorch, 3 steps, one round, and a check that
+# every line came out; the numbers mean nothing then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-12}
 REPEATS=${REPEATS:-3}
+SMOKE=${SMOKE:-0}
+if [ "$SMOKE" = 1 ]; then STEPS=3 REPEATS=1; fi
+if [ "$SMOKE" = 1 ] && [ -z "${BENCH_INNER:-}" ]; then  # run once, then check its lines
+    out=$(BENCH_INNER=1 bash "$0" 2>&1)
+    rc=$?
+    echo "$out"
+    p=0 f=0
+    check() {  # check NAME REGEX: a line of the output matches
+        if [ $rc -eq 0 ] && echo "$out" | grep -qE "$2"; then echo "PASS: $1"; p=$((p + 1)); else echo "FAIL: $1"; f=$((f + 1)); fi
+    }
+    check "the peak probe" '^peak: .* [0-9.]+ GFLOP/s'
+    for g in 'logits = x wte' 'dx = dlogits wte' 'dwte \+= dlogits' '^square ' 'the tiny model|one micro-batch'; do
+        check "GEMM line: $g" "$g.*[0-9.]+ GFLOP/s .*% of peak"
+    done
+    for m in tiny 10m; do check "trainer line: $m" "^$m .*\| C +[1-9][0-9]* tok/s"; done
+    echo "$p passed, $f failed"
+    exit $((f > 0))
+fi
 CFLAGS="-O3 -march=native -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 PY=.venv-bench/bin/python
-if ! [ -x $PY ] || ! cmp -s dev/requirements-bench.txt .venv-bench/requirements.txt; then
+if [ "$SMOKE" = 1 ]; then
+    PY=""
+elif ! [ -x $PY ] || ! cmp -s dev/requirements-bench.txt .venv-bench/requirements.txt; then
     echo "setting up .venv-bench (PyTorch, once)..."
     rm -rf .venv-bench
     if python3 -m venv .venv-bench &&
@@ -35,7 +57,7 @@ if ! [ -x $PY ] || ! cmp -s dev/requirements-bench.txt .venv-bench/requirements.
         echo "note: could not install PyTorch: the PyTorch columns say n/a"
     fi
 fi
-[ -x $PY ] || PY=""
+[ -n "$PY" ] && [ -x "$PY" ] || PY=""
 
 gcc $CFLAGS dev/peak_flops.c -o "$tmp/peak_flops"
 gcc $CFLAGS -I. dev/bench_gemm.c -o "$tmp/bench_gemm" -lm
@@ -73,8 +95,8 @@ run_case() {
     local mflop c=0 eager=0 comp=0 r t runs=""
     for ((r = 1; r <= REPEATS; r++)); do
         ./train_gpt_cpu $cargs --steps "$STEPS" --warmup 2 --val_every 0 --eval_len 0 --threads "$THREADS" \
-            --out_dir "$tmp/$name" > "$tmp/$name.out"
-        t=$(c_tok_s "$tmp/$name"); ((t > c)) && c=$t; runs+=" C $t"
+            --out_dir "$tmp/$name$r" > "$tmp/$name.out"
+        t=$(c_tok_s "$tmp/$name$r"); ((t > c)) && c=$t; runs+=" C $t"
         t=$(torch_tok_s $targs); ((t > eager)) && eager=$t; runs+=" eager $t"
         t=$(torch_tok_s $targs --compile); ((t > comp)) && comp=$t; runs+=" compiled $t"
     done

@@ -61,6 +61,7 @@ run cuda-emu bash dev/cuda_emu/run.sh
 run gpu-plan env GPU_CHECK_DRY=1 bash dev/gpu_check.sh test_tmp/gpu_plan abcdefghivrop  # every step, checked without a GPU
 run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
+run bench-smoke env SMOKE=1 bash dev/bench_cpu.sh  # make bench runs through (no PyTorch, 3 steps)
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
 run hf "$PY" dev/test_hf.py
