@@ -1268,6 +1268,18 @@ static void test_kernels(void) {
     }
     check(worst <= 1.0 && differ == 0, "vectorized exp within 1 ulp of exp on [-87.3, 88.7], the same as its scalar form",
           "worst %.3f ulp, %zu differ", worst, differ);
+    // the vector builds' masked tails: every length 1..40 (a start at 3: unaligned), nothing written past n
+    size_t tail_bad = 0;
+    for (size_t len = 1; len <= 40; len++) {
+        float buf[48];
+        for (int i = 0; i < 48; i++) buf[i] = -7.0f;
+        exp_array(buf + 3, x + len, 0.5f, -1.0f, len);
+        for (size_t i = 0; i < 48; i++) {
+            int inside = i >= 3 && i < 3 + len;
+            tail_bad += inside ? buf[i] != exp_scalar(fmaf(0.5f, x[len + i - 3], -1.0f)) : buf[i] != -7.0f;
+        }
+    }
+    check(tail_bad == 0, "exp_array at every length 1..40 equals the scalar form and writes nothing past its end", "%zu differ", tail_bad);
     float special[6] = {-INFINITY, -1000.0f, -104.0f, 88.73f, INFINITY, 0.0f}, got[6];
     exp_array(got, special, 1.0f, 0.0f, 6);
     check(got[0] == 0 && got[1] == 0 && got[2] == 0 && isinf(got[3]) && isinf(got[4]) && got[5] == 1.0f && isnan(exp_scalar(NAN)),
@@ -1278,6 +1290,23 @@ static void test_kernels(void) {
     for (size_t i = 0; i < 100003; i++) { plain += x[i]; m = x[i] > m ? x[i] : m; }
     check(fabs(sum_array(x, 100003) - plain) <= 1e-9 * fabs(plain) + 1e-6 && max_array(x, 100003) == m,
           "sum_array and max_array agree with the plain loops", "%.9g vs %.9g", sum_array(x, 100003), plain);
+    // AdamW's vector form equals the update written one element at a time, bit for bit, at an odd length
+    size_t na = 1003;
+    float *p1 = test_matrix(na, 21), *m1 = test_matrix(na, 22), *v1 = test_matrix(na, 23), *gr = test_matrix(na, 24);
+    for (size_t i = 0; i < na; i++) v1[i] = fabsf(v1[i]) * 1e-3f;
+    float *p2 = xmalloc(na * 4), *m2 = xmalloc(na * 4), *v2 = xmalloc(na * 4);
+    memcpy(p2, p1, na * 4); memcpy(m2, m1, na * 4); memcpy(v2, v1, na * 4);
+    AdamWArgs aw = {0.7f, 0.9f, 0.95f, 1.0f - 0.9f, 1.0f - 0.95f, 1.0f - powf(0.9f, 3.0f), 1.0f - powf(0.95f, 3.0f), 1e-3f, 1e-8f, 0.1f};
+    adamw_array(p1, gr, m1, v1, na, aw);
+    for (size_t i = 0; i < na; i++) {
+        float g = gr[i] * aw.clip;
+        m2[i] = aw.b1 * m2[i] + (1.0f - aw.b1) * g;
+        v2[i] = aw.b2 * v2[i] + (1.0f - aw.b2) * g * g;
+        p2[i] -= aw.lr * (m2[i] / aw.bc1 / (sqrtf(v2[i] / aw.bc2) + aw.eps) + aw.wd * p2[i]);
+    }
+    check(!memcmp(p1, p2, na * 4) && !memcmp(m1, m2, na * 4) && !memcmp(v1, v2, na * 4),
+          "AdamW's vector form equals its one-element-at-a-time definition bit for bit", "");
+    free(p1); free(m1); free(v1); free(gr); free(p2); free(m2); free(v2);
     free(x);
     free(y);
 }

@@ -1151,6 +1151,7 @@ static float grad_global_norm(const GPT *g) {
     return (float)sqrt(s);
 }
 
+#define ADAMW_CHUNK 4096  // elements per call of adamw_array (llmc/vecmath.h)
 // AdamW (decoupled weight decay on matrices only) on the gradients times clip_scale (the
 // global-norm clip); t is the 1-based step count.
 static void adamw_update(GPT *g, float lr, int t, float clip_scale) {
@@ -1158,16 +1159,13 @@ static void adamw_update(GPT *g, float lr, int t, float clip_scale) {
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
 #pragma omp parallel
     for (int k = 0; k < NP; k++) {
-        float wd = PARAM_DECAY[k] ? c->weight_decay : 0.0f;
-        float *p = g->params[k], *gr = g->grads[k], *m = g->m[k], *v = g->v[k];
-        size_t n = g->shapes[k].numel;
+        AdamWArgs a = {clip_scale, c->beta1, c->beta2, 1.0f - c->beta1, 1.0f - c->beta2, bc1, bc2, lr, c->adam_eps,
+                       PARAM_DECAY[k] ? c->weight_decay : 0.0f};
+        size_t n = g->shapes[k].numel, chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
 #pragma omp for nowait
-        for (size_t i = 0; i < n; i++) {
-            float gi = gr[i] * clip_scale;  // exact when clip_scale is 1
-            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gi;
-            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gi * gi;
-            float mhat = m[i] / bc1, vhat = v[i] / bc2;
-            p[i] -= lr * (mhat / (sqrtf(vhat) + c->adam_eps) + wd * p[i]);
+        for (size_t ch = 0; ch < chunks; ch++) {
+            size_t i = ch * ADAMW_CHUNK, m = n - i < ADAMW_CHUNK ? n - i : ADAMW_CHUNK;
+            adamw_array(g->params[k] + i, g->grads[k] + i, g->m[k] + i, g->v[k] + i, m, a);
         }
     }
 }

@@ -1,5 +1,5 @@
 // Vectorized exp, sum and max over float arrays, for the CPU trainer's softmaxes and SiLU
-// (libm's scalar expf took about a tenth of a training step). Every result is independent
+// (libm's scalar expf took about a tenth of a training step), and the AdamW update. Every result is independent
 // of the thread count and the same from run to run: sums use 16 partial sums in a fixed
 // pattern, then add them in order.
 //
@@ -65,15 +65,27 @@ static inline __m256 exp_v8(__m256 x) {
 }
 #endif
 
-// y[i] = exp(a * x[i] + b), the argument formed with one rounding (fmaf); y may be x
+// y[i] = exp(a * x[i] + b), the argument formed with one rounding (fmaf); y may be x. The
+// vector builds take the tail as a masked vector too (attention's rows are rarely a
+// multiple of 16 long; the scalar form's ldexpf was most of their cost).
 static inline void exp_array(float *y, const float *x, float a, float b, size_t n) {
     size_t i = 0;
 #if defined(__AVX512F__)
     __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_v16(_mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), vb)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, exp_v16(_mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), vb)));
+    }
+    return;
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_v8(_mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vb)));
+    if (i < n) {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + i, m, exp_v8(_mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m), vb)));
+    }
+    return;
 #endif
     for (; i < n; i++) y[i] = exp_scalar(fmaf(a, x[i], b));
 }
@@ -101,4 +113,55 @@ static inline float max_array(const float *x, size_t n) {
     float m = part[0];
     for (int j = 1; j < 16; j++) m = part[j] > m ? part[j] : m;
     return m;
+}
+
+// AdamW on n elements (train_gpt_cpu.c's adamw_update): with g = grad * clip,
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;  p -= lr (m / bc1 / (sqrt(v / bc2) + eps) + wd p)
+// every operation rounded in this order (the vector builds do the same operations lane by
+// lane: the same bits). Written out because a compiler does not vectorize sqrtf itself (it
+// may set errno), and the scalar loop was 2% of the tiny model's step.
+typedef struct {
+    float clip, b1, b2, one_b1, one_b2, bc1, bc2, lr, eps, wd;  // one_b1 = 1 - b1, one_b2 = 1 - b2
+} AdamWArgs;
+
+static inline void adamw_array(float *p, const float *grad, float *m, float *v, size_t n, AdamWArgs k) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+#define AW_V(x) _mm512_set1_ps(x)
+    __m512 clip = AW_V(k.clip), b1 = AW_V(k.b1), b2 = AW_V(k.b2), ob1 = AW_V(k.one_b1), ob2 = AW_V(k.one_b2);
+    __m512 bc1 = AW_V(k.bc1), bc2 = AW_V(k.bc2), lr = AW_V(k.lr), eps = AW_V(k.eps), wd = AW_V(k.wd);
+#undef AW_V
+    for (; i + 16 <= n; i += 16) {
+        __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), clip);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(ob1, g));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)), _mm512_mul_ps(_mm512_mul_ps(ob2, g), g));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        __m512 mhat = _mm512_div_ps(mi, bc1), vhat = _mm512_div_ps(vi, bc2), pi = _mm512_loadu_ps(p + i);
+        __m512 step = _mm512_add_ps(_mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), eps)), _mm512_mul_ps(wd, pi));
+        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, step)));
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+#define AW_V(x) _mm256_set1_ps(x)
+    __m256 clip = AW_V(k.clip), b1 = AW_V(k.b1), b2 = AW_V(k.b2), ob1 = AW_V(k.one_b1), ob2 = AW_V(k.one_b2);
+    __m256 bc1 = AW_V(k.bc1), bc2 = AW_V(k.bc2), lr = AW_V(k.lr), eps = AW_V(k.eps), wd = AW_V(k.wd);
+#undef AW_V
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), clip);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(ob1, g));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(ob2, g), g));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 mhat = _mm256_div_ps(mi, bc1), vhat = _mm256_div_ps(vi, bc2), pi = _mm256_loadu_ps(p + i);
+        __m256 step = _mm256_add_ps(_mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), eps)), _mm256_mul_ps(wd, pi));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, step)));
+    }
+#endif
+    for (; i < n; i++) {
+        float g = grad[i] * k.clip;
+        m[i] = k.b1 * m[i] + k.one_b1 * g;
+        v[i] = k.b2 * v[i] + k.one_b2 * g * g;
+        float mhat = m[i] / k.bc1, vhat = v[i] / k.bc2;
+        p[i] -= k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.wd * p[i]);
+    }
 }
