@@ -207,8 +207,11 @@ static void transpose_rows(float *dst, const float *src, int T, int hd, int ld) 
         for (int i = 0; i < hd; i++) dst[(size_t)i * T + t] = src[(size_t)t * ld + i];
 }
 
-// Training: per (b,h) tiled products S = Q K^T and Y = P V, keeping P. The logit of key s
-// for query t gets the attention-score hook's attn_bias(ab, h, t - s) (llmc/attn_bias.h).
+// Training: per (b, kv head) and each of its query heads, tiled products S = Q K^T and
+// Y = P V, keeping P; K^T is formed once per kv head. The logit of key s for query t gets the
+// attention-score hook's attn_bias(ab, h, t - s) (llmc/attn_bias.h); without one (RoPE, NoPE,
+// the absolute encodings) the row is only scaled, as a vector (adding the hook's +0 would
+// change nothing but a -0, which the softmax maps to the same bits).
 static void attention_forward_train(float *y, float *att, const float *q, const float *k, const float *v, int B,
                                     int T, int NH, int NKV, int hd, const AttnBias *ab) {
     int group = NH / NKV;
@@ -218,27 +221,31 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
         float *kt = (float *)xmalloc((size_t)hd * T * sizeof(float));  // K^T (hd,T)
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                int kvh = h / group;
-                float *S = att + ((size_t)b * NH + h) * T * T;
+            for (int kvh = 0; kvh < NKV; kvh++) {
                 transpose_rows(kt, k + ((size_t)b * T * NKV + kvh) * hd, T, hd, NKV * hd);
-                Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
-                gemm_serial(&qk, T, T);
-                AttnBiasHead hb = attn_bias_head(*ab, h);
-                for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
-                    float *a = S + (size_t)t * T;
-                    const float *qrow = attn_bias_qrow(*ab, b, t, h);
-                    for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at_row(hb, qrow, t - s);
-                    if (ab->pair)  // TUPE's untied positions
-                        for (int s = 0; s <= t; s++) a[s] += ab->pair[((size_t)h * T + t) * ab->n_dist + s];
-                    exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
-                    float inv = (float)(1.0 / sum_array(a, t + 1));
-                    for (int s = 0; s <= t; s++) a[s] *= inv;
-                    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+                for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                    float *S = att + ((size_t)b * NH + h) * T * T;
+                    Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
+                    gemm_serial(&qk, T, T);
+                    AttnBiasHead hb = attn_bias_head(*ab, h);
+                    for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
+                        float *a = S + (size_t)t * T;
+                        const float *qrow = attn_bias_qrow(*ab, b, t, h);
+                        if (hb.table || hb.slope != 0.0f || qrow)
+                            for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at_row(hb, qrow, t - s);
+                        else
+                            for (int s = 0; s <= t; s++) a[s] *= scale;
+                        if (ab->pair)  // TUPE's untied positions
+                            for (int s = 0; s <= t; s++) a[s] += ab->pair[((size_t)h * T + t) * ab->n_dist + s];
+                        exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
+                        float inv = (float)(1.0 / sum_array(a, t + 1));
+                        for (int s = 0; s <= t; s++) a[s] *= inv;
+                        memset(a + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
+                    }
+                    Gemm pv = {y + ((size_t)b * T * NH + h) * hd, S, v + ((size_t)b * T * NKV + kvh) * hd,
+                               NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
+                    gemm_serial(&pv, T, hd);
                 }
-                Gemm pv = {y + ((size_t)b * T * NH + h) * hd, S, v + ((size_t)b * T * NKV + kvh) * hd,
-                           NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
-                gemm_serial(&pv, T, hd);
             }
         free(kt);
     }
