@@ -1222,6 +1222,23 @@ static void test_kernels(void) {
         }
     check(worst_shape < 0, "GEMM equals its definition bit for bit on odd shapes, every transposition, accumulating or not",
           "%d cases%s", cases, worst_shape >= 0 ? ", a mismatch" : "");
+    // the tall product (gemm() takes it for an out of GEMM_TALL_BYTES or more: the LM head's
+    // dwte), called directly on odd shapes across k blocks, partial panels and chunks
+    int tall[][3] = {{1, 390, 1}, {5, 400, 3}, {37, 790, 61}, {100, 1000, 33}, {48, 800, 70}, {211, 777, 512}};
+    int tall_bad = 0, tall_cases = 0;
+    for (int si = 0; si < (int)(sizeof(tall) / sizeof(tall[0])); si++)
+        for (int v = 0; v < 8; v++) {
+            int N = tall[si][0], K = tall[si][1], M = tall[si][2], acc = v & 1, at = (v >> 1) & 1, bt = (v >> 2) & 1;
+            float *A = test_matrix((size_t)N * K, 31 + v), *Bm = test_matrix((size_t)K * M, 32 + v);
+            float *got = test_matrix((size_t)N * M, 33), *want = test_matrix((size_t)N * M, 33);
+            gemm_tall(got, A, Bm, N, K, M, acc, at, bt);
+            gemm_reference(want, A, Bm, N, K, M, acc, at, bt);
+            tall_bad += memcmp(got, want, (size_t)N * M * sizeof(float)) != 0;
+            tall_cases++;
+            free(A); free(Bm); free(got); free(want);
+        }
+    check(tall_bad == 0, "the tall GEMM (dwte's) equals its definition bit for bit on odd shapes, every transposition",
+          "%d cases, %d differ", tall_cases, tall_bad);
     // the serial product (attention's), in place with row strides, equals the definition bit
     // for bit in each of its shapes (triangular inputs zero where the shape says), edge tiles included
     int serial_cases = 0, serial_bad = 0;

@@ -176,10 +176,95 @@ static inline float *gemm_buffer(float *buf, size_t *cap, size_t n) {
     return buf;
 }
 
+// Panels p_lo..p_hi-1 of an op(A) = A^T (A stored (K,N)) whose rows are all real, row k of
+// A at a time: one contiguous run of (p_hi - p_lo) * MR floats per row (gemm_tall's chunks)
+static inline void pack_a_trans_rows(float *Ap, const float *A, int N, int p_lo, int p_hi, int k0, int kc) {
+    for (int k = 0; k < kc; k++) {
+        const float *src = A + (size_t)(k0 + k) * N + (size_t)p_lo * GEMM_MR;
+        for (int p = 0; p < p_hi - p_lo; p++)
+            for (int r = 0; r < GEMM_MR; r++) Ap[((size_t)p * kc + k) * GEMM_MR + r] = src[p * GEMM_MR + r];
+    }
+}
+
+// The tall product: out (N,M) far larger than the caches, with few columns (M <= NC) and
+// several k blocks: the LM head's weight gradient dwte (V,C) += dlogits^T x. gemm() would
+// sweep all of out once per k block (77 MB read and written 6 times at the 10m shapes) and
+// pack all of op(A) per block. Here op(B) is packed whole once (K x M: 3 MB there), and each
+// thread takes chunks of GEMM_TALL_ROWS rows of out, running every k block over
+// a chunk before the next: the chunk's tiles of out stay in L2 across the k blocks, and its
+// A panels are packed from contiguous runs of A's rows. Each element of out is still one
+// fused multiply-add chain over k in order: the same bits as gemm(). Measured on 2 AMD
+// cores (dev/bench_gemm.c, dwte at the 10m shapes): 79-80% of peak -> 80-86% with chunks
+// of 48 rows (96 rows: 77-83%, 384: 71%).
+#define GEMM_TALL_ROWS 48  // rows of out per chunk (whole panels of every ISA's MR): 74 KB of out at M 384
+#define GEMM_TALL_BYTES (64.0 * 1024 * 1024)  // gemm() takes it for a weight gradient (a_trans) whose out
+                                              // is at least this large, with M <= NC and K > KC
+static inline void gemm_tall(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans,
+                             int b_trans) {
+    static float *Ap, *Bp;
+    static size_t a_cap, b_cap;
+    int nk = (K + GEMM_KC - 1) / GEMM_KC, kcmax = (K + nk - 1) / nk;
+    int np = (N + GEMM_MR - 1) / GEMM_MR, nq = (M + GEMM_NR - 1) / GEMM_NR;
+    int cp = GEMM_TALL_ROWS / GEMM_MR, chunks = (np + cp - 1) / cp, threads = 1;  // cp: panels per chunk
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    Bp = gemm_buffer(Bp, &b_cap, (size_t)nq * GEMM_NR * K);  // k block at k0: Bp + k0 * nq * NR, its panels in turn
+    Ap = gemm_buffer(Ap, &a_cap, (size_t)threads * GEMM_TALL_ROWS * kcmax);
+#pragma omp parallel
+    {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+#pragma omp for collapse(2)
+        for (int kb = 0; kb < nk; kb++)
+            for (int q = 0; q < nq; q++) {
+                int k0 = kb * kcmax, kc = K - k0 < kcmax ? K - k0 : kcmax;
+                pack_b_panel(Bp + (size_t)k0 * nq * GEMM_NR + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, 0, q, k0, kc);
+            }
+        float *Apt = Ap + (size_t)thread * GEMM_TALL_ROWS * kcmax;
+#pragma omp for schedule(dynamic, 1)
+        for (int ch = 0; ch < chunks; ch++) {
+            int p_lo = ch * cp, p_hi = p_lo + cp < np ? p_lo + cp : np;
+            for (int k0 = 0; k0 < K; k0 += kcmax) {
+                int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
+                if (a_trans && p_hi * GEMM_MR <= N) pack_a_trans_rows(Apt, A, N, p_lo, p_hi, k0, kc);
+                else pack_a(Apt, A, N, K, a_trans, p_lo, p_hi, k0, kc);
+                const float *bk = Bp + (size_t)k0 * nq * GEMM_NR;
+                for (int p = p_lo; p < p_hi; p++) {
+                    int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
+                    for (int q = 0; q < nq; q++) {
+                        int j = q * GEMM_NR, nc = M - j < GEMM_NR ? M - j : GEMM_NR;
+                        const float *next = NULL;  // the next whole tile: along the row, or the next rows' first
+                        if (q + 1 < nq && nr == GEMM_MR && j + 2 * GEMM_NR <= M) next = out + (size_t)i * M + j + GEMM_NR;
+                        if (q + 1 == nq && p + 1 < p_hi && i + 2 * GEMM_MR <= N) next = out + (size_t)(i + GEMM_MR) * M;
+                        gemm_kernel(Apt + (size_t)(p - p_lo) * GEMM_MR * kc, 1, GEMM_MR, bk + (size_t)q * GEMM_NR * kc, GEMM_NR,
+                                    kc, out + (size_t)i * M + j, M, nr, nc, load, next);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The tall product's buffers (memory plans), for a weight gradient of K rows (tokens) and M columns
+static inline double gemm_tall_bytes(int K, int M) {
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    return sizeof(float) * ((double)K * ((M + GEMM_NR - 1) / GEMM_NR * GEMM_NR) + (double)threads * GEMM_TALL_ROWS * GEMM_KC);
+}
+
 static inline void gemm(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans,
                         int b_trans) {
     if (K == 0) {
         if (!accumulate) memset(out, 0, (size_t)N * M * sizeof(float));
+        return;
+    }
+    if (a_trans && M <= GEMM_NC && K > GEMM_KC && (double)N * M * sizeof(float) >= GEMM_TALL_BYTES) {
+        gemm_tall(out, A, B, N, K, M, accumulate, a_trans, b_trans);
         return;
     }
     static float *Ap, *Bp;  // packed blocks, grown once (the products run one at a time)
