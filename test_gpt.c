@@ -1202,43 +1202,42 @@ static void test_attn_bias(void) {
     free(yr); free(qrel); free(rowg);
 }
 
+typedef void (*GemmFn)(float *, const float *, const float *, int, int, int, int, int, int);
+
+// How many of fn's products on shapes (N,K,M) differ from the definition in any bit, over
+// every transposition, accumulating or not (*cases gets the count of products)
+static int gemm_mismatches(GemmFn fn, const int (*shapes)[3], int n_shapes, unsigned seed, int *cases) {
+    int bad = 0;
+    *cases = 0;
+    for (int si = 0; si < n_shapes; si++)
+        for (int v = 0; v < 8; v++) {
+            int N = shapes[si][0], K = shapes[si][1], M = shapes[si][2], acc = v & 1, at = (v >> 1) & 1, bt = (v >> 2) & 1;
+            float *A = test_matrix((size_t)N * K, seed + v), *Bm = test_matrix((size_t)K * M, seed + 1 + v);
+            float *got = test_matrix((size_t)N * M, seed + 2), *want = test_matrix((size_t)N * M, seed + 2);
+            fn(got, A, Bm, N, K, M, acc, at, bt);
+            gemm_reference(want, A, Bm, N, K, M, acc, at, bt);
+            bad += memcmp(got, want, (size_t)N * M * sizeof(float)) != 0;
+            (*cases)++;
+            free(A); free(Bm); free(got); free(want);
+        }
+    return bad;
+}
+
 static void test_kernels(void) {
     // the packed GEMM equals the one-fmaf-chain definition bit for bit, on odd shapes, in
     // every transposition, with and without accumulation, across KC (384) and NC (512) blocks;
     // 48 rows are whole panels of every ISA's MR (12, 6, 8): a plain A is then read in place only
     int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 129}, {127, 129, 17}, {129, 127, 1}, {13, 600, 33}, {5, 300, 3100}, {37, 790, 1061},
                        {48, 800, 70}};
-    int n_shapes = (int)(sizeof(shapes) / sizeof(shapes[0])), worst_shape = -1, cases = 0;
-    for (int si = 0; si < n_shapes; si++)
-        for (int v = 0; v < 8; v++) {
-            int N = shapes[si][0], K = shapes[si][1], M = shapes[si][2], acc = v & 1, at = (v >> 1) & 1, bt = (v >> 2) & 1;
-            float *A = test_matrix((size_t)N * K, 1 + v), *Bm = test_matrix((size_t)K * M, 2 + v);
-            float *got = test_matrix((size_t)N * M, 3), *want = test_matrix((size_t)N * M, 3);
-            gemm(got, A, Bm, N, K, M, acc, at, bt);
-            gemm_reference(want, A, Bm, N, K, M, acc, at, bt);
-            if (memcmp(got, want, (size_t)N * M * sizeof(float)) != 0) worst_shape = si;
-            cases++;
-            free(A); free(Bm); free(got); free(want);
-        }
-    check(worst_shape < 0, "GEMM equals its definition bit for bit on odd shapes, every transposition, accumulating or not",
-          "%d cases%s", cases, worst_shape >= 0 ? ", a mismatch" : "");
-    // the tall product (gemm() takes it for an out of GEMM_TALL_BYTES or more: the LM head's
-    // dwte), called directly on odd shapes across k blocks, partial panels and chunks
+    int cases, bad = gemm_mismatches(gemm, shapes, (int)(sizeof(shapes) / sizeof(shapes[0])), 1, &cases);
+    check(bad == 0, "GEMM equals its definition bit for bit on odd shapes, every transposition, accumulating or not",
+          "%d cases, %d differ", cases, bad);
+    // the tall product (gemm() takes it for a weight gradient of GEMM_TALL_BYTES or more: the LM
+    // head's dwte), called directly on odd shapes across k blocks, partial panels and chunks
     int tall[][3] = {{1, 390, 1}, {5, 400, 3}, {37, 790, 61}, {100, 1000, 33}, {48, 800, 70}, {211, 777, 512}};
-    int tall_bad = 0, tall_cases = 0;
-    for (int si = 0; si < (int)(sizeof(tall) / sizeof(tall[0])); si++)
-        for (int v = 0; v < 8; v++) {
-            int N = tall[si][0], K = tall[si][1], M = tall[si][2], acc = v & 1, at = (v >> 1) & 1, bt = (v >> 2) & 1;
-            float *A = test_matrix((size_t)N * K, 31 + v), *Bm = test_matrix((size_t)K * M, 32 + v);
-            float *got = test_matrix((size_t)N * M, 33), *want = test_matrix((size_t)N * M, 33);
-            gemm_tall(got, A, Bm, N, K, M, acc, at, bt);
-            gemm_reference(want, A, Bm, N, K, M, acc, at, bt);
-            tall_bad += memcmp(got, want, (size_t)N * M * sizeof(float)) != 0;
-            tall_cases++;
-            free(A); free(Bm); free(got); free(want);
-        }
-    check(tall_bad == 0, "the tall GEMM (dwte's) equals its definition bit for bit on odd shapes, every transposition",
-          "%d cases, %d differ", tall_cases, tall_bad);
+    bad = gemm_mismatches(gemm_tall, tall, (int)(sizeof(tall) / sizeof(tall[0])), 31, &cases);
+    check(bad == 0, "the tall GEMM (dwte's) equals its definition bit for bit on odd shapes, every transposition",
+          "%d cases, %d differ", cases, bad);
     // the serial product (attention's), in place with row strides, equals the definition bit
     // for bit in each of its shapes (triangular inputs zero where the shape says), edge tiles included
     int serial_cases = 0, serial_bad = 0;
