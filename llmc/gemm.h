@@ -16,10 +16,11 @@
 // Blocking (Goto and van de Geijn's): k runs in blocks of at most KC (equal sizes), and for
 // each, op(A) is packed into panels of MR rows (k-major: a kernel reads it contiguously)
 // and op(B), NC columns at a time, into panels of NR columns. When out has at most NC
-// columns, each A panel would be used once after packing, so a plain (not transposed) A
-// is read in place instead, MR rows at stride K, and only a last, partial panel is packed
-// (measured: the 10m LM head's dx product 72% -> 84% of peak, the tiny model's products
-// 77% -> 83%; with more columns, packed panels were faster). The register
+// columns, each A panel would be used once after packing, so A is read in place instead
+// (MR rows at stride K, or for A^T MR contiguous floats at stride N), and only a last,
+// partial panel is packed (measured: the 10m LM head's dx product 72% -> 84% of peak, the
+// tiny model's products 77% -> 83%; with more columns, packed panels were faster). A weight
+// gradient (A^T B) of at most NC columns reads B's whole panels in place too. The register
 // kernel computes an MR x NR tile of out with its accumulators in registers. Each thread
 // owns a contiguous range of B panels (columns of out), packs them itself (no barrier) and
 // sweeps every A panel against them: one A panel (MR x KC, 18 KB at KC 384) stays in L1
@@ -272,8 +273,12 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
     int nk = (K + GEMM_KC - 1) / GEMM_KC, kcmax = (K + nk - 1) / nk;  // nk blocks of k, equal but the last
     int np = (N + GEMM_MR - 1) / GEMM_MR, nqmax = (GEMM_NC + GEMM_NR - 1) / GEMM_NR;
     // A packed panel is swept once per block of NC columns: with one block (M <= NC) packing
-    // would copy A for a single use, so a plain A is then read in place, MR rows at stride K
-    int in_place = !a_trans && M <= GEMM_NC;
+    // would copy A for a single use, so A is then read in place (its whole panels): MR rows at
+    // stride K, or for A^T MR contiguous floats per k at stride N. A weight gradient (A^T B,
+    // B plain) of few columns also reads B's whole panels in place, NR contiguous floats per k
+    // at stride M: its packing was a quarter of the time of the small models' dW products.
+    int in_place = M <= GEMM_NC, b_in_place = in_place && a_trans && !b_trans;
+    int a_rs = a_trans ? 1 : K, a_ks = a_trans ? N : 1;  // in place: element (r,k) of op(A) at A[r * a_rs + k * a_ks]
     Ap = gemm_buffer(Ap, &a_cap, (size_t)np * GEMM_MR * kcmax);
     Bp = gemm_buffer(Bp, &b_cap, (size_t)nqmax * GEMM_NR * kcmax);
 #pragma omp parallel
@@ -285,8 +290,8 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
 #endif
         for (int k0 = 0; k0 < K; k0 += kcmax) {
             int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
-            // this thread's share of packing A: every panel, or, when a plain A is read in place, only
-            // a last, partial one
+            // this thread's share of packing A: every panel, or, when A is read in place, only a last,
+            // partial one
             int p0 = in_place ? N / GEMM_MR : 0, p_lo = p0 + (np - p0) * thread / threads, p_hi = p0 + (np - p0) * (thread + 1) / threads;
             if (p_hi > p_lo) pack_a(Ap + (size_t)p_lo * GEMM_MR * kc, A, N, K, a_trans, p_lo, p_hi, k0, kc);
 #pragma omp barrier
@@ -297,7 +302,8 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
                 if (j0 > 0 && M - j0 < GEMM_NC) {  // a shorter last block moves the ranges: wait for the others
 #pragma omp barrier
                 }
-                for (int q = q_lo; q < q_hi; q++) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
+                for (int q = q_lo; q < q_hi; q++)
+                    if (!b_in_place || j0 + (q + 1) * GEMM_NR > M) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
                 for (int p = 0; p < np; p++) {
                     int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
                     for (int q = q_lo; q < q_hi; q++) {
@@ -307,12 +313,14 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
                         if (q + 1 < q_hi && nr == GEMM_MR && j + 2 * GEMM_NR <= M) next = out + (size_t)i * M + j + GEMM_NR;
                         if (q + 1 == q_hi && i + 2 * GEMM_MR <= N && j0 + (q_lo + 1) * GEMM_NR <= M)
                             next = out + (size_t)(i + GEMM_MR) * M + j0 + q_lo * GEMM_NR;
-                        const float *bp = Bp + (size_t)q * GEMM_NR * kc;
+                        int b_here = b_in_place && nc == GEMM_NR;  // B's panel in place: row k at B[(k0 + k) * M + j]
+                        const float *bp = b_here ? B + (size_t)k0 * M + j : Bp + (size_t)q * GEMM_NR * kc;
+                        int b_ks = b_here ? M : GEMM_NR;
                         float *o = out + (size_t)i * M + j;
-                        if (p < p0)  // in place: element (r,k) at A[(i + r) * K + k0 + k]
-                            gemm_kernel(A + (size_t)i * K + k0, K, 1, bp, GEMM_NR, kc, o, M, nr, nc, load, next);
+                        if (p < p0)  // in place
+                            gemm_kernel(A + (size_t)i * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, bp, b_ks, kc, o, M, nr, nc, load, next);
                         else  // packed: element (r,k) at Ap[k * MR + r]
-                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, GEMM_NR, kc, o, M, nr, nc, load, next);
+                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, b_ks, kc, o, M, nr, nc, load, next);
                     }
                 }
             }
