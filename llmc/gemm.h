@@ -18,9 +18,13 @@
 // and op(B), NC columns at a time, into panels of NR columns. When out has at most NC
 // columns, each A panel would be used once after packing, so A is read in place instead
 // (MR rows at stride K, or for A^T MR contiguous floats at stride N), and only a last,
-// partial panel is packed (measured: the 10m LM head's dx product 72% -> 84% of peak, the
-// tiny model's products 77% -> 83%; with more columns, packed panels were faster). A weight
-// gradient (A^T B) of at most NC columns reads B's whole panels in place too. The register
+// partial panel is packed, by each thread for itself (measured: the 10m LM head's dx
+// product 72% -> 84% of peak, the tiny model's products 77% -> 83%; with more columns,
+// packed panels were faster). A weight gradient (A^T B) of at most NC columns reads B's
+// whole panels in place too (its packing per k block was a quarter of the small dW
+// products' time). In place, no thread reads what another wrote, so the k blocks run
+// without a barrier between them (a handful of points of peak on the small dW products,
+// whose 6 blocks each made one thread wait for the other). The register
 // kernel computes an MR x NR tile of out with its accumulators in registers. Each thread
 // owns a contiguous range of B panels (columns of out), packs them itself (no barrier) and
 // sweeps every A panel against them: one A panel (MR x KC, 18 KB at KC 384) stays in L1
@@ -279,7 +283,12 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
     // at stride M: its packing was a quarter of the time of the small models' dW products.
     int in_place = M <= GEMM_NC, b_in_place = in_place && a_trans && !b_trans;
     int a_rs = a_trans ? 1 : K, a_ks = a_trans ? N : 1;  // in place: element (r,k) of op(A) at A[r * a_rs + k * a_ks]
-    Ap = gemm_buffer(Ap, &a_cap, (size_t)np * GEMM_MR * kcmax);
+    int threads_max = 1;
+#ifdef _OPENMP
+    threads_max = omp_get_max_threads();
+#endif
+    // in place, each thread packs its own copy of A's partial panel (see the top of the file)
+    Ap = gemm_buffer(Ap, &a_cap, (size_t)(in_place ? threads_max : np) * GEMM_MR * kcmax);
     Bp = gemm_buffer(Bp, &b_cap, (size_t)nqmax * GEMM_NR * kcmax);
 #pragma omp parallel
     {
@@ -288,13 +297,17 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
         thread = omp_get_thread_num();
         threads = omp_get_num_threads();
 #endif
+        int p0 = in_place ? N / GEMM_MR : 0;  // panels from p0 on are packed
+        float *own = Ap + (size_t)thread * GEMM_MR * kcmax;  // in place: this thread's partial panel
         for (int k0 = 0; k0 < K; k0 += kcmax) {
             int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
-            // this thread's share of packing A: every panel, or, when A is read in place, only a last,
-            // partial one
-            int p0 = in_place ? N / GEMM_MR : 0, p_lo = p0 + (np - p0) * thread / threads, p_hi = p0 + (np - p0) * (thread + 1) / threads;
-            if (p_hi > p_lo) pack_a(Ap + (size_t)p_lo * GEMM_MR * kc, A, N, K, a_trans, p_lo, p_hi, k0, kc);
+            if (in_place) {  // the partial panel, if any, for this thread alone
+                if (p0 < np) pack_a(own, A, N, K, a_trans, p0, np, k0, kc);
+            } else {  // this thread's share of every panel
+                int p_lo = np * thread / threads, p_hi = np * (thread + 1) / threads;
+                if (p_hi > p_lo) pack_a(Ap + (size_t)p_lo * GEMM_MR * kc, A, N, K, a_trans, p_lo, p_hi, k0, kc);
 #pragma omp barrier
+            }
             for (int j0 = 0; j0 < M; j0 += GEMM_NC) {
                 // this thread's B panels q_lo..q_hi-1 of the block: packed, then swept by every A panel
                 int nq = ((M - j0 < GEMM_NC ? M - j0 : GEMM_NC) + GEMM_NR - 1) / GEMM_NR;
@@ -303,7 +316,7 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
 #pragma omp barrier
                 }
                 for (int q = q_lo; q < q_hi; q++)
-                    if (!b_in_place || j0 + (q + 1) * GEMM_NR > M) pack_b_panel(Bp + (size_t)q * GEMM_NR * kc, B, K, M, b_trans, j0, q, k0, kc);
+                    if (!b_in_place || j0 + (q + 1) * GEMM_NR > M) pack_b_panel(Bp + (size_t)q * GEMM_NR * kcmax, B, K, M, b_trans, j0, q, k0, kc);
                 for (int p = 0; p < np; p++) {
                     int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
                     for (int q = q_lo; q < q_hi; q++) {
@@ -314,17 +327,21 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
                         if (q + 1 == q_hi && i + 2 * GEMM_MR <= N && j0 + (q_lo + 1) * GEMM_NR <= M)
                             next = out + (size_t)(i + GEMM_MR) * M + j0 + q_lo * GEMM_NR;
                         int b_here = b_in_place && nc == GEMM_NR;  // B's panel in place: row k at B[(k0 + k) * M + j]
-                        const float *bp = b_here ? B + (size_t)k0 * M + j : Bp + (size_t)q * GEMM_NR * kc;
+                        // a packed panel sits at a fixed place whatever the block's kc: in place, a thread
+                        // may already pack its next block while the others read their panels of this one
+                        const float *bp = b_here ? B + (size_t)k0 * M + j : Bp + (size_t)q * GEMM_NR * kcmax;
                         int b_ks = b_here ? M : GEMM_NR;
                         float *o = out + (size_t)i * M + j;
                         if (p < p0)  // in place
                             gemm_kernel(A + (size_t)i * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, bp, b_ks, kc, o, M, nr, nc, load, next);
-                        else  // packed: element (r,k) at Ap[k * MR + r]
-                            gemm_kernel(Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, b_ks, kc, o, M, nr, nc, load, next);
+                        else  // packed: element (r,k) at [k * MR + r] of the panel
+                            gemm_kernel(in_place ? own : Ap + (size_t)p * GEMM_MR * kc, 1, GEMM_MR, bp, b_ks, kc, o, M, nr, nc, load, next);
                     }
                 }
             }
+            if (!in_place) {
 #pragma omp barrier
+            }
         }
     }
 }
