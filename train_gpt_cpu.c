@@ -1478,7 +1478,7 @@ static MemPlan cpu_memory_plan(const Config *c, int train, int evaluate) {
         shard_token_counts(c->train_data, &largest, &total);
         int rows = c->B * c->T > c->Vp ? c->B * c->T : c->Vp;  // op(A) rows: tokens, or Vp (the head's gradient)
         p.train = fl * acts_layout(&a, c, c->B, c->T, 1, NULL) + 8 * largest + gemm_buffer_bytes(rows > c->F ? rows : c->F) +
-                  gemm_tall_bytes(c->B * c->T, c->C);
+                  gemm_tall_bytes(c->Vp, c->B * c->T, c->C);  // the head's dwte
         shard_token_counts(c->val_data, &largest, &total);
         if (c->val_every) p.train += fl * total;
     }

@@ -181,29 +181,24 @@ static inline float *gemm_buffer(float *buf, size_t *cap, size_t n) {
     return buf;
 }
 
-// Panels p_lo..p_hi-1 of an op(A) = A^T (A stored (K,N)) whose rows are all real, row k of
-// A at a time: one contiguous run of (p_hi - p_lo) * MR floats per row (gemm_tall's chunks)
-static inline void pack_a_trans_rows(float *Ap, const float *A, int N, int p_lo, int p_hi, int k0, int kc) {
-    for (int k = 0; k < kc; k++) {
-        const float *src = A + (size_t)(k0 + k) * N + (size_t)p_lo * GEMM_MR;
-        for (int p = 0; p < p_hi - p_lo; p++)
-            for (int r = 0; r < GEMM_MR; r++) Ap[((size_t)p * kc + k) * GEMM_MR + r] = src[p * GEMM_MR + r];
-    }
-}
-
 // The tall product: out (N,M) far larger than the caches, with few columns (M <= NC) and
 // several k blocks: the LM head's weight gradient dwte (V,C) += dlogits^T x. gemm() would
 // sweep all of out once per k block (77 MB read and written 6 times at the 10m shapes) and
 // pack all of op(A) per block. Here op(B) is packed whole once (K x M: 3 MB there), and each
-// thread takes chunks of GEMM_TALL_ROWS rows of out, running every k block over
-// a chunk before the next: the chunk's tiles of out stay in L2 across the k blocks, and its
-// A panels are packed from contiguous runs of A's rows. Each element of out is still one
-// fused multiply-add chain over k in order: the same bits as gemm(). Measured on 2 AMD
-// cores (dev/bench_gemm.c, dwte at the 10m shapes): 79-80% of peak -> 80-86% with chunks
-// of 48 rows (96 rows: 77-83%, 384: 71%).
+// thread takes chunks of GEMM_TALL_ROWS rows of out, running every k block over a chunk
+// before the next: the chunk's tiles of out stay in L2 across the k blocks. Each element of
+// out is still one fused multiply-add chain over k in order: the same bits as gemm().
+// Measured on 2 AMD cores (dev/bench_gemm.c, dwte at the 10m shapes): 79-81% of peak ->
+// 86-87% with chunks of 48 rows (96 rows: 77-83%, 384: 71%).
 #define GEMM_TALL_ROWS 48  // rows of out per chunk (whole panels of every ISA's MR): 74 KB of out at M 384
-#define GEMM_TALL_BYTES (64.0 * 1024 * 1024)  // gemm() takes it for a weight gradient (a_trans) whose out
-                                              // is at least this large, with M <= NC and K > KC
+#define GEMM_TALL_BYTES (64.0 * 1024 * 1024)
+
+// Whether gemm() takes the tall product: a weight gradient (a_trans) whose out is at least
+// GEMM_TALL_BYTES, with M <= NC and more than one k block
+static inline int gemm_is_tall(int N, int K, int M, int a_trans) {
+    return a_trans && M <= GEMM_NC && K > GEMM_KC && (double)N * M * sizeof(float) >= GEMM_TALL_BYTES;
+}
+
 static inline void gemm_tall(float *out, const float *A, const float *B, int N, int K, int M, int accumulate, int a_trans,
                              int b_trans) {
     static float *Ap, *Bp;
@@ -234,8 +229,7 @@ static inline void gemm_tall(float *out, const float *A, const float *B, int N, 
             int p_lo = ch * cp, p_hi = p_lo + cp < np ? p_lo + cp : np;
             for (int k0 = 0; k0 < K; k0 += kcmax) {
                 int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
-                if (a_trans && p_hi * GEMM_MR <= N) pack_a_trans_rows(Apt, A, N, p_lo, p_hi, k0, kc);
-                else pack_a(Apt, A, N, K, a_trans, p_lo, p_hi, k0, kc);
+                pack_a(Apt, A, N, K, a_trans, p_lo, p_hi, k0, kc);
                 const float *bk = Bp + (size_t)k0 * nq * GEMM_NR;
                 for (int p = p_lo; p < p_hi; p++) {
                     int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
@@ -253,8 +247,10 @@ static inline void gemm_tall(float *out, const float *A, const float *B, int N, 
     }
 }
 
-// The tall product's buffers (memory plans), for a weight gradient of K rows (tokens) and M columns
-static inline double gemm_tall_bytes(int K, int M) {
+// The tall product's buffers (memory plans) for the weight gradient out (N,M) += A^T B over
+// K rows (tokens), or 0 when gemm() does not take it
+static inline double gemm_tall_bytes(int N, int K, int M) {
+    if (!gemm_is_tall(N, K, M, 1)) return 0.0;
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
@@ -268,7 +264,7 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
         if (!accumulate) memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
-    if (a_trans && M <= GEMM_NC && K > GEMM_KC && (double)N * M * sizeof(float) >= GEMM_TALL_BYTES) {
+    if (gemm_is_tall(N, K, M, a_trans)) {
         gemm_tall(out, A, B, N, K, M, accumulate, a_trans, b_trans);
         return;
     }
@@ -276,18 +272,15 @@ static inline void gemm(float *out, const float *A, const float *B, int N, int K
     static size_t a_cap, b_cap;
     int nk = (K + GEMM_KC - 1) / GEMM_KC, kcmax = (K + nk - 1) / nk;  // nk blocks of k, equal but the last
     int np = (N + GEMM_MR - 1) / GEMM_MR, nqmax = (GEMM_NC + GEMM_NR - 1) / GEMM_NR;
-    // A packed panel is swept once per block of NC columns: with one block (M <= NC) packing
-    // would copy A for a single use, so A is then read in place (its whole panels): MR rows at
-    // stride K, or for A^T MR contiguous floats per k at stride N. A weight gradient (A^T B,
-    // B plain) of few columns also reads B's whole panels in place, NR contiguous floats per k
-    // at stride M: its packing was a quarter of the time of the small models' dW products.
+    // in place (the top of the file says why): A's whole panels with one block of NC columns,
+    // and a weight gradient's plain B too
     int in_place = M <= GEMM_NC, b_in_place = in_place && a_trans && !b_trans;
     int a_rs = a_trans ? 1 : K, a_ks = a_trans ? N : 1;  // in place: element (r,k) of op(A) at A[r * a_rs + k * a_ks]
     int threads_max = 1;
 #ifdef _OPENMP
     threads_max = omp_get_max_threads();
 #endif
-    // in place, each thread packs its own copy of A's partial panel (see the top of the file)
+    // in place, each thread packs its own copy of A's partial panel
     Ap = gemm_buffer(Ap, &a_cap, (size_t)(in_place ? threads_max : np) * GEMM_MR * kcmax);
     Bp = gemm_buffer(Bp, &b_cap, (size_t)nqmax * GEMM_NR * kcmax);
 #pragma omp parallel

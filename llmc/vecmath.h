@@ -1,7 +1,7 @@
 // Vectorized exp, sum and max over float arrays, for the CPU trainer's softmaxes and SiLU
-// (libm's scalar expf took about a tenth of a training step), and the AdamW update. Every result is independent
-// of the thread count and the same from run to run: sums use 16 partial sums in a fixed
-// pattern, then add them in order.
+// (libm's scalar expf took about a tenth of a training step), and the AdamW update. Every
+// result is independent of the thread count and the same from run to run: sums use 16
+// partial sums in a fixed pattern, then add them in order.
 //
 // exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two so r is
 // exact to ~3e-10), |r| <= ln(2)/2; exp(r) by its Taylor polynomial of degree 7 (the
