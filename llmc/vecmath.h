@@ -124,38 +124,30 @@ typedef struct {
     float clip, b1, b2, one_b1, one_b2, bc1, bc2, lr, eps, wd;  // one_b1 = 1 - b1, one_b2 = 1 - b2
 } AdamWArgs;
 
+// The vector loop over whole vectors of W lanes, for the vector type V whose intrinsics are
+// named P##_op_ps (P = _mm512 or _mm256): the same operations in the same order as the
+// scalar form below
+#define ADAMW_VECTORS(V, P, W)                                                                                  \
+    V clip = P##_set1_ps(k.clip), b1 = P##_set1_ps(k.b1), b2 = P##_set1_ps(k.b2);                              \
+    V ob1 = P##_set1_ps(k.one_b1), ob2 = P##_set1_ps(k.one_b2), bc1 = P##_set1_ps(k.bc1);                      \
+    V bc2 = P##_set1_ps(k.bc2), lr = P##_set1_ps(k.lr), eps = P##_set1_ps(k.eps), wd = P##_set1_ps(k.wd);      \
+    for (; i + W <= n; i += W) {                                                                                \
+        V g = P##_mul_ps(P##_loadu_ps(grad + i), clip);                                                         \
+        V mi = P##_add_ps(P##_mul_ps(b1, P##_loadu_ps(m + i)), P##_mul_ps(ob1, g));                             \
+        V vi = P##_add_ps(P##_mul_ps(b2, P##_loadu_ps(v + i)), P##_mul_ps(P##_mul_ps(ob2, g), g));              \
+        P##_storeu_ps(m + i, mi);                                                                               \
+        P##_storeu_ps(v + i, vi);                                                                               \
+        V mhat = P##_div_ps(mi, bc1), vhat = P##_div_ps(vi, bc2), pi = P##_loadu_ps(p + i);                     \
+        V step = P##_add_ps(P##_div_ps(mhat, P##_add_ps(P##_sqrt_ps(vhat), eps)), P##_mul_ps(wd, pi));          \
+        P##_storeu_ps(p + i, P##_sub_ps(pi, P##_mul_ps(lr, step)));                                             \
+    }
+
 static inline void adamw_array(float *p, const float *grad, float *m, float *v, size_t n, AdamWArgs k) {
     size_t i = 0;
 #if defined(__AVX512F__)
-#define AW_V(x) _mm512_set1_ps(x)
-    __m512 clip = AW_V(k.clip), b1 = AW_V(k.b1), b2 = AW_V(k.b2), ob1 = AW_V(k.one_b1), ob2 = AW_V(k.one_b2);
-    __m512 bc1 = AW_V(k.bc1), bc2 = AW_V(k.bc2), lr = AW_V(k.lr), eps = AW_V(k.eps), wd = AW_V(k.wd);
-#undef AW_V
-    for (; i + 16 <= n; i += 16) {
-        __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), clip);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(ob1, g));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)), _mm512_mul_ps(_mm512_mul_ps(ob2, g), g));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        __m512 mhat = _mm512_div_ps(mi, bc1), vhat = _mm512_div_ps(vi, bc2), pi = _mm512_loadu_ps(p + i);
-        __m512 step = _mm512_add_ps(_mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), eps)), _mm512_mul_ps(wd, pi));
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, step)));
-    }
+    ADAMW_VECTORS(__m512, _mm512, 16)
 #elif defined(__AVX2__) && defined(__FMA__)
-#define AW_V(x) _mm256_set1_ps(x)
-    __m256 clip = AW_V(k.clip), b1 = AW_V(k.b1), b2 = AW_V(k.b2), ob1 = AW_V(k.one_b1), ob2 = AW_V(k.one_b2);
-    __m256 bc1 = AW_V(k.bc1), bc2 = AW_V(k.bc2), lr = AW_V(k.lr), eps = AW_V(k.eps), wd = AW_V(k.wd);
-#undef AW_V
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), clip);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(ob1, g));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(ob2, g), g));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 mhat = _mm256_div_ps(mi, bc1), vhat = _mm256_div_ps(vi, bc2), pi = _mm256_loadu_ps(p + i);
-        __m256 step = _mm256_add_ps(_mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), eps)), _mm256_mul_ps(wd, pi));
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, step)));
-    }
+    ADAMW_VECTORS(__m256, _mm256, 8)
 #endif
     for (; i < n; i++) {
         float g = grad[i] * k.clip;
