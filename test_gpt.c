@@ -1239,6 +1239,13 @@ static void test_kernels(void) {
     bad = gemm_mismatches(gemm_tall, tall, (int)(sizeof(tall) / sizeof(tall[0])), 31, &cases);
     check(bad == 0, "the tall GEMM (dwte's) equals its definition bit for bit on odd shapes, every transposition",
           "%d cases, %d differ", cases, bad);
+    // the trainer's large buffers (big_calloc): zeroed, and at a huge page's boundary (madvise's unit)
+    size_t big_n = HUGE_PAGE / sizeof(float) + 5, big_nonzero = 0;
+    float *big = (float *)big_calloc(big_n, sizeof(float));
+    for (size_t i = 0; i < big_n; i++) big_nonzero += big[i] != 0.0f;
+    check(big_nonzero == 0 && (uintptr_t)big % HUGE_PAGE == 0, "a large buffer is zeroed and huge-page aligned",
+          "%zu nonzero, address %p", big_nonzero, (void *)big);
+    free(big);
     // the serial product (attention's), in place with row strides, equals the definition bit
     // for bit in each of its shapes (triangular inputs zero where the shape says), edge tiles included
     int serial_cases = 0, serial_bad = 0;

@@ -720,7 +720,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
 
 static void acts_alloc(Acts *a, const Config *c, int B, int T, int train) {
     size_t n = acts_layout(a, c, B, T, train, NULL);
-    acts_layout(a, c, B, T, train, (float *)xcalloc(n, sizeof(float)));
+    acts_layout(a, c, B, T, train, (float *)big_calloc(n, sizeof(float)));
 }
 
 // ----------------------------------------------------------------------------
@@ -743,11 +743,11 @@ static void gpt_alloc(GPT *g, const Config *c, int train) {
     param_shapes(c, g->shapes);
     g->n_params = 0;
     for (int i = 0; i < NP; i++) g->n_params += g->shapes[i].numel;
-    g->params_mem = (float *)xcalloc(g->n_params, sizeof(float));
+    g->params_mem = (float *)big_calloc(g->n_params, sizeof(float));
     if (train) {
-        g->grads_mem = (float *)xcalloc(g->n_params, sizeof(float));
-        g->m_mem = (float *)xcalloc(g->n_params, sizeof(float));
-        g->v_mem = (float *)xcalloc(g->n_params, sizeof(float));
+        g->grads_mem = (float *)big_calloc(g->n_params, sizeof(float));
+        g->m_mem = (float *)big_calloc(g->n_params, sizeof(float));
+        g->v_mem = (float *)big_calloc(g->n_params, sizeof(float));
     }
     size_t off = 0;
     for (int i = 0; i < NP; i++) {

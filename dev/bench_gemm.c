@@ -18,7 +18,7 @@ static double now(void) {
 }
 
 static float *random_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
-    float *m = (float *)xmalloc(n * sizeof(float));
+    float *m = (float *)big_calloc(n, sizeof(float));  // as the trainer allocates
     Rng r = rng_make(seed, 0);
     for (size_t i = 0; i < n; i++) m[i] = rng_f32(&r) - 0.5f;
     return m;
@@ -29,7 +29,7 @@ enum { NN, NT, TN };  // out = A B, A B^T (nn.Linear forward), A^T B (weight gra
 // Best of 3 timed runs after one warm-up; prints GFLOP/s and the share of peak.
 static void bench(const char *name, int kind, int N, int K, int M, double peak) {
     size_t a_n = (size_t)N * K, b_n = (size_t)K * M;
-    float *A = random_matrix(a_n, 1), *Bm = random_matrix(b_n, 2), *out = (float *)xcalloc((size_t)N * M, sizeof(float));
+    float *A = random_matrix(a_n, 1), *Bm = random_matrix(b_n, 2), *out = (float *)big_calloc((size_t)N * M, sizeof(float));
     double best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
         double t0 = now();
@@ -53,8 +53,8 @@ static void bench_model(const char *name, int N, int C, int QD, int KD, int F, i
     int shapes[][2] = {{C, QD}, {C, KD}, {C, KD}, {QD, C}, {C, F}, {C, F}, {F, C}};  // (in, out) per layer
     int ns = (int)(sizeof(shapes) / sizeof(shapes[0])), big = F > Vp ? F : Vp;
     size_t most = (size_t)N * (big > QD ? big : QD);
-    float *x = random_matrix(most, 1), *dout = random_matrix(most, 2), *out = (float *)xcalloc(most, sizeof(float));
-    float *W = random_matrix((size_t)big * big, 3), *dW = (float *)xcalloc((size_t)big * big, sizeof(float));
+    float *x = random_matrix(most, 1), *dout = random_matrix(most, 2), *out = (float *)big_calloc(most, sizeof(float));
+    float *W = random_matrix((size_t)big * big, 3), *dW = (float *)big_calloc((size_t)big * big, sizeof(float));
     double flops = 0, best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
         flops = 0;

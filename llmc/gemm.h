@@ -188,8 +188,12 @@ static inline float *gemm_buffer(float *buf, size_t *cap, size_t n) {
 // thread takes chunks of GEMM_TALL_ROWS rows of out, running every k block over a chunk
 // before the next: the chunk's tiles of out stay in L2 across the k blocks. Each element of
 // out is still one fused multiply-add chain over k in order: the same bits as gemm().
+// Each row of op(A)'s block is a short piece of a row of dlogits, in a page of its own: the
+// next block's pieces are prefetched while this one computes, a few after each kernel call.
 // Measured on 2 AMD cores (dev/bench_gemm.c, dwte at the 10m shapes): 79-81% of peak ->
-// 86-87% with chunks of 48 rows (96 rows: 77-83%, 384: 71%).
+// 86-87% with chunks of 48 rows (96 rows: 77-83%, 384: 71%); with the operands in huge
+// pages (big_calloc) 86-89%, and with the prefetch 88-91% (medians of 6 interleaved runs
+// 88.1% -> 90.0%).
 #define GEMM_TALL_ROWS 48  // rows of out per chunk (whole panels of every ISA's MR): 74 KB of out at M 384
 #define GEMM_TALL_BYTES (64.0 * 1024 * 1024)
 
@@ -227,10 +231,14 @@ static inline void gemm_tall(float *out, const float *A, const float *B, int N, 
 #pragma omp for schedule(dynamic, 1)
         for (int ch = 0; ch < chunks; ch++) {
             int p_lo = ch * cp, p_hi = p_lo + cp < np ? p_lo + cp : np;
+            int i_lo = p_lo * GEMM_MR, i_hi = p_hi * GEMM_MR < N ? p_hi * GEMM_MR : N;  // the chunk's rows of out
             for (int k0 = 0; k0 < K; k0 += kcmax) {
                 int kc = K - k0 < kcmax ? K - k0 : kcmax, load = accumulate || k0 > 0;
                 pack_a(Apt, A, N, K, a_trans, p_lo, p_hi, k0, kc);
                 const float *bk = Bp + (size_t)k0 * nq * GEMM_NR;
+                // the next block's rows k0 + kc.. of A (K,N), the chunk's columns, fetched pf_per a call
+                int pf_rows = a_trans && k0 + kc < K ? (K - k0 - kc < kcmax ? K - k0 - kc : kcmax) : 0, pf_k = 0;
+                int pf_per = (pf_rows + (p_hi - p_lo) * nq - 1) / ((p_hi - p_lo) * nq);  // rows per kernel call
                 for (int p = p_lo; p < p_hi; p++) {
                     int i = p * GEMM_MR, nr = N - i < GEMM_MR ? N - i : GEMM_MR;
                     for (int q = 0; q < nq; q++) {
@@ -240,6 +248,8 @@ static inline void gemm_tall(float *out, const float *A, const float *B, int N, 
                         if (q + 1 == nq && p + 1 < p_hi && i + 2 * GEMM_MR <= N) next = out + (size_t)(i + GEMM_MR) * M;
                         gemm_kernel(Apt + (size_t)(p - p_lo) * GEMM_MR * kc, 1, GEMM_MR, bk + (size_t)q * GEMM_NR * kc, GEMM_NR,
                                     kc, out + (size_t)i * M + j, M, nr, nc, load, next);
+                        for (int e = 0; e < pf_per && pf_k < pf_rows; e++, pf_k++)
+                            for (int c = i_lo; c < i_hi; c += 16) __builtin_prefetch(A + (size_t)(k0 + kc + pf_k) * N + c, 0, 2);
                     }
                 }
             }

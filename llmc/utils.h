@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,25 @@ static inline void *xmalloc(size_t n) {
 static inline void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) fail("out of memory allocating %zu bytes", n * size);
+    return p;
+}
+
+// A large zeroed buffer (the CPU trainer's parameters, gradients, moments, activations),
+// in transparent huge pages where the kernel gives them (a hint: madvise, for THP set to
+// "madvise" as it often is; refused or ignored, the buffer is the same). With 4 KB pages,
+// a product that walks a column block of the 412 MB dlogits (the LM head's weight
+// gradient) touches a new page every row, and every one misses the TLB.
+#define HUGE_PAGE ((size_t)2 << 20)
+static inline void *big_calloc(size_t n, size_t size) {
+    size_t bytes = n * size;
+    if (bytes < HUGE_PAGE) return xcalloc(n, size);
+    bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = aligned_alloc(HUGE_PAGE, bytes);
+    if (!p) fail("out of memory allocating %zu bytes", bytes);
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);  // after the hint: the first touch maps the pages
     return p;
 }
 
