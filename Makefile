@@ -7,6 +7,7 @@
 # make venv       the project's Python environment: .venv from dev/requirements.txt (numpy,
 #                 matplotlib, tokenizers) for the scripts in dev/ and data/ (make test makes it too)
 # make bench      CPU tokens/s against PyTorch on the same machine
+# make profile    where the tiny model's training step goes on this CPU (perf)
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
 CFLAGS ?= -O3 -march=native
@@ -28,7 +29,7 @@ endif
 NVCC_FLAGS = -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings
 CUDA_BINS = train_gpt train_gpt_fp32
 
-.PHONY: all test bench clean data cuda kernels kernels-run sanitize fuzz venv
+.PHONY: all test bench profile clean data cuda kernels kernels-run sanitize fuzz venv
 all: train_gpt_cpu test_gpt data
 
 train_gpt_cpu: train_gpt_cpu.c $(HEADERS)
@@ -75,6 +76,9 @@ test: train_gpt_cpu test_gpt data
 
 bench: train_gpt_cpu data
 	@bash dev/bench_cpu.sh
+
+profile: train_gpt_cpu data
+	@bash dev/profile_cpu.sh
 
 clean:
 	rm -f train_gpt_cpu test_gpt train_gpt_cpu_san test_gpt_san $(CUDA_BINS)

@@ -62,6 +62,7 @@ run gpu-plan env GPU_CHECK_DRY=1 bash dev/gpu_check.sh test_tmp/gpu_plan abcdefg
 run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
 run bench-smoke env SMOKE=1 bash dev/bench_cpu.sh  # make bench runs through (no PyTorch, 3 steps)
+run profile-smoke env SMOKE=1 bash dev/profile_cpu.sh  # make profile runs through (skipped without perf)
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
 run hf "$PY" dev/test_hf.py
