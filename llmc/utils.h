@@ -62,6 +62,7 @@ static inline void *xcalloc(size_t n, size_t size) {
 // gradient) touches a new page every row, and every one misses the TLB.
 #define HUGE_PAGE ((size_t)2 << 20)
 static inline void *big_calloc(size_t n, size_t size) {
+    if (size && n > (SIZE_MAX - HUGE_PAGE) / size) fail("out of memory: %zu elements of %zu bytes", n, size);
     size_t bytes = n * size;
     if (bytes < HUGE_PAGE) return xcalloc(n, size);
     bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
