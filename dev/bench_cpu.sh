@@ -65,9 +65,8 @@ python3 data/shards.py --random 400000 50277 "$tmp/rand.bin" >/dev/null  # the 1
 
 peak_line=$("$tmp/peak_flops" "$THREADS")
 peak=$(echo "$peak_line" | sed -E 's/.* ([0-9.]+) GFLOP\/s.*/\1/')
-# the trainer asks for huge pages (llmc/utils.h's big_calloc): with THP "never" it runs slower
-thp=$(grep -oE '\[[a-z]+\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null | tr -d '[]' || true)
-echo "CPU benchmark at commit $(git rev-parse --short HEAD), $THREADS threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), transparent huge pages: ${thp:-unknown}"
+source dev/cpu_machine.sh
+echo "CPU benchmark at commit $(git rev-parse --short HEAD), $THREADS threads, $(cpu_machine)"
 echo "$peak_line"
 echo
 "$tmp/bench_gemm" "$peak" "$THREADS"

@@ -2,7 +2,8 @@
 # make profile: where the tiny model's training step goes on this CPU (`perf record`, the
 # bench's tiny case: 30 steps, THREADS threads (default 2)), in the rows of the README's
 # profile table, so that the two CPUs' profiles sit side by side. Needs perf (Debian's
-# linux-perf) and a kernel that lets this user sample (perf_event_paranoid).
+# linux-perf) and a kernel that lets this user sample (perf_event_paranoid); make profile
+# builds the trainer and the corpus first.
 # SMOKE=1 (make test's profile-smoke suite): 3 steps, and a check that every row came out;
 # skipped where perf cannot sample.
 set -euo pipefail
@@ -18,13 +19,11 @@ if ! command -v perf >/dev/null || ! perf record -q -o /dev/null true >/dev/null
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-make -s train_gpt_cpu data
 perf record -q -F 1999 -o "$tmp/perf.data" ./train_gpt_cpu --steps "$STEPS" --val_every 0 --eval_len 0 \
     --threads "$THREADS" --out_dir "$tmp/run" > "$tmp/run.out" 2>&1
 perf report -i "$tmp/perf.data" --stdio --no-children --sort dso,symbol 2>/dev/null > "$tmp/report.txt"
-thp=$(grep -oE '\[[a-z]+\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null | tr -d '[]' || true)
-echo "profile of the tiny step at commit $(git rev-parse --short HEAD), $THREADS threads, $STEPS steps," \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), transparent huge pages: ${thp:-unknown}"
+source dev/cpu_machine.sh
+echo "profile of the tiny step at commit $(git rev-parse --short HEAD), $THREADS threads, $STEPS steps, $(cpu_machine)"
 out=$(python3 - "$tmp/report.txt" <<'PY'
 import re, sys
 # each sample's share, by what the README's table calls it (first match wins)
