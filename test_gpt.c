@@ -1308,6 +1308,41 @@ static void test_kernels(void) {
     exp_array(got, special, 1.0f, 0.0f, 6);
     check(got[0] == 0 && got[1] == 0 && got[2] == 0 && isinf(got[3]) && isinf(got[4]) && got[5] == 1.0f && isnan(exp_scalar(NAN)),
           "exp at the range ends: 0, inf, exp(0) = 1, NaN", "");
+    // the softmax's fused exp-and-sum (exp_sum_array) equals exp_array then sum_array bit for bit,
+    // at every length 1..70 from an unaligned start, writing nothing past its end; max_array equals
+    // the plain loop at those lengths; the attention's causal softmax (16 rows at a time) equals
+    // its rows done one by one with exp_array and sum_array, rows past a multiple of 16 included
+    size_t fused_bad = 0;
+    float *xs = test_matrix(160, 41);
+    for (int i = 0; i < 160; i++) xs[i] *= 20.0f;  // [-10, 10]: every term counts in the sum
+    for (size_t len = 1; len <= 70; len++) {
+        float buf[80], want[80];
+        for (int i = 0; i < 80; i++) buf[i] = want[i] = -7.0f;
+        float mx = xs[len];
+        for (size_t i = 0; i < len; i++) mx = xs[len + i] > mx ? xs[len + i] : mx;
+        fused_bad += max_array(xs + len, len) != mx;
+        double got_sum = exp_sum_array(buf + 3, xs + len, -mx, len);
+        exp_array(want + 3, xs + len, 1.0f, -mx, len);
+        fused_bad += memcmp(&got_sum, &(double){sum_array(want + 3, len)}, sizeof(double)) != 0 || memcmp(buf, want, sizeof(buf)) != 0;
+    }
+    for (int T = 1; T <= 40; T += 13) {  // 1, 14, 27, 40
+        float *S = test_matrix((size_t)T * T, 30 + T), *R = xmalloc((size_t)T * T * 4);
+        for (int i = 0; i < T * T; i++) S[i] *= 40.0f;  // logits spread over [-20, 20]
+        memcpy(R, S, (size_t)T * T * 4);
+        causal_softmax(S, T);
+        for (int t = 0; t < T; t++) {
+            float *a = R + (size_t)t * T;
+            exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
+            float inv = (float)(1.0 / sum_array(a, t + 1));
+            for (int s = 0; s <= t; s++) a[s] *= inv;
+            for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+        }
+        fused_bad += memcmp(S, R, (size_t)T * T * 4) != 0;
+        free(S); free(R);
+    }
+    free(xs);
+    check(fused_bad == 0, "the softmax's fused exp-and-sum, max and 16-row causal softmax equal their definitions bit for bit",
+          "%zu cases differ", fused_bad);
     // sum and max against the plain loops
     double plain = 0;
     float m = x[0];

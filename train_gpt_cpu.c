@@ -207,6 +207,28 @@ static void transpose_rows(float *dst, const float *src, int T, int hd, int ld) 
         for (int i = 0; i < hd; i++) dst[(size_t)i * T + t] = src[(size_t)t * ld + i];
 }
 
+// Softmax of each row t of S (T,T) over its first t + 1 entries, the rest set to 0. Rows go
+// 16 at a time, each step (max; exp and sum; scale) over all 16 before the next: a row's max
+// and sum end in short chains of dependent operations, which then overlap with the other
+// rows' work. Measured with S in cache, against row by row: 1.5x faster at T 128, 1.2x at 512.
+#define SOFTMAX_ROWS 16
+static void causal_softmax(float *S, int T) {
+    for (int t0 = 0; t0 < T; t0 += SOFTMAX_ROWS) {
+        int nr = T - t0 < SOFTMAX_ROWS ? T - t0 : SOFTMAX_ROWS;
+        float mx[SOFTMAX_ROWS], inv[SOFTMAX_ROWS];
+        for (int r = 0; r < nr; r++) mx[r] = max_array(S + (size_t)(t0 + r) * T, t0 + r + 1);
+        for (int r = 0; r < nr; r++) {
+            float *a = S + (size_t)(t0 + r) * T;
+            inv[r] = (float)(1.0 / exp_sum_array(a, a, -mx[r], t0 + r + 1));
+        }
+        for (int r = 0; r < nr; r++) {
+            float *a = S + (size_t)(t0 + r) * T;
+            for (int s = 0; s <= t0 + r; s++) a[s] *= inv[r];
+            memset(a + t0 + r + 1, 0, (size_t)(T - t0 - r - 1) * sizeof(float));
+        }
+    }
+}
+
 // Training: per (b, kv head) and each of its query heads, tiled products S = Q K^T and
 // Y = P V, keeping P; K^T is formed once per kv head. The logit of key s for query t gets the
 // attention-score hook's attn_bias(ab, h, t - s) (llmc/attn_bias.h); without one (RoPE, NoPE,
@@ -228,7 +250,7 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                     Gemm qk = {S, q + ((size_t)b * T * NH + h) * hd, kt, T, NH * hd, T, hd, 0, GEMM_CAUSAL_OUT, 0};
                     gemm_serial(&qk, T, T);
                     AttnBiasHead hb = attn_bias_head(*ab, h);
-                    for (int t = 0; t < T; t++) {  // causal softmax of row t, scaled and biased
+                    for (int t = 0; t < T; t++) {  // row t's logits, scaled and biased
                         float *a = S + (size_t)t * T;
                         const float *qrow = attn_bias_qrow(*ab, b, t, h);
                         if (hb.table || hb.slope != 0.0f || qrow)
@@ -237,11 +259,8 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                             for (int s = 0; s <= t; s++) a[s] *= scale;
                         if (ab->pair)  // TUPE's untied positions
                             for (int s = 0; s <= t; s++) a[s] += ab->pair[((size_t)h * T + t) * ab->n_dist + s];
-                        exp_array(a, a, 1.0f, -max_array(a, t + 1), t + 1);
-                        float inv = (float)(1.0 / sum_array(a, t + 1));
-                        for (int s = 0; s <= t; s++) a[s] *= inv;
-                        memset(a + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
                     }
+                    causal_softmax(S, T);
                     Gemm pv = {y + ((size_t)b * T * NH + h) * hd, S, v + ((size_t)b * T * NKV + kvh) * hd,
                                NH * hd, T, NKV * hd, T, 0, GEMM_LOWER_A, 0};
                     gemm_serial(&pv, T, hd);
@@ -313,8 +332,7 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
                                                  hd, scale);
                     }
                     int n = last - first + 1;
-                    exp_array(a + first, a + first, 1.0f, -max_array(a + first, n), n);
-                    float inv = (float)(1.0 / sum_array(a + first, n));
+                    float inv = (float)(1.0 / exp_sum_array(a + first, a + first, -max_array(a + first, n), n));
                     float *yt = y + (((size_t)b * Tq + t) * NH + h) * hd;
                     for (int i = 0; i < hd; i++) yt[i] = 0.0f;
                     double hsum = 0.0;
@@ -506,8 +524,7 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
         for (int i = 0; i < N; i++) {
             float *l = logits + (size_t)i * Vp, *ex = backward ? l : e;  // backward: in place, one exp per logit
             float maxv = max_array(l, V), target_logit = l[targets[i]];
-            exp_array(ex, l, 1.0f, -maxv, V);
-            double sum = sum_array(ex, V);
+            double sum = exp_sum_array(ex, l, -maxv, V);
             losses[i] = maxv + (float)log(sum) - target_logit;
             if (backward) {
                 float d = weights ? weights[i] : dloss, scale = (float)(d / sum);

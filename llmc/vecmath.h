@@ -102,17 +102,55 @@ static inline double sum_array(const float *x, size_t n) {
     return s;
 }
 
-// max of x[0..n) (n >= 1); exact in any order
+// max of x[0..n) (n >= 1); exact in any order. The AVX-512 build keeps the 16 partial maxima
+// in one vector, its tail masked, and reduces them in the scalar form's order.
 static inline float max_array(const float *x, size_t n) {
     float part[16];
-    for (int j = 0; j < 16; j++) part[j] = x[0];
     size_t i = 0;
+#if defined(__AVX512F__)
+    __m512 vm = _mm512_set1_ps(x[0]);
+    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(_mm512_loadu_ps(x + i), vm);  // x > part ? x : part
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        vm = _mm512_mask_max_ps(vm, m, _mm512_maskz_loadu_ps(m, x + i), vm);
+    }
+    _mm512_storeu_ps(part, vm);
+#else
+    for (int j = 0; j < 16; j++) part[j] = x[0];
     for (; i + 16 <= n; i += 16)
         for (int j = 0; j < 16; j++) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
     for (int j = 0; i < n; i++, j++) part[j] = x[i] > part[j] ? x[i] : part[j];
+#endif
     float m = part[0];
     for (int j = 1; j < 16; j++) m = part[j] > m ? part[j] : m;
     return m;
+}
+
+// y[i] = exp(x[i] + b), returning sum_array(y, n): the softmax's two passes in one, with the
+// same bits (the AVX-512 build adds each vector's 16 values into 16 double partial sums, a
+// masked tail adding +0 to the partial sums past it, which leaves them as they are).
+static inline double exp_sum_array(float *y, const float *x, float b, size_t n) {
+#if defined(__AVX512F__)
+    __m512 one = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(b);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();  // partial sums 0..7, 8..15
+    size_t i = 0;
+    for (; i <= n; i += 16) {
+        __mmask16 m = i + 16 <= n ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        if (!m) break;
+        __m512 e = _mm512_maskz_mov_ps(m, exp_v16(_mm512_fmadd_ps(one, _mm512_maskz_loadu_ps(m, x + i), vb)));
+        _mm512_mask_storeu_ps(y + i, m, e);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    double part[16], s = 0;
+    _mm512_storeu_pd(part, lo);
+    _mm512_storeu_pd(part + 8, hi);
+    for (int j = 0; j < 16; j++) s += part[j];
+    return s;
+#else
+    exp_array(y, x, 1.0f, b, n);
+    return sum_array(y, n);
+#endif
 }
 
 // AdamW on n elements (train_gpt_cpu.c's adamw_update): with g = grad * clip,
