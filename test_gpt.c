@@ -1310,7 +1310,8 @@ static void test_kernels(void) {
           "exp at the range ends: 0, inf, exp(0) = 1, NaN", "");
     // the softmax's fused exp-and-sum (exp_sum_array) equals exp_array then sum_array bit for bit,
     // at every length 1..70 from an unaligned start, writing nothing past its end; max_array equals
-    // the plain loop at those lengths; the attention's causal softmax (16 rows at a time) equals
+    // the plain loop at those lengths (all-negative rows too, where a masked lane's 0 must not
+    // win); the attention's causal softmax (16 rows at a time) equals
     // its rows done one by one with exp_array and sum_array, rows past a multiple of 16 included
     size_t fused_bad = 0;
     float *xs = test_matrix(160, 41);
@@ -1321,6 +1322,9 @@ static void test_kernels(void) {
         float mx = xs[len];
         for (size_t i = 0; i < len; i++) mx = xs[len + i] > mx ? xs[len + i] : mx;
         fused_bad += max_array(xs + len, len) != mx;
+        float neg[80], mneg = -1.0f - fabsf(xs[len]);  // all negative: masked lanes' zeros must not win
+        for (size_t i = 0; i < len; i++) neg[i] = -1.0f - fabsf(xs[len + i]), mneg = neg[i] > mneg ? neg[i] : mneg;
+        fused_bad += max_array(neg, len) != mneg;
         double got_sum = exp_sum_array(buf + 3, xs + len, -mx, len);
         exp_array(want + 3, xs + len, 1.0f, -mx, len);
         fused_bad += memcmp(&got_sum, &(double){sum_array(want + 3, len)}, sizeof(double)) != 0 || memcmp(buf, want, sizeof(buf)) != 0;

@@ -102,8 +102,8 @@ static inline double sum_array(const float *x, size_t n) {
     return s;
 }
 
-// max of x[0..n) (n >= 1); exact in any order. The AVX-512 build keeps the 16 partial maxima
-// in one vector, its tail masked, and reduces them in the scalar form's order.
+// max of x[0..n) (n >= 1); exact in any order. The vector builds keep the 16 partial maxima
+// in one or two vectors, their tail masked, and reduce them in the scalar form's order.
 static inline float max_array(const float *x, size_t n) {
     float part[16];
     size_t i = 0;
@@ -115,6 +115,20 @@ static inline float max_array(const float *x, size_t n) {
         vm = _mm512_mask_max_ps(vm, m, _mm512_maskz_loadu_ps(m, x + i), vm);
     }
     _mm512_storeu_ps(part, vm);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 vm0 = _mm256_set1_ps(x[0]), vm1 = vm0;  // partial maxima 0..7, 8..15
+    for (; i + 16 <= n; i += 16) {
+        vm0 = _mm256_max_ps(_mm256_loadu_ps(x + i), vm0);  // x > part ? x : part
+        vm1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), vm1);
+    }
+    if (i < n) {
+        __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), rem = _mm256_set1_epi32((int)(n - i));
+        __m256i m0 = _mm256_cmpgt_epi32(rem, lane), m1 = _mm256_cmpgt_epi32(rem, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
+        vm0 = _mm256_blendv_ps(vm0, _mm256_max_ps(_mm256_maskload_ps(x + i, m0), vm0), _mm256_castsi256_ps(m0));
+        vm1 = _mm256_blendv_ps(vm1, _mm256_max_ps(_mm256_maskload_ps(x + i + 8, m1), vm1), _mm256_castsi256_ps(m1));
+    }
+    _mm256_storeu_ps(part, vm0);
+    _mm256_storeu_ps(part + 8, vm1);
 #else
     for (int j = 0; j < 16; j++) part[j] = x[0];
     for (; i + 16 <= n; i += 16)
@@ -127,8 +141,8 @@ static inline float max_array(const float *x, size_t n) {
 }
 
 // y[i] = exp(x[i] + b), returning sum_array(y, n): the softmax's two passes in one, with the
-// same bits (the AVX-512 build adds each vector's 16 values into 16 double partial sums, a
-// masked tail adding +0 to the partial sums past it, which leaves them as they are).
+// same bits (the vector builds add each 16 values into 16 double partial sums, a masked tail
+// adding +0 to the partial sums past it, which leaves them as they are).
 static inline double exp_sum_array(float *y, const float *x, float b, size_t n) {
 #if defined(__AVX512F__)
     __m512 one = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(b);
@@ -145,6 +159,28 @@ static inline double exp_sum_array(float *y, const float *x, float b, size_t n) 
     double part[16], s = 0;
     _mm512_storeu_pd(part, lo);
     _mm512_storeu_pd(part + 8, hi);
+    for (int j = 0; j < 16; j++) s += part[j];
+    return s;
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 one = _mm256_set1_ps(1.0f), vb = _mm256_set1_ps(b);
+    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};  // sums 0..3, .., 12..15
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t i = 0; i < n; i += 8) {
+        int h = (i / 8) % 2;  // which half of the 16 partial sums
+        __m256 e;
+        if (i + 8 <= n) {
+            e = exp_v8(_mm256_fmadd_ps(one, _mm256_loadu_ps(x + i), vb));
+            _mm256_storeu_ps(y + i, e);
+        } else {
+            __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), lane);
+            e = _mm256_and_ps(exp_v8(_mm256_fmadd_ps(one, _mm256_maskload_ps(x + i, m), vb)), _mm256_castsi256_ps(m));
+            _mm256_maskstore_ps(y + i, m, e);
+        }
+        acc[2 * h] = _mm256_add_pd(acc[2 * h], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        acc[2 * h + 1] = _mm256_add_pd(acc[2 * h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double part[16], s = 0;
+    for (int q = 0; q < 4; q++) _mm256_storeu_pd(part + 4 * q, acc[q]);
     for (int j = 0; j < 16; j++) s += part[j];
     return s;
 #else
