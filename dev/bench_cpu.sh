@@ -15,12 +15,21 @@
 # first run (a large download); without it the PyTorch columns say n/a.
 # SMOKE=1 (make test's bench-smoke suite): no PyTorch, 3 steps, one round, and a check that
 # every line came out; the numbers mean nothing then.
+# MARCH=x86-64-v3: the laptops' instruction set (AVX2 + FMA, no AVX-512) on this machine: the
+# peak probe, the GEMM and a trainer built for it, against PyTorch held to AVX2 as well
+# (ATEN_CPU_CAPABILITY, which torch.compile also follows; MKL_ENABLE_INSTRUCTIONS; ONEDNN_MAX_CPU_ISA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-12}
 REPEATS=${REPEATS:-3}
 SMOKE=${SMOKE:-0}
+MARCH=${MARCH:-native}
+case "$MARCH" in
+    native) ;;
+    x86-64-v3) export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
+    *) echo "error: MARCH=$MARCH: make bench takes native (the default) or x86-64-v3 (AVX2, as on most laptops)" >&2; exit 2 ;;
+esac
 if [ "$SMOKE" = 1 ]; then STEPS=3 REPEATS=1; fi
 if [ "$SMOKE" = 1 ] && [ -z "${BENCH_INNER:-}" ]; then  # run once, then check its lines
     out=$(BENCH_INNER=1 bash "$0" 2>&1)
@@ -38,7 +47,7 @@ if [ "$SMOKE" = 1 ] && [ -z "${BENCH_INNER:-}" ]; then  # run once, then check i
     echo "$p passed, $f failed"
     exit $((f > 0))
 fi
-CFLAGS="-O3 -march=native -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror"
+CFLAGS="-O3 -march=$MARCH -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -61,12 +70,16 @@ fi
 
 gcc $CFLAGS dev/peak_flops.c -o "$tmp/peak_flops"
 gcc $CFLAGS -I. dev/bench_gemm.c -o "$tmp/bench_gemm" -lm
+TRAIN=./train_gpt_cpu  # make's build (-march=native)
+if [ "$MARCH" != native ]; then TRAIN=$tmp/train_gpt_cpu; gcc $CFLAGS -o "$TRAIN" train_gpt_cpu.c -lm; fi
 python3 data/shards.py --random 400000 50277 "$tmp/rand.bin" >/dev/null  # the 10m case's 50K vocab
 
 peak_line=$("$tmp/peak_flops" "$THREADS")
 peak=$(echo "$peak_line" | sed -E 's/.* ([0-9.]+) GFLOP\/s.*/\1/')
 source dev/cpu_machine.sh
-echo "CPU benchmark at commit $(git rev-parse --short HEAD), $THREADS threads, $(cpu_machine)"
+isa=""
+[ "$MARCH" != native ] && isa=", built with -march=$MARCH (PyTorch held to AVX2 too)"
+echo "CPU benchmark at commit $(git rev-parse --short HEAD), $THREADS threads, $(cpu_machine)$isa"
 echo "$peak_line"
 echo
 "$tmp/bench_gemm" "$peak" "$THREADS"
@@ -95,7 +108,7 @@ run_case() {
     local name=$1 cargs=$2 targs=$3
     local mflop c=0 eager=0 comp=0 r t runs=""
     for ((r = 1; r <= REPEATS; r++)); do
-        ./train_gpt_cpu $cargs --steps "$STEPS" --warmup 2 --val_every 0 --eval_len 0 --threads "$THREADS" \
+        "$TRAIN" $cargs --steps "$STEPS" --warmup 2 --val_every 0 --eval_len 0 --threads "$THREADS" \
             --out_dir "$tmp/$name$r" > "$tmp/$name.out"
         t=$(c_tok_s "$tmp/$name$r"); ((t > c)) && c=$t; runs+=" C $t"
         t=$(torch_tok_s $targs); ((t > eager)) && eager=$t; runs+=" eager $t"
@@ -120,7 +133,7 @@ run_case 10m "--model 10m --seq_len 256 --batch_size 8 --total_batch 8 --vocab_s
     "--C 384 --L 6 --NH 6 --NKV 6 --F 1024 --T 256 --B 8 --V 50277 --alpha 4"
 
 if [ "${CALLGRIND:-0}" = 1 ] && command -v valgrind >/dev/null; then
-    gcc ${CFLAGS/-march=native/-march=x86-64-v3} -o "$tmp/train_avx2" train_gpt_cpu.c -lm
+    gcc ${CFLAGS/-march=$MARCH/-march=x86-64-v3} -o "$tmp/train_avx2" train_gpt_cpu.c -lm
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/train_avx2" --steps 3 --warmup 2 --val_every 0 \
         --eval_len 0 --threads 1 --out_dir "$tmp/cg" >/dev/null 2>"$tmp/cg.log"
     ir=$(grep -oE 'Collected : [0-9]+' "$tmp/cg.log" | grep -oE '[0-9]+')
