@@ -30,6 +30,11 @@ case "$MARCH" in
     x86-64-v3) export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
     *) echo "error: MARCH=$MARCH: make bench takes native (the default) or x86-64-v3 (AVX2, as on most laptops)" >&2; exit 2 ;;
 esac
+if [ "$MARCH" = x86-64-v3 ] && ! { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; } 2>/dev/null; then
+    echo "this CPU has no AVX2 + FMA: MARCH=x86-64-v3 cannot run here"
+    if [ "$SMOKE" = 1 ]; then echo "SKIP: make bench with MARCH=x86-64-v3"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+    exit 1
+fi
 if [ "$SMOKE" = 1 ]; then STEPS=3 REPEATS=1; fi
 if [ "$SMOKE" = 1 ] && [ -z "${BENCH_INNER:-}" ]; then  # run once, then check its lines
     out=$(BENCH_INNER=1 bash "$0" 2>&1)
