@@ -10,8 +10,14 @@
 # make profile    where the tiny model's training step goes on this CPU (perf)
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
+# OpenMP where the compiler has it; without it (Apple's clang, for one) the CPU trainer is
+# built for one thread
+OPENMP := $(shell echo 'int main(void) { return 0; }' | $(CC) -fopenmp -x c -c -o /dev/null - 2>/dev/null && echo -fopenmp)
+ifeq ($(OPENMP),)
+$(warning $(CC) does not take -fopenmp: the CPU trainer is built for one thread)
+endif
 CFLAGS ?= -O3 -march=native
-CFLAGS += -std=c11 -ffp-contract=off -fopenmp -Wall -Wextra -Werror
+CFLAGS += -std=c11 -ffp-contract=off $(OPENMP) -Wall -Wextra -Werror
 LDLIBS = -lm
 PYTHON ?= python3
 HEADERS = $(wildcard llmc/*.h)

@@ -46,7 +46,7 @@ static inline void print_run_header(const Config *c, const char *where) {
     default: break;
     }
 #define POS_PARAM_SHOW(field, ctype, argtype, flag, def, scheme, check, must, help) \
-    if (c->pos_scheme == scheme) printf(" (%s %g)", flag + 2, (double)c->field);
+    if (c->pos_scheme == scheme) printf(" (%s %g)", &(flag)[2], (double)c->field);
     POS_PARAM_TABLE(POS_PARAM_SHOW)
 #undef POS_PARAM_SHOW
     if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
