@@ -1311,8 +1311,8 @@ static void test_kernels(void) {
     // the softmax's fused exp-and-sum (exp_sum_array) equals exp_array then sum_array bit for bit,
     // at every length 1..70 from an unaligned start, writing nothing past its end; max_array equals
     // the plain loop at those lengths (all-negative rows too, where a masked lane's 0 must not
-    // win); the attention's causal softmax (16 rows at a time) equals
-    // its rows done one by one with exp_array and sum_array, rows past a multiple of 16 included
+    // win); the attention's causal softmax (16 rows at a time) equals its rows done one by one
+    // with exp_array and sum_array, rows past a multiple of 16 included
     size_t fused_bad = 0;
     float *xs = test_matrix(160, 41);
     for (int i = 0; i < 160; i++) xs[i] *= 20.0f;  // [-10, 10]: every term counts in the sum

@@ -98,9 +98,10 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
     int full = nc == GEMM_NR;  // whole rows: plain loads and stores (AMD's masked stores are slow: 73% -> 84% of peak on tiny's products)
 #pragma GCC unroll 6
     for (int r = 0; r < GEMM_MR; r++) {
-        int in = load && r < nr;
-        acc[r][0] = !in ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o + (size_t)r * ldo) : _mm256_maskload_ps(o + (size_t)r * ldo, m0);
-        acc[r][1] = !in ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o + (size_t)r * ldo + 8) : _mm256_maskload_ps(o + (size_t)r * ldo + 8, m1);
+        const float *row = o + (size_t)r * ldo;
+        if (!load || r >= nr) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        else if (full) acc[r][0] = _mm256_loadu_ps(row), acc[r][1] = _mm256_loadu_ps(row + 8);
+        else acc[r][0] = _mm256_maskload_ps(row, m0), acc[r][1] = _mm256_maskload_ps(row + 8, m1);
     }
     for (int k = 0; k < kc; k++, ap += a_ks, bp += b_ks) {
         __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
@@ -112,14 +113,12 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
         }
     }
 #pragma GCC unroll 6
-    for (int r = 0; r < GEMM_MR; r++)
-        if (r < nr && full) {
-            _mm256_storeu_ps(o + (size_t)r * ldo, acc[r][0]);
-            _mm256_storeu_ps(o + (size_t)r * ldo + 8, acc[r][1]);
-        } else if (r < nr) {
-            _mm256_maskstore_ps(o + (size_t)r * ldo, m0, acc[r][0]);
-            _mm256_maskstore_ps(o + (size_t)r * ldo + 8, m1, acc[r][1]);
-        }
+    for (int r = 0; r < GEMM_MR; r++) {  // a constant bound: acc stays in registers
+        float *row = o + (size_t)r * ldo;
+        if (r >= nr) break;
+        if (full) _mm256_storeu_ps(row, acc[r][0]), _mm256_storeu_ps(row + 8, acc[r][1]);
+        else _mm256_maskstore_ps(row, m0, acc[r][0]), _mm256_maskstore_ps(row + 8, m1, acc[r][1]);
+    }
 }
 #else
 #define GEMM_MR 8

@@ -90,6 +90,13 @@ static inline void exp_array(float *y, const float *x, float a, float b, size_t 
     for (; i < n; i++) y[i] = exp_scalar(fmaf(a, x[i], b));
 }
 
+// the 16 partial sums added in order: the last step of sum_array and exp_sum_array
+static inline double sum_parts(const double part[16]) {
+    double s = 0;
+    for (int j = 0; j < 16; j++) s += part[j];
+    return s;
+}
+
 // sum of x[0..n) in double: 16 partial sums (x[i] goes to sum i % 16), then added in order
 static inline double sum_array(const float *x, size_t n) {
     double part[16] = {0};
@@ -97,9 +104,7 @@ static inline double sum_array(const float *x, size_t n) {
     for (; i + 16 <= n; i += 16)
         for (int j = 0; j < 16; j++) part[j] += (double)x[i + j];
     for (int j = 0; i < n; i++, j++) part[j] += (double)x[i];
-    double s = 0;
-    for (int j = 0; j < 16; j++) s += part[j];
-    return s;
+    return sum_parts(part);
 }
 
 // max of x[0..n) (n >= 1); exact in any order. The vector builds keep the 16 partial maxima
@@ -147,20 +152,17 @@ static inline double exp_sum_array(float *y, const float *x, float b, size_t n) 
 #if defined(__AVX512F__)
     __m512 one = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(b);
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();  // partial sums 0..7, 8..15
-    size_t i = 0;
-    for (; i <= n; i += 16) {
-        __mmask16 m = i + 16 <= n ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        if (!m) break;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         __m512 e = _mm512_maskz_mov_ps(m, exp_v16(_mm512_fmadd_ps(one, _mm512_maskz_loadu_ps(m, x + i), vb)));
         _mm512_mask_storeu_ps(y + i, m, e);
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
-    double part[16], s = 0;
+    double part[16];
     _mm512_storeu_pd(part, lo);
     _mm512_storeu_pd(part + 8, hi);
-    for (int j = 0; j < 16; j++) s += part[j];
-    return s;
+    return sum_parts(part);
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 one = _mm256_set1_ps(1.0f), vb = _mm256_set1_ps(b);
     __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};  // sums 0..3, .., 12..15
@@ -179,10 +181,9 @@ static inline double exp_sum_array(float *y, const float *x, float b, size_t n) 
         acc[2 * h] = _mm256_add_pd(acc[2 * h], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         acc[2 * h + 1] = _mm256_add_pd(acc[2 * h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
-    double part[16], s = 0;
+    double part[16];
     for (int q = 0; q < 4; q++) _mm256_storeu_pd(part + 4 * q, acc[q]);
-    for (int j = 0; j < 16; j++) s += part[j];
-    return s;
+    return sum_parts(part);
 #else
     exp_array(y, x, 1.0f, b, n);
     return sum_array(y, n);
