@@ -16,8 +16,17 @@ OPENMP := $(shell echo 'int main(void) { return 0; }' | $(CC) -fopenmp -x c -c -
 ifeq ($(OPENMP),)
 $(warning $(CC) does not take -fopenmp: the CPU trainer is built for one thread)
 endif
-CFLAGS ?= -O3 -march=native
-CFLAGS += -std=c11 -ffp-contract=off $(OPENMP) -Wall -Wextra -Werror
+# unless CFLAGS is given: -O3 and this CPU's instruction set, -march=native, or -mcpu=native
+# where that is refused (clang before 15 on ARM, Apple's included), or the compiler's default
+ifeq ($(origin CFLAGS),undefined)
+NATIVE := $(shell for f in -march=native -mcpu=native; do echo 'int main(void) { return 0; }' | $(CC) $$f -Werror -x c -c -o /dev/null - 2>/dev/null && { echo $$f; break; }; done)
+ifeq ($(NATIVE),)
+$(warning $(CC) takes neither -march=native nor -mcpu=native: the CPU trainer is built for its default instruction set)
+endif
+CFLAGS = -O3 $(NATIVE)
+endif
+# kept with a CFLAGS of your own (given to make, or set by an environment such as conda's)
+override CFLAGS += -std=c11 -ffp-contract=off $(OPENMP) -Wall -Wextra -Werror
 LDLIBS = -lm
 PYTHON ?= python3
 HEADERS = $(wildcard llmc/*.h)

@@ -28,7 +28,8 @@ static inline double file_bytes(const char *path) {
     return path[0] && stat(path, &sb) == 0 ? (double)sb.st_size : 0.0;
 }
 
-// Bytes the host can still give this process: MemAvailable, capped by a cgroup v2 limit.
+// Bytes the host can still give this process: MemAvailable, capped by a cgroup v2 limit
+// (without /proc: the free pages, or on macOS all of the memory).
 static inline double host_available_memory(void) {
     double avail = 0;
     char line[256];
@@ -36,7 +37,11 @@ static inline double host_available_memory(void) {
     while (f && fgets(line, sizeof(line), f))
         if (sscanf(line, "MemAvailable: %lf kB", &avail) == 1) avail *= 1024;
     if (f) fclose(f);
+#ifdef _SC_AVPHYS_PAGES
     if (avail <= 0) avail = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+#else  // macOS has no count of free pages: all of the memory
+    if (avail <= 0) avail = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+#endif
     double limit = 0, used = 0;
     f = fopen("/sys/fs/cgroup/memory.max", "r");
     int capped = f && fscanf(f, "%lf", &limit) == 1;  // "max" (no limit) does not scan
