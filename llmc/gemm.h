@@ -34,8 +34,8 @@
 // Measured on the LM-head shapes (dev/bench_gemm.c), this order beat the other (a B panel
 // in L1 against a block of A panels from L2) by 10-15 points of peak.
 // The tile fills the register file: AVX-512 12 x 32 (24 of the 32 zmm registers hold
-// accumulators, 2 hold B, 1 the broadcast A value), AVX2 + FMA 6 x 16 (12 of 16 ymm), and
-// a portable 8 x 16 that the compiler vectorizes; chosen by the build (-march=native).
+// accumulators, 2 hold B, 1 the broadcast A value), AVX2 + FMA 6 x 16 (12 of 16 ymm), NEON
+// 6 x 16 (24 of 32), and a portable 8 x 16 that the compiler vectorizes; chosen by the build.
 #ifndef GEMM_KC
 #define GEMM_KC 384
 #endif
@@ -119,6 +119,44 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
         if (full) _mm256_storeu_ps(row, acc[r][0]), _mm256_storeu_ps(row + 8, acc[r][1]);
         else _mm256_maskstore_ps(row, m0, acc[r][0]), _mm256_maskstore_ps(row + 8, m1, acc[r][1]);
     }
+}
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define GEMM_MR 6
+#define GEMM_NR 16
+// the NEON kernel (ARM: Apple's M chips, Linux on ARM): tile (nr <= 6, nc <= 16) of out at o
+// (row stride ldo); 24 of the 32 registers hold accumulators (the portable 8 x 16 spilled)
+static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, int a_rs, int a_ks, const float *bp, int b_ks, int kc, float *o,
+                                                               int ldo, int nr, int nc, int load, const float *next) {
+    (void)next;
+    float edge[GEMM_MR * GEMM_NR];  // a partial tile, through the stack
+    int full = nr == GEMM_MR && nc == GEMM_NR, ldt = full ? ldo : GEMM_NR;
+    float *t = full ? o : edge;
+    if (!full) {
+        memset(edge, 0, sizeof(edge));
+        for (int r = 0; r < nr && load; r++) memcpy(edge + r * GEMM_NR, o + (size_t)r * ldo, (size_t)nc * sizeof(float));
+    }
+    float32x4_t acc[GEMM_MR][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < GEMM_MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) acc[r][v] = load ? vld1q_f32(t + (size_t)r * ldt + 4 * v) : vdupq_n_f32(0.0f);
+    for (int k = 0; k < kc; k++, ap += a_ks, bp += b_ks) {
+        float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8), b3 = vld1q_f32(bp + 12);
+#pragma GCC unroll 6
+        for (int r = 0; r < GEMM_MR; r++) {
+            float32x4_t a = vdupq_n_f32(ap[r * a_rs]);
+            acc[r][0] = vfmaq_f32(acc[r][0], b0, a);  // acc + b * a, one rounding: fmaf(a, b, acc)
+            acc[r][1] = vfmaq_f32(acc[r][1], b1, a);
+            acc[r][2] = vfmaq_f32(acc[r][2], b2, a);
+            acc[r][3] = vfmaq_f32(acc[r][3], b3, a);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < GEMM_MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) vst1q_f32(t + (size_t)r * ldt + 4 * v, acc[r][v]);
+    for (int r = 0; r < nr && !full; r++) memcpy(o + (size_t)r * ldo, edge + r * GEMM_NR, (size_t)nc * sizeof(float));
 }
 #else
 #define GEMM_MR 8
