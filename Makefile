@@ -10,16 +10,18 @@
 # make profile    where the tiny model's training step goes on this CPU (perf)
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
+# $(call cc_takes,FLAG): FLAG when the compiler takes it without a warning, else nothing
+cc_takes = $(shell echo 'int main(void) { return 0; }' | $(CC) $(1) -Werror -x c -c -o /dev/null - 2>/dev/null && echo $(1))
 # OpenMP where the compiler has it; without it (Apple's clang, for one) the CPU trainer is
 # built for one thread
-OPENMP := $(shell echo 'int main(void) { return 0; }' | $(CC) -fopenmp -x c -c -o /dev/null - 2>/dev/null && echo -fopenmp)
+OPENMP := $(call cc_takes,-fopenmp)
 ifeq ($(OPENMP),)
 $(warning $(CC) does not take -fopenmp: the CPU trainer is built for one thread)
 endif
 # unless CFLAGS is given: -O3 and this CPU's instruction set, -march=native, or -mcpu=native
 # where that is refused (clang before 15 on ARM, Apple's included), or the compiler's default
 ifeq ($(origin CFLAGS),undefined)
-NATIVE := $(shell for f in -march=native -mcpu=native; do echo 'int main(void) { return 0; }' | $(CC) $$f -Werror -x c -c -o /dev/null - 2>/dev/null && { echo $$f; break; }; done)
+NATIVE := $(or $(call cc_takes,-march=native),$(call cc_takes,-mcpu=native))
 ifeq ($(NATIVE),)
 $(warning $(CC) takes neither -march=native nor -mcpu=native: the CPU trainer is built for its default instruction set)
 endif

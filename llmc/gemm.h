@@ -132,9 +132,9 @@ static inline __attribute__((always_inline)) void gemm_kernel(const float *ap, i
     float edge[GEMM_MR * GEMM_NR];  // a partial tile, through the stack
     int full = nr == GEMM_MR && nc == GEMM_NR, ldt = full ? ldo : GEMM_NR;
     float *t = full ? o : edge;
-    if (!full) {
+    if (!full && load) {
         memset(edge, 0, sizeof(edge));
-        for (int r = 0; r < nr && load; r++) memcpy(edge + r * GEMM_NR, o + (size_t)r * ldo, (size_t)nc * sizeof(float));
+        for (int r = 0; r < nr; r++) memcpy(edge + r * GEMM_NR, o + (size_t)r * ldo, (size_t)nc * sizeof(float));
     }
     float32x4_t acc[GEMM_MR][4];
 #pragma GCC unroll 6
