@@ -3,6 +3,10 @@
 // the data and checkpoint formats, and bad inputs. The GPU part runs train_gpt.cu's
 // dump mode when a GPU is present and reports skipped otherwise.
 // Output: one line per check, then "N passed, N failed, N skipped".
+//   ./test_gpt [REFERENCE]   every check
+//   ./test_gpt --only NAME   the checks that concern NAME: a --pos scheme, a --pe encoding, or
+//                            a group of the other checks (./test_gpt --list names them all)
+// THREADS in the environment: the trainer's threads in the runs (default: the CPUs online).
 #define TESTING
 #include "train_gpt_cpu.c"
 #include <sys/resource.h>
@@ -10,6 +14,29 @@
 
 static int n_pass, n_fail, n_skip;
 static const char *TMP = "test_tmp";
+
+// --only NAME: the checks whose names (a space-separated list: the schemes, encodings and
+// groups they concern) hold NAME; every check without it
+static const char *ONLY;
+static int wants(const char *names) {
+    if (!ONLY) return 1;
+    size_t n = strlen(ONLY);
+    for (const char *p = names; (p = strstr(p, ONLY)) != NULL; p += n)
+        if ((p == names || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) return 1;
+    return 0;
+}
+// ... of a run's flags: the --pe and --pos it names (their defaults unnamed)
+static int wants_flags(const char *flags) {
+    char names[128] = "", v[2][40] = {"", ""};
+    const char *opt[2] = {"--pe ", "--pos "};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(flags, opt[i]);
+        if (p) sscanf(p + strlen(opt[i]), "%39s", v[i]);
+    }
+    snprintf(names, sizeof(names), "%s %s%s%s", v[0], v[1], strstr(flags, "--qk_norm") ? " qk-norm" : "",
+             strstr(flags, "--drope_step") ? " drope" : "");
+    return wants(names);
+}
 
 static void check(int ok, const char *name, const char *fmt, ...) {
     char msg[512] = "";
@@ -183,7 +210,7 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     // break the symmetry of unit norm gains so their gradients are generic (T-PE's N(0,1)
     // input weights keep theirs: hidden units at 1 +- 0.3 would all saturate)
     for (int i = 0; i < NP; i++)
-        if (!PARAM_DECAY[i] && PARAM_INITS[i] != INIT_UNIT)
+        if (!PARAM_DECAY[i] && PARAM_INITS[i] != INIT_NORMAL)
             for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] = 1.0f + 0.3f * rng_normal(&r);
     for (int i = 0; i < NP; i++)
         if (PARAM_DECAY[i])
@@ -230,8 +257,8 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
             if (e > worst) worst = e;
             g.grads[i][best] = 0.0f;  // the next pick takes the next largest
         }
-        char label[64];
-        snprintf(label, sizeof(label), "finite differences%s %s", what, PARAM_NAMES[i]);
+        char label[96];
+        snprintf(label, sizeof(label), "finite differences (%s) %s", what, PARAM_NAMES[i]);
         check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
     }
     gpt_free(&g);
@@ -375,25 +402,31 @@ static void test_bias_buckets(void) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
     for (int l = 0; l < 2; l++) ps.alpha[l] = l ? 2.5f : 1.0f;
-    ps.pe = PE_ERPE;
+    ps.pe = PE_SHAW;  // relative keys: the pass's buckets per layer
     ps.rel.clip = 10;
     BiasPass bp = attn_bias_pass(&ps, 2, 4, 40);
-    int e_ok = bp.NB == 11 && bp.bucket_stride == 40;
-    for (int d = 0; d < 40; d++) e_ok &= bp.bucket[d] == (d < 10 ? d : 10) && bp.bucket[40 + d] == (int)(2.5f * d < 10 ? 2.5f * d : 10);
-    check(e_ok, "eRPE's buckets: min(floor(alpha * d), --rel_clip), per layer", "");
+    BiasFn f;  // eRPE's function buckets the same distances the same way
+    memset(&f, 0, sizeof(f));
+    f.rs = ps.rel;
+    int e_ok = bp.NB == 11 && bp.bucket_stride == 40 && pe_bias_fn_buckets(PE_ERPE, ps.rel) == 11;
+    for (int d = 0; d < 40; d++) {
+        int want0 = d < 10 ? d : 10, want1 = (int)(2.5f * d < 10 ? 2.5f * d : 10);
+        e_ok &= bp.bucket[d] == want0 && bp.bucket[40 + d] == want1;
+        e_ok &= erpe_bucket_of(&f, (float)d) == want0 && erpe_bucket_of(&f, 2.5f * d) == want1;
+    }
+    check(e_ok, "eRPE's and Shaw's buckets: min(floor(alpha * d), --rel_clip), per layer", "");
     // --t5_buckets 16 --t5_max_distance 64: 8 exact, then 8 + floor(ln(n/8) / ln 8 * 8), by hand
-    ps.pe = PE_T5;
-    ps.rel.t5_buckets = 16;
-    ps.rel.t5_max = 64;
-    ps.alpha[1] = 1.0f;
-    bp = attn_bias_pass(&ps, 2, 4, 101);
-    int dn[8] = {0, 7, 8, 11, 16, 32, 63, 100}, dw[8] = {0, 7, 8, 9, 10, 13, 15, 15}, t_ok = bp.NB == 16;
-    for (int i = 0; i < 8; i++) t_ok &= bp.bucket[dn[i]] == dw[i];
-    check(t_ok, "T5's buckets at --t5_buckets 16 --t5_max_distance 64: 8 exact, then log-spaced to 64", "NB %d", bp.NB);
+    f.rs.t5_buckets = 16;
+    f.rs.t5_max = 64;
+    int dn[8] = {0, 7, 8, 11, 16, 32, 63, 100}, dw[8] = {0, 7, 8, 9, 10, 13, 15, 15};
+    int t_ok = pe_bias_fn_buckets(PE_T5, f.rs) == 16;
+    for (int i = 0; i < 8; i++) t_ok &= t5_bucket_of(&f, (float)dn[i]) == dw[i];
+    check(t_ok, "T5's buckets at --t5_buckets 16 --t5_max_distance 64: 8 exact, then log-spaced to 64", "");
 }
 
+// each check by the scheme or encoding it concerns (--only)
 static void test_schemes(void) {
-    test_bias_buckets();
+    if (wants("erpe shaw t5 tupe")) test_bias_buckets();
     PosConfig pc = test_pc(POS_DISCRETE, 0.125f, 8.0f, 4.0f, 32, 4, 42);
     int counts[4] = {0}, in_set = 1;
     for (int s = 0; s < 4000; s++) {
@@ -402,19 +435,22 @@ static void test_schemes(void) {
         if (k < 0) in_set = 0; else counts[k]++;
     }
     // 1000 expected per value, sd 27: 5 sd
-    check(in_set && abs(counts[0] - 1000) < 140 && abs(counts[3] - 1000) < 140, "discrete: alphas from the set, uniformly",
-          "%d %d %d %d", counts[0], counts[1], counts[2], counts[3]);
+    if (wants("discrete"))
+        check(in_set && abs(counts[0] - 1000) < 140 && abs(counts[3] - 1000) < 140, "discrete: alphas from the set, uniformly",
+              "%d %d %d %d", counts[0], counts[1], counts[2], counts[3]);
     pc.scheme = POS_CYCLE;
-    check(pos_draw_alpha(&pc, 0) == 1 && pos_draw_alpha(&pc, 1) == 2 && pos_draw_alpha(&pc, 2) == 4 &&
-              pos_draw_alpha(&pc, 3) == 8 && pos_draw_alpha(&pc, 4) == 1 && pos_draw_alpha(&pc, 401) == 2,
-          "cycle: 1, 2, 4, 8, 1, ...", "");
+    if (wants("cycle"))
+        check(pos_draw_alpha(&pc, 0) == 1 && pos_draw_alpha(&pc, 1) == 2 && pos_draw_alpha(&pc, 2) == 4 &&
+                  pos_draw_alpha(&pc, 3) == 8 && pos_draw_alpha(&pc, 4) == 1 && pos_draw_alpha(&pc, 401) == 2,
+              "cycle: 1, 2, 4, 8, 1, ...", "");
     pc.scheme = POS_CURR_STEP;  // 100 steps, half at alpha 1
     int ok = 1;
     for (int s = 0; s < 100; s++) {
         float a = pos_draw_alpha(&pc, s);
         ok &= s < 50 ? a == 1.0f : (a >= 0.125f && a <= 8.0f && a != 1.0f);
     }
-    check(ok, "curriculum-step: alpha 1 for the first half, then U[a,b]", "");
+    if (wants("curriculum-step"))
+        check(ok, "curriculum-step: alpha 1 for the first half, then U[a,b]", "");
     pc.scheme = POS_CURR_LINEAR;
     float lo0 = 1e9f, hi0 = 0, lo1 = 1e9f, hi1 = 0;
     for (int rep = 0; rep < 400; rep++) {
@@ -423,21 +459,25 @@ static void test_schemes(void) {
         float a0 = pos_draw_alpha(&p, 0), a1 = pos_draw_alpha(&p, 99);
         lo0 = fminf(lo0, a0); hi0 = fmaxf(hi0, a0); lo1 = fminf(lo1, a1); hi1 = fmaxf(hi1, a1);
     }
-    check(lo0 >= 0.5f && hi0 <= 2.0f && lo1 < 0.5f && hi1 > 6.0f && lo1 >= 0.125f && hi1 <= 8.0f,
-          "curriculum-linear: from [1/2, 2] at the start to [a,b] at the end", "start [%.2f, %.2f], end [%.2f, %.2f]", lo0, hi0, lo1, hi1);
+    if (wants("curriculum-linear"))
+        check(lo0 >= 0.5f && hi0 <= 2.0f && lo1 < 0.5f && hi1 > 6.0f && lo1 >= 0.125f && hi1 <= 8.0f,
+              "curriculum-linear: from [1/2, 2] at the start to [a,b] at the end", "start [%.2f, %.2f], end [%.2f, %.2f]", lo0, hi0, lo1, hi1);
     pc.scheme = POS_POSAUG;
     pc.layers = LAYERS_BOTTOM;
     PosStep ps = pos_schedule_step(&pc, 7);
     float a7 = pos_draw_alpha(&pc, 7);
-    check(ps.alpha[0] == a7 && ps.alpha[1] == a7 && ps.alpha[2] == 1 && ps.alpha[3] == 1, "per-layer bottom: the lower half only", "");
+    if (wants("posaug"))
+        check(ps.alpha[0] == a7 && ps.alpha[1] == a7 && ps.alpha[2] == 1 && ps.alpha[3] == 1, "per-layer bottom: the lower half only", "");
     pc.layers = LAYERS_TOP;
     ps = pos_schedule_step(&pc, 7);
-    check(ps.alpha[0] == 1 && ps.alpha[1] == 1 && ps.alpha[2] == a7 && ps.alpha[3] == a7, "per-layer top: the upper half only", "");
+    if (wants("posaug"))
+        check(ps.alpha[0] == 1 && ps.alpha[1] == 1 && ps.alpha[2] == a7 && ps.alpha[3] == a7, "per-layer top: the upper half only", "");
     pc.layers = LAYERS_INDEPENDENT;
     ps = pos_schedule_step(&pc, 7);
     PosStep ps2 = pos_schedule_step(&pc, 7);
     int distinct = ps.alpha[0] != ps.alpha[1] && ps.alpha[1] != ps.alpha[2] && ps.alpha[2] != ps.alpha[3];
-    check(distinct && memcmp(&ps, &ps2, sizeof(ps)) == 0, "per-layer independent: one alpha per layer, reproducible", "");
+    if (wants("posaug"))
+        check(distinct && memcmp(&ps, &ps2, sizeof(ps)) == 0, "per-layer independent: one alpha per layer, reproducible", "");
     pc.layers = LAYERS_ALL;
     pc.scheme = POS_RANDOM_BASE;
     double bmin = 1e30, bmax = 0;
@@ -448,16 +488,19 @@ static void test_schemes(void) {
         bmax = fmax(bmax, base);
         if (ps.alpha[0] != 1.0f) bmax = 1e30;
     }
-    check(bmin >= 1250 * 0.999 && bmax <= 80000 * 1.001 && bmin < 5000 && bmax > 70000,
-          "random base: B in [B0/8, 8 B0], positions unchanged", "[%.0f, %.0f]", bmin, bmax);
+    if (wants("random-base"))
+        check(bmin >= 1250 * 0.999 && bmax <= 80000 * 1.001 && bmin < 5000 && bmax > 70000,
+              "random base: B in [B0/8, 8 B0], positions unchanged", "[%.0f, %.0f]", bmin, bmax);
     pc.scheme = POS_ROPE;
     pc.pe = PE_NOPE;
     ps = pos_schedule_step(&pc, 3);
-    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0, "NoPE: no rotation, no bias", "");
+    if (wants("nope"))
+        check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0, "NoPE: no rotation, no bias", "");
     pc.pe = PE_ROPE;
     pc.drope_step = 40;
     PosStep before = pos_schedule_step(&pc, 39), after = pos_schedule_step(&pc, 40), infer = pos_standard(&pc);
-    check((before.pe == PE_ROPE) && after.pe != PE_ROPE && infer.pe != PE_ROPE, "DroPE: RoPE until the step, then none (evaluation too)", "");
+    if (wants("drope"))
+        check((before.pe == PE_ROPE) && after.pe != PE_ROPE && infer.pe != PE_ROPE, "DroPE: RoPE until the step, then none (evaluation too)", "");
     pc.drope_step = 0;
     float m[8];
     alibi_slopes(m, 8);
@@ -465,7 +508,8 @@ static void test_schemes(void) {
     for (int h = 0; h < 8; h++) pow2 &= m[h] == ldexpf(1.0f, -(h + 1));
     alibi_slopes(m, 6);  // c = 4: 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3
     float want6[6] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
-    check(pow2 && memcmp(m, want6, sizeof(want6)) == 0, "ALiBi slopes for 8 and 6 heads", "");
+    if (wants("alibi"))
+        check(pow2 && memcmp(m, want6, sizeof(want6)) == 0, "ALiBi slopes for 8 and 6 heads", "");
     pc.scheme = POS_RPE;
     pc.seq_len = 64;
     pc.rpe_max = 512;
@@ -479,11 +523,13 @@ static void test_schemes(void) {
     ps = pos_schedule_step(&pc, 5);
     int differ = memcmp(step4, ps.positions, sizeof(step4)) != 0;
     ps = pos_schedule_step(&pc, 4);
-    check(rpe_ok && differ && memcmp(step4, ps.positions, sizeof(step4)) == 0,
-          "RPE: T distinct sorted integers in [0, rpe_max), new each step, fixed by (seed, step)", "");
+    if (wants("rpe"))
+        check(rpe_ok && differ && memcmp(step4, ps.positions, sizeof(step4)) == 0,
+              "RPE: T distinct sorted integers in [0, rpe_max), new each step, fixed by (seed, step)", "");
     EvalScaling none = {SCALE_NONE, 1, 32, 1, 0, 64};
     ps = pos_eval_step(&pc, &none, 200);
-    check(ps.positions == NULL, "RPE evaluates at standard positions", "");
+    if (wants("rpe"))
+        check(ps.positions == NULL, "RPE evaluates at standard positions", "");
     pc.rpe_per_layer = 1;  // --rpe_layers independent: layer 0 keeps the shared draw, the others differ
     ps = pos_schedule_step(&pc, 4);
     int layers_ok = ps.positions_stride == 64 && memcmp(step4, pos_layer(&ps, 0), sizeof(step4)) == 0;
@@ -492,7 +538,8 @@ static void test_schemes(void) {
         layers_ok &= memcmp(p, pos_layer(&ps, l - 1), sizeof(step4)) != 0;
         for (int t = 1; t < 64; t++) layers_ok &= p[t] > p[t - 1] && p[t] < 512;
     }
-    check(layers_ok, "RPE --rpe_layers independent: a sorted draw per layer", "");
+    if (wants("rpe"))
+        check(layers_ok, "RPE --rpe_layers independent: a sorted draw per layer", "");
     pc.rpe_per_layer = 0;
     pc.rpe_eval_random = 1;
     ps = pos_eval_step(&pc, &none, 200);
@@ -500,35 +547,41 @@ static void test_schemes(void) {
     for (int t = 1; t < 200 && eval_ok; t++) eval_ok = ps.positions[t] > ps.positions[t - 1] && ps.positions[t] < 512;
     float first = ps.positions[0], last = ps.positions[199];
     ps = pos_eval_step(&pc, &none, 200);
-    check(eval_ok && ps.positions[0] == first && ps.positions[199] == last && last > 199,
-          "RPE --rpe_eval random: 200 sorted distinct positions in [0, rpe_max), fixed per length", "last %g", last);
-    test_pose(&pc);
+    if (wants("rpe"))
+        check(eval_ok && ps.positions[0] == first && ps.positions[199] == last && last > 199,
+              "RPE --rpe_eval random: 200 sorted distinct positions in [0, rpe_max), fixed per length", "last %g", last);
+    if (wants("pose")) test_pose(&pc);
     pc.rpe_eval_random = 0;
     pc.scheme = POS_RFS;
     pc.rfs_scale = 1000.0f;
     ps = pos_schedule_step(&pc, 4);
     int rfs_ok = ps.positions && ps.n_positions == 64;
     for (int t = 0; t < 64 && rfs_ok; t++) rfs_ok = ps.positions[t] >= 0 && ps.positions[t] < 1000 && (t == 0 || ps.positions[t] >= ps.positions[t - 1]);
-    check(rfs_ok, "RFS: T sorted floats in [0, L)", "");
+    if (wants("rfs"))
+        check(rfs_ok, "RFS: T sorted floats in [0, L)", "");
     ps = pos_eval_step(&pc, &none, 200);  // n = 200 > T: p_t = (2t+1) / 400 * 1000
     float p0 = ps.positions[0], p199 = ps.positions[199];
     ps = pos_eval_step(&pc, &none, 32);   // n = 32 < T: (2t+1) / 128 * 1000
-    check(fabsf(p0 - 2.5f) < 1e-4f && fabsf(p199 - 997.5f) < 1e-3f && fabsf(ps.positions[0] - 7.8125f) < 1e-4f,
-          "RFS inference positions (2t+1) / (2 max(T,n)) * L", "%.4f %.4f %.4f", p0, p199, ps.positions[0]);
+    if (wants("rfs"))
+        check(fabsf(p0 - 2.5f) < 1e-4f && fabsf(p199 - 997.5f) < 1e-3f && fabsf(ps.positions[0] - 7.8125f) < 1e-4f,
+              "RFS inference positions (2t+1) / (2 max(T,n)) * L", "%.4f %.4f %.4f", p0, p199, ps.positions[0]);
     pc.scheme = POS_POSAUG;
     pc.pe = PE_ALIBI;
     ps = pos_schedule_step(&pc, 9);
-    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
-          "ALiBi+PosAug: slopes for 4 heads, distances times alpha", "");
+    if (wants("alibi posaug"))
+        check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0.25f && ps.alpha[0] == pos_draw_alpha(&pc, 9) && ps.alpha[0] != 1.0f,
+              "ALiBi+PosAug: slopes for 4 heads, distances times alpha", "");
     pc.pe = PE_SINUSOIDAL;
     ps = pos_schedule_step(&pc, 9);
-    check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
+    if (wants("sinusoidal"))
+        check(!(ps.pe == PE_ROPE) && ps.alibi_slope[0] == 0 && ps.pe == PE_SINUSOIDAL, "sinusoidal APE: no rotation, positions from the hook", "");
     pc.scheme = POS_ROPE;
     pc.pe = PE_LEARNED;
     ps = pos_schedule_step(&pc, 9);
     PassPositions pp = pos_pass(&ps, pc.n_layer, 2, 0, 64);
     learned_rows_check(&pp, 2, 64);  // rows 0..63: passes (a failure would exit)
-    check(ps.pe == PE_LEARNED && pass_pos(&pp, 0, 1, 63) == 63.0f, "learned APE: integer positions p_t = t, one row each", "");
+    if (wants("learned"))
+        check(ps.pe == PE_LEARNED && pass_pos(&pp, 0, 1, 63) == 63.0f, "learned APE: integer positions p_t = t, one row each", "");
 }
 
 // Positions are data: pos_pass fills p[l][b][t] from a step's recipe, with a stride of 0
@@ -1102,12 +1155,14 @@ static float *test_matrix(size_t n, unsigned seed) {  // uniform in [-0.5, 0.5)
     return m;
 }
 
-// The attention-score hook (llmc/attn_bias.h) with a learned table, a bucket map and slopes
-// together: the training path's gradients of the table (through the diagonal sums) and of
-// q against central differences in double, and the rows path (evaluation, KV cache) equal
-// to the training path's forward.
+// The attention-score hook (llmc/attn_bias.h) with a learned bias (eRPE's table, through its
+// function), relative-key scores and slopes together: the training path's gradients of the
+// table (through the diagonal sums and the function's backward) and of q against central
+// differences in double, and the rows path (evaluation, KV cache) equal to the training
+// path's forward. fn, when given, refills ab's term from its table first.
 static double attn_bias_loss(const float *q, const float *k, const float *v, const float *w, const AttnBias *ab, int B,
-                             int T, int NH, int NKV, int hd) {
+                             int T, int NH, int NKV, int hd, const BiasFn *fn) {
+    if (fn) bias_fn_fill((float *)ab->term, fn, 1, T, 0);
     float *y = (float *)xmalloc((size_t)B * T * NH * hd * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
     attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, ab);
     double s = 0;
@@ -1120,15 +1175,17 @@ static double attn_bias_loss(const float *q, const float *k, const float *v, con
 // The worst relative error of grad against central differences of attn_bias_loss over
 // x[0], x[step], ... below n (x is one of the loss's inputs, moved in place and restored).
 static double attn_bias_fd(float *x, size_t n, size_t step, const float *grad, const float *q, const float *k,
-                           const float *v, const float *w, const AttnBias *ab, int B, int T, int NH, int NKV, int hd) {
+                           const float *v, const float *w, const AttnBias *ab, int B, int T, int NH, int NKV, int hd,
+                           const BiasFn *fn) {
     double worst = 0;
     for (size_t i = 0; i < n; i += step) {
         float orig = x[i], h = 1e-2f;
         x[i] = orig + h;
-        double lp = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd);
+        double lp = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd, fn);
         x[i] = orig - h;
-        double lm = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd);
+        double lm = attn_bias_loss(q, k, v, w, ab, B, T, NH, NKV, hd, fn);
         x[i] = orig;
+        if (fn) bias_fn_fill((float *)ab->term, fn, 1, T, 0);  // the term of the weights as they were
         double fd = (lp - lm) / (2.0 * h), e = fabs(fd - grad[i]) / (fabs(fd) + 1e-3);
         if (e > worst) worst = e;
     }
@@ -1139,34 +1196,40 @@ static void test_attn_bias(void) {
     enum { B = 2, T = 11, NH = 4, NKV = 2, hd = 8, NB = 5 };
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd;
     float *q = test_matrix(nq, 31), *k = test_matrix(nk, 32), *v = test_matrix(nk, 33), *w = test_matrix(nq, 34);
-    float *table = test_matrix(NH * NB, 35);
+    float *table = test_matrix(NH * NB, 35), dtable[NH * NB] = {0}, term[NH * T];
     for (int i = 0; i < NH * NB; i++) table[i] *= 4.0f;  // a bias that moves the softmax
-    int bucket[T];
-    for (int d = 0; d < T; d++) bucket[d] = d < 3 ? d : d < 6 ? 3 : 4;  // clipped, several distances per bucket
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
     ps.alpha[0] = 1.5f;
     pos_set_pe(&ps, PE_ALIBI, NH);
     BiasPass bp = attn_bias_pass(&ps, 1, NH, T);
+    // eRPE's function, --rel_clip 4 at alpha 1.5: buckets 0 1 3 4 4 ..., several distances in the last
+    BiasFn f;
+    memset(&f, 0, sizeof(f));
+    f.pe = PE_ERPE, f.NH = NH, f.NB = NB, f.rs.clip = NB - 1, f.alpha = 1.5f, f.P = f.n_w[BP_ATTN_BIAS] = NH * NB;
+    f.w[BP_ATTN_BIAS] = table;
+    f.dw[BP_ATTN_BIAS] = dtable;
+    bias_fn_fill(term, &f, 1, T, 0);
     size_t nr = (size_t)B * T * NH * NB;
     float *qrel = test_matrix(nr, 36);  // a query's scores against relative keys, set by hand
     for (size_t i = 0; i < nr; i++) qrel[i] *= 3.0f;
-    AttnBias ab = attn_bias_layer(&bp, 0, NH, NULL, NULL, NULL, T, hd);
-    ab.table = table;  // the hook's table, relative-key scores and buckets set by hand
-    ab.qrel = qrel;
+    int bucket[T];
+    for (int d = 0; d < T; d++) bucket[d] = d < 3 ? d : d < 6 ? 3 : 4;  // the keys': clipped, several distances per bucket
+    AttnBias ab = attn_bias_layer(&bp, 0, NH, term, NULL, NULL, T, hd);
+    ab.qrel = qrel;  // the relative-key scores and their buckets set by hand
     ab.bucket = bucket;
     ab.NB = NB;
     float *y = (float *)xmalloc(nq * 4), *att = (float *)xmalloc((size_t)B * NH * T * T * 4);
     float *dq = (float *)xmalloc(nq * 4), *dk = (float *)xmalloc(nk * 4), *dv = (float *)xmalloc(nk * 4);
-    float *diag = (float *)xmalloc((size_t)B * NH * T * 4), dtable[NH * NB] = {0}, *rowg = (float *)xmalloc(nr * 4);
+    float *diag = (float *)xmalloc((size_t)B * NH * T * 4), *rowg = (float *)xmalloc(nr * 4);
     attention_forward_train(y, att, q, k, v, B, T, NH, NKV, hd, &ab);
     attention_backward(dq, dk, dv, diag, rowg, NULL, &ab, w, att, q, k, v, B, T, NH, NKV, hd);
-    attn_bias_table_grad(dtable, diag, bucket, B, NH, T, NB);
-    double worst = attn_bias_fd(table, NH * NB, 1, dtable, q, k, v, w, &ab, B, T, NH, NKV, hd);
-    double worst_q = attn_bias_fd(q, nq, 7, dq, q, k, v, w, &ab, B, T, NH, NKV, hd);
-    double worst_r = attn_bias_fd(qrel, nr, 3, rowg, q, k, v, w, &ab, B, T, NH, NKV, hd);
-    check(worst < 2e-2, "attention-score hook: the learned table's gradient (diagonal sums, buckets) against central "
-          "differences", "worst rel err %.2e over %d entries", worst, NH * NB);
+    bias_fn_backward(&f, diag, B, 1, T);
+    double worst = attn_bias_fd(table, NH * NB, 1, dtable, q, k, v, w, &ab, B, T, NH, NKV, hd, &f);
+    double worst_q = attn_bias_fd(q, nq, 7, dq, q, k, v, w, &ab, B, T, NH, NKV, hd, NULL);
+    double worst_r = attn_bias_fd(qrel, nr, 3, rowg, q, k, v, w, &ab, B, T, NH, NKV, hd, NULL);
+    check(worst < 2e-2, "attention-score hook: a learned table's gradient (diagonal sums, then its function's backward) "
+          "against central differences", "worst rel err %.2e over %d entries", worst, NH * NB);
     check(worst_q < 2e-2, "attention-score hook: dq with a table, relative keys and slopes against central differences",
           "worst rel err %.2e", worst_q);
     check(worst_r < 2e-2, "attention-score hook: the relative-key scores' gradient (row and bucket sums) against central "
@@ -1445,9 +1508,10 @@ static void read_losses(const char *path, char *out, size_t n) {
 // the CPU trainer under test (TRAINER in the environment: a sanitizer build) and a small run of it
 static const char *TRAINER = "./train_gpt_cpu";
 static const char *SMALL_FLAGS = "--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
-                                 "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 --threads 2 "
+                                 "--batch_size 2 --total_batch 4 --steps 6 --warmup 2 --val_every 3 --eval_len 0 "
                                  "--pos posaug --indist_start 8";
-static char SMALL[512];  // TRAINER SMALL_FLAGS
+static int THREADS;      // the trainer's threads (THREADS in the environment)
+static char SMALL[512];  // TRAINER SMALL_FLAGS --threads THREADS
 // HOST_ONLY=1: TRAINER is train_gpt.cu's build, so the checks of what only the CPU trainer
 // does (generation, OpenMP threads, host memory of activations) are skipped
 static int CUDA_TRAINER;
@@ -1505,12 +1569,14 @@ static void test_resume_keeps_flags(void) {
         "--pe learned --pos rope --wpe_rows 100"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
+        if (!wants_flags(schemes[k]) && !wants("resume")) continue;
         snprintf(flags, sizeof(flags), "%s --lr 2e-3 --min_lr 1e-4 --warmup 3 %s", SMALL, schemes[k]);
         snprintf(prefix, sizeof(prefix), "keep%zu_", k);
         snprintf(what, sizeof(what), "%s: ", schemes[k]);
         check_resume(flags, NULL, prefix, what);
     }
     // a flag given again with another value is a change, printed; the scheme's needs its own folder
+    if (!wants("resume discrete")) return;
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof(cmd), "%s --resume %s/keep0_part/checkpoint.bin --steps 8", TRAINER, TMP);
     int rc = run_cmd(cmd, out, sizeof(out));
@@ -1587,7 +1653,7 @@ static void test_checkpoint_models(void) {
 static void test_gru_runs(void) {
     char flags[512], cmd[2048], out[8192], a[512], b[512];
     snprintf(flags, sizeof(flags), "%s --arch gru --n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 "
-             "--steps 6 --warmup 2 --val_every 3 --eval_len 0 --indist_start 8 --threads 2", TRAINER);
+             "--steps 6 --warmup 2 --val_every 3 --eval_len 0 --indist_start 8 --threads %d", TRAINER, THREADS > 1 ? THREADS : 2);
     if (!check_resume(flags, "--threads 1", "gru_", "GRU: ")) return;
     snprintf(a, sizeof(a), "%s/gru_full/checkpoint.bin", TMP);
     // evaluation with no model flags: the checkpoint's architecture and shape
@@ -1898,6 +1964,7 @@ static void test_every_scheme_runs(void) {
                      pe == PE_LEARNED ? "rpe" : pe == PE_NOPE ? "rope" : pe == PE_TUPE ? "rope --wpe_rows 96" : "posaug");
         }
         else snprintf(flags, sizeof(flags), "%s", extra[k - POS_N_SCHEMES - PE_N]);
+        if (!wants_flags(flags)) continue;
         snprintf(cmd, sizeof(cmd), "%s --steps 2 --val_every 1 --eval_len 96 --eval_n 2 --gain_window 16 %s --out_dir %s/scheme_%d",
                  SMALL, flags, TMP, k);
         int rc = run_cmd(cmd, out, sizeof(out));
@@ -2338,7 +2405,8 @@ static void test_hostile_runs(void) {
 static void test_checkpoint_adoption(void) {
     char cmd[2048], out[8192], a[512], b[512], ck[512], eps_ck[512];
     snprintf(ck, sizeof(ck), "%s/full/checkpoint.bin", TMP);  // test_resume's: C 32, L 2, NH 4, NKV 2, F 64, T 32
-    const char *ev = "--eval_len 96 --eval_n 2 --gain_window 16 --indist_start 8 --threads 2";
+    char ev[128];
+    snprintf(ev, sizeof(ev), "--eval_len 96 --eval_n 2 --gain_window 16 --indist_start 8 --threads %d", THREADS);
     snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only %s --out_dir %s/adopt --eval_tag flags", SMALL, ck, ev, TMP);
     int r1 = run_cmd(cmd, out, sizeof(out));
     snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only %s --out_dir %s/adopt --eval_tag bare", TRAINER, ck, ev, TMP);
@@ -2351,14 +2419,14 @@ static void test_checkpoint_adoption(void) {
         char with_flags[8192];
         snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The '", SMALL, ck);
         int r3 = run_cmd(cmd, with_flags, sizeof(with_flags));
-        snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The ' --threads 2", TRAINER, ck);
+        snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 0 --generate 20 --prompt 'The ' --threads %d", TRAINER, ck, THREADS);
         int r4 = run_cmd(cmd, out, sizeof(out));
         const char *ga = strstr(with_flags, "\nThe "), *gb = strstr(out, "\nThe ");
         check(r3 == 0 && r4 == 0 && ga && gb && strcmp(ga, gb) == 0, "--generate takes the model from the checkpoint", "exit %d %d",
               r3, r4);
     }
-    snprintf(cmd, sizeof(cmd), "%s --init_from %s --steps 1 --batch_size 2 --total_batch 2 --eval_len 0 --val_every 0 --threads 2 "
-             "--pos posaug --out_dir %s/adopt_init", TRAINER, ck, TMP);
+    snprintf(cmd, sizeof(cmd), "%s --init_from %s --steps 1 --batch_size 2 --total_batch 2 --eval_len 0 --val_every 0 --threads %d "
+             "--pos posaug --out_dir %s/adopt_init", TRAINER, ck, THREADS, TMP);
     int r5 = run_cmd(cmd, out, sizeof(out));
     check(r5 == 0 && strstr(out, "C=32 L=2 NH=4 NKV=2 hd=8 F=64 T=32") && strstr(out, "step     1/1"),
           "--init_from takes the model from the checkpoint", "exit %d", r5);
@@ -2549,6 +2617,60 @@ static int dumps_same_layout(const char *a_path, const char *b_path) {
     return same;
 }
 
+// The GPU-vs-CPU cases, one row each: the names they concern (--only), the label, a PyTorch
+// file (NULL: the reference test_gpt was given) or, with no file, a case written here
+// (write_case: T, --pe, --qk_norm, --pos (-1: the alphas), --rpe_layers independent, head
+// dim); and what --attention flash says when it refuses the case's encoding (NULL: flash takes
+// it; "": the case has no attention, one run). Append rows: trainer.sh names a case by its index.
+static const struct {
+    const char *names, *label, *file;
+    int T, pe, qk_norm, scheme, rpe_layers, hd;
+    const char *flash_refusal;
+} GPU_CASES[] = {
+    {"reference rope posaug", "reference case", NULL, 0, 0, 0, 0, 0, 0, NULL},
+    {"nope", "NoPE case", "dev/reference_nope.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"alibi posaug", "ALiBi+PosAug case", "dev/reference_alibi.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"sinusoidal", "sinusoidal APE case", "dev/reference_sinusoidal.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"learned", "learned APE case", "dev/reference_learned.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"qk-norm", "QK-norm case", "dev/reference_qknorm.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"gru", "GRU case", "dev/reference_gru.bin", 0, 0, 0, 0, 0, 0, ""},
+    {"erpe", "eRPE case", "dev/reference_erpe.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"t5", "T5 bias case", "dev/reference_t5.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"tape", "tAPE case", "dev/reference_tape.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"shaw", "Shaw relative keys case", "dev/reference_shaw.bin", 0, 0, 0, 0, 0, 0, "does not take --pe shaw's relative keys"},
+    {"rope", "long case", NULL, 512, PE_ROPE, 0, -1, 0, 16, NULL},
+    {"rpe", "RPE per-layer case", NULL, 64, PE_ROPE, 0, POS_RPE, 1, 16, NULL},
+    {"rfs", "RFS case", NULL, 64, PE_ROPE, 0, POS_RFS, 0, 16, NULL},
+    {"sinusoidal rfs", "sinusoidal APE at RFS positions case", NULL, 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16, NULL},
+    {"learned rpe qk-norm", "learned APE at RPE positions case", NULL, 64, PE_LEARNED, 1, POS_RPE, 0, 16, NULL},
+    {"rope", "head dim 64 case (MQA, T 100)", NULL, 100, PE_ROPE, 0, -1, 0, 64, NULL},  // T off the flash tiles
+    {"erpe posaug", "eRPE+PosAug case (T 80)", NULL, 80, PE_ERPE, 0, -1, 0, 16, NULL},
+    {"pose", "RoPE at PoSE positions case", NULL, 64, PE_ROPE, 0, POS_POSE, 0, 16, NULL},
+    {"tpe", "T-PE case", "dev/reference_tpe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tpe's relative keys"},
+    {"tupe", "TUPE case", "dev/reference_tupe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tupe's untied positions"},
+};
+#define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
+
+// Case k's file into path (256 bytes): its PyTorch file, or the one written for it (returns 1)
+static int gpu_case_path(char *path, int k, const char *ref) {
+    int written = !GPU_CASES[k].file && k > 0;
+    if (written) snprintf(path, 256, "%s/case%d.bin", TMP, k);
+    else snprintf(path, 256, "%s", k == 0 ? ref : GPU_CASES[k].file);
+    return written;
+}
+
+// The dump path itself, on the CPU: the binary's --dump_case on case k equals the in-process run
+static void check_dump_binary(const char *path, int k) {
+    char cpu_in[256], cpu_bin[256], cmd[1024], out[4096], label[160];
+    snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_case%d_inproc.bin", TMP, k);
+    snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_case%d_binary.bin", TMP, k);
+    dump_case(path, cpu_in);
+    snprintf(cmd, sizeof(cmd), "%s --dump_case %s %s", TRAINER, path, cpu_bin);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    snprintf(label, sizeof(label), "CPU --dump_case on the %s", GPU_CASES[k].label);
+    check(rc == 0 && files_equal(cpu_in, cpu_bin), label, "exit %d", rc);
+}
+
 static void test_gpu(const char *ref) {
     char out[4096];
     int has_gpu = run_cmd("nvidia-smi -L", out, sizeof(out)) == 0 && strstr(out, "GPU");
@@ -2557,71 +2679,53 @@ static void test_gpu(const char *ref) {
     const char *gpu_cmd[2] = {"timeout -k 5 60 ./train_gpt_fp32", "timeout -k 5 60 ./train_gpt"};
     const char *names[2] = {"GPU fp32 vs CPU", "GPU bf16 vs CPU"};
     Tolerances tols[2] = {TOL_FP32, TOL_BF16};
-    // the PyTorch files, then cases written here: a long window (T 512, alpha 8: angles to
-    // 4088 rad) and the schemes with explicit positions
-    enum { NCASES = 21, NFILES = 11, GRU_CASE = 6, SHAW_CASE = 10, TPE_CASE = 19, TUPE_CASE = 20 };  // these three: naive only
-    const char *case_names[NCASES] = {"reference case", "NoPE case", "ALiBi+PosAug case", "sinusoidal APE case",
-                                      "learned APE case", "QK-norm case", "GRU case", "eRPE case", "T5 bias case", "tAPE case",
-                                      "Shaw relative keys case", "long case", "RPE per-layer case", "RFS case", "sinusoidal APE at RFS positions case",
-                                      "learned APE at RPE positions case", "head dim 64 case (MQA, T 100)",
-                                      "eRPE+PosAug case (T 80)", "RoPE at PoSE positions case", "T-PE case", "TUPE case"};
-    char cases[NCASES][256];
-    const char *files[NFILES] = {ref, "dev/reference_nope.bin", "dev/reference_alibi.bin", "dev/reference_sinusoidal.bin",
-                                 "dev/reference_learned.bin", "dev/reference_qknorm.bin", "dev/reference_gru.bin",
-                                 "dev/reference_erpe.bin", "dev/reference_t5.bin", "dev/reference_tape.bin",
-                                 "dev/reference_shaw.bin"};
-    for (int k = 0; k < NFILES; k++) snprintf(cases[k], sizeof(cases[k]), "%s", files[k]);
-    for (int k = NFILES; k < NCASES; k++) snprintf(cases[k], sizeof(cases[k]), "%s/case%d.bin", TMP, k);
-    write_case(cases[11], 512, PE_ROPE, 0, -1, 0, 16);
-    write_case(cases[12], 64, PE_ROPE, 0, POS_RPE, 1, 16);
-    write_case(cases[13], 64, PE_ROPE, 0, POS_RFS, 0, 16);
-    write_case(cases[14], 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16);
-    write_case(cases[15], 64, PE_LEARNED, 1, POS_RPE, 0, 16);
-    write_case(cases[16], 100, PE_ROPE, 0, -1, 0, 64);  // T off the flash kernels' 64-row tiles
-    write_case(cases[17], 80, PE_ERPE, 0, -1, 0, 16);
-    write_case(cases[18], 64, PE_ROPE, 0, POS_POSE, 0, 16);
-    snprintf(cases[TPE_CASE], sizeof(cases[TPE_CASE]), "dev/reference_tpe.bin");  // PyTorch files, after the written ones
-    snprintf(cases[TUPE_CASE], sizeof(cases[TUPE_CASE]), "dev/reference_tupe.bin");
-    // the dump path itself, on the CPU: the binary's --dump_case equals the in-process run
-    for (int k = NFILES; k < NCASES; k++) {
-        char cpu_in[256], cpu_bin[256], cmd0[1024], label[160];
-        snprintf(cpu_in, sizeof(cpu_in), "%s/cpu_case%d_inproc.bin", TMP, k);
-        snprintf(cpu_bin, sizeof(cpu_bin), "%s/cpu_case%d_binary.bin", TMP, k);
-        dump_case(cases[k], cpu_in);
-        snprintf(cmd0, sizeof(cmd0), "%s --dump_case %s %s", TRAINER, cases[k], cpu_bin);
-        int rc0 = run_cmd(cmd0, out, sizeof(out));
-        snprintf(label, sizeof(label), "CPU --dump_case on the %s", case_names[k]);
-        check(rc0 == 0 && files_equal(cpu_in, cpu_bin), label, "exit %d", rc0);
+    char path[256];
+    int first_written = -1, second_written = -1;
+    for (int k = 0; k < N_GPU_CASES; k++) {
+        int written = gpu_case_path(path, k, ref);
+        if (!wants(GPU_CASES[k].names) && !wants("gpu")) continue;
+        if (written)
+            write_case(path, GPU_CASES[k].T, GPU_CASES[k].pe, GPU_CASES[k].qk_norm, GPU_CASES[k].scheme,
+                       GPU_CASES[k].rpe_layers, GPU_CASES[k].hd);
+        check_dump_binary(path, k);
+        if (!written) continue;
+        if (first_written < 0) first_written = k;
+        else if (second_written < 0) second_written = k;
     }
-    {  // the layout comparison the flash-vs-naive GPU check relies on: T 512 against T 64
+    if (second_written >= 0) {  // the layout comparison the flash-vs-naive GPU check relies on: two shapes
         char a[256], b2[256];
-        snprintf(a, sizeof(a), "%s/cpu_case%d_inproc.bin", TMP, NFILES);
-        snprintf(b2, sizeof(b2), "%s/cpu_case%d_inproc.bin", TMP, NFILES + 1);
+        snprintf(a, sizeof(a), "%s/cpu_case%d_inproc.bin", TMP, first_written);
+        snprintf(b2, sizeof(b2), "%s/cpu_case%d_inproc.bin", TMP, second_written);
         check(dumps_same_layout(a, a) && !dumps_same_layout(a, b2), "dumps_same_layout tells equal layouts from different shapes", "");
     }
     for (int b = 0; b < 2; b++) {
         char label[256];
         snprintf(label, sizeof(label), "%s", names[b]);
+        if (!wants("gpu")) {
+            int any = 0;
+            for (int k = 0; k < N_GPU_CASES; k++) any |= wants(GPU_CASES[k].names);
+            if (!any) continue;
+        }
         if (!has_gpu) { skip(label, "no GPU on this machine"); continue; }
         FILE *f = fopen(builds[b] + 2, "rb");
         if (!f) { skip(label, "the CUDA build is missing (make cuda)"); continue; }
         fclose(f);
-        for (int k = 0; k < NCASES; k++) {
+        for (int k = 0; k < N_GPU_CASES; k++) {
+            if (!wants(GPU_CASES[k].names) && !wants("gpu")) continue;
             char cpu_out[256], gpu_out[2][256], cmd[8192];
+            const char *refusal = GPU_CASES[k].flash_refusal;
             snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d.bin", TMP, k);
-            dump_case(cases[k], cpu_out);
+            gpu_case_path(path, k, ref);
+            dump_case(path, cpu_out);
             int ran[2] = {0, 0};
-            for (int a = 0; a < (k == GRU_CASE ? 1 : ATTN_N); a++) {  // both training attention paths
+            for (int a = 0; a < (refusal && !refusal[0] ? 1 : ATTN_N); a++) {  // both training attention paths
                 snprintf(gpu_out[a], sizeof(gpu_out[a]), "%s/gpu%d_case%d_%s.bin", TMP, b, k, ATTN_NAMES[a]);
-                snprintf(cmd, sizeof(cmd), "%s --dump_case %s %s --attention %s", gpu_cmd[b], cases[k], gpu_out[a],
+                snprintf(cmd, sizeof(cmd), "%s --dump_case %s %s --attention %s", gpu_cmd[b], path, gpu_out[a],
                          ATTN_NAMES[a]);
                 int rc = run_cmd(cmd, out, sizeof(out));
-                snprintf(label, sizeof(label), "%s, %s, --attention %s", names[b], case_names[k], ATTN_NAMES[a]);
-                if ((k == SHAW_CASE || k == TPE_CASE || k == TUPE_CASE) && a == ATTN_FLASH) {  // not taken yet: one refusal
-                    const char *why = k == SHAW_CASE ? "does not take --pe shaw's relative keys" :
-                                      k == TPE_CASE  ? "does not take --pe tpe's relative keys" :
-                                                       "does not take --pe tupe's untied positions";
-                    check(rc != 0 && strstr(out, why), label, "refused: exit %d", rc);
+                snprintf(label, sizeof(label), "%s, %s, --attention %s", names[b], GPU_CASES[k].label, ATTN_NAMES[a]);
+                if (refusal && a == ATTN_FLASH) {  // not taken yet: one refusal
+                    check(rc != 0 && strstr(out, refusal), label, "refused: exit %d", rc);
                     continue;
                 }
                 if (rc != 0) { check(0, label, "exit %d: %s", rc, out); continue; }
@@ -2630,21 +2734,75 @@ static void test_gpu(const char *ref) {
             }
             if (ran[ATTN_NAIVE] && ran[ATTN_FLASH]) {
                 snprintf(label, sizeof(label), "%s, %s: flash and naive dumps hold the same names and shapes", names[b],
-                         case_names[k]);
+                         GPU_CASES[k].label);
                 check(dumps_same_layout(gpu_out[ATTN_FLASH], gpu_out[ATTN_NAIVE]), label, "");
             }
         }
+        if (!wants("gpu eval")) continue;
         // bf16: the H200 gave 1.3-1.5e-4 on the loss columns at 357ceb0 (entropy 1.6e-7)
         compare_gpu_eval(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
         compare_gpu_eval_gru(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
     }
 }
 
+// The groups of checks that are not one scheme's or encoding's (--only, --list); every name in
+// main's calls below is a --pos or --pe name or one of these.
+static const char *GROUPS[] = {"reference", "hook", "qk-norm", "drope", "gru", "metrics", "scaling", "eval", "files",
+                               "kernels", "resume", "run-folders", "loss-masks", "checkpoints", "bad-inputs", "gpu"};
+#define N_GROUPS (int)(sizeof(GROUPS) / sizeof(GROUPS[0]))
+
+// The PyTorch files (dev/pytorch_reference.py --pos_kind ...): the names they concern, the file, the label
+static const struct {
+    const char *names, *file, *label;
+} TORCH_FILES[] = {
+    {"nope", "dev/reference_nope.bin", "CPU vs PyTorch, NoPE"},
+    {"alibi posaug", "dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug"},
+    {"sinusoidal posaug", "dev/reference_sinusoidal.bin", "CPU vs PyTorch, sinusoidal APE+PosAug"},
+    {"learned", "dev/reference_learned.bin", "CPU vs PyTorch, learned APE"},
+    {"erpe posaug", "dev/reference_erpe.bin", "CPU vs PyTorch, eRPE+PosAug"},
+    {"t5 posaug", "dev/reference_t5.bin", "CPU vs PyTorch, T5 bias+PosAug"},
+    {"tape posaug", "dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug"},
+    {"shaw posaug", "dev/reference_shaw.bin", "CPU vs PyTorch, Shaw's relative keys+PosAug"},
+    {"tpe posaug", "dev/reference_tpe.bin", "CPU vs PyTorch, T-PE+PosAug"},
+    {"tupe", "dev/reference_tupe.bin", "CPU vs PyTorch, TUPE"},
+    {"qk-norm", "dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm"},
+    {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
+};
+
+// --list: every name --only takes
+static void list_names(void) {
+    printf("--pos:");
+    for (int i = 0; i < POS_N_SCHEMES; i++) printf(" %s", POS_SCHEME_NAMES[i]);
+    printf("\n--pe:");
+    for (int i = 0; i < PE_N; i++) printf(" %s", PE_NAMES[i]);
+    printf("\ngroups:");
+    for (int i = 0; i < N_GROUPS; i++) printf(" %s", GROUPS[i]);
+    printf("\n");
+}
+
+static int known_name(const char *name) {
+    for (int i = 0; i < POS_N_SCHEMES; i++) if (strcmp(name, POS_SCHEME_NAMES[i]) == 0) return 1;
+    for (int i = 0; i < PE_N; i++) if (strcmp(name, PE_NAMES[i]) == 0) return 1;
+    for (int i = 0; i < N_GROUPS; i++) if (strcmp(name, GROUPS[i]) == 0) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *ref = argc > 1 ? argv[1] : "dev/reference_tiny.bin";
+    const char *ref = "dev/reference_tiny.bin";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--list") == 0) { list_names(); return 0; }
+        if (strcmp(argv[i], "--only") == 0) {
+            if (i + 1 >= argc) fail("--only takes a name (./test_gpt --list shows them)");
+            ONLY = argv[++i];
+            if (!known_name(ONLY)) fail("--only %s: no check concerns that name (./test_gpt --list shows them)", ONLY);
+        } else if (argv[i][0] == '-') fail("unknown flag %s (test_gpt takes [REFERENCE], --only NAME, --list)", argv[i]);
+        else ref = argv[i];
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);  // in order with the trainers' stderr
     if (getenv("TRAINER")) TRAINER = getenv("TRAINER");
-    snprintf(SMALL, sizeof(SMALL), "%s %s", TRAINER, SMALL_FLAGS);
+    THREADS = getenv("THREADS") ? atoi(getenv("THREADS")) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (THREADS < 1 || THREADS > 1024) fail("THREADS=%s: give the trainer's threads, 1 to 1024", getenv("THREADS"));
+    snprintf(SMALL, sizeof(SMALL), "%s %s --threads %d", TRAINER, SMALL_FLAGS, THREADS);
     mkdir(TMP, 0755);
     if (getenv("KERNELS_ONLY")) {  // dev/check_kernel_isas.sh: this build's GEMM and exp only
         test_kernels();
@@ -2665,59 +2823,46 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
         return n_fail ? 1 : 0;
     }
-    test_reference(ref);
-    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 0, "");
-    test_finite_differences(ARCH_TRANSFORMER, PE_SINUSOIDAL, 0, 0, ", sinusoidal APE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_ALIBI, 0, 0, ", ALiBi,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_ERPE, 0, 0, ", eRPE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_T5, 0, 0, ", T5 bias,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_TAPE, 0, 0, ", tAPE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_SHAW, 0, 0, ", Shaw's relative keys,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_TPE, 0, 0, ", T-PE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_TUPE, 0, 0, ", TUPE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 0, ", learned APE,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, ", QK-norm,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, ", RoPE at RPE positions per layer,");
-    test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, ", learned APE at RPE positions,");
-    test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, ", GRU,");
-    test_position_hook();
-    test_pass_positions();
-    test_attn_bias();
-    test_schemes();
-    test_reference_named("dev/reference_nope.bin", "CPU vs PyTorch, NoPE");
-    test_reference_named("dev/reference_alibi.bin", "CPU vs PyTorch, ALiBi+PosAug");
-    test_reference_named("dev/reference_sinusoidal.bin", "CPU vs PyTorch, sinusoidal APE+PosAug");
-    test_reference_named("dev/reference_learned.bin", "CPU vs PyTorch, learned APE");
-    test_reference_named("dev/reference_erpe.bin", "CPU vs PyTorch, eRPE+PosAug");
-    test_reference_named("dev/reference_t5.bin", "CPU vs PyTorch, T5 bias+PosAug");
-    test_reference_named("dev/reference_tape.bin", "CPU vs PyTorch, tAPE+PosAug");
-    test_reference_named("dev/reference_shaw.bin", "CPU vs PyTorch, Shaw's relative keys+PosAug");
-    test_reference_named("dev/reference_tpe.bin", "CPU vs PyTorch, T-PE+PosAug");
-    test_reference_named("dev/reference_tupe.bin", "CPU vs PyTorch, TUPE");
-    test_reference_named("dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm");
-    test_reference_named("dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU");
-    test_metrics();
-    test_eval_metrics();
-    test_scaling("dev/scaling_reference.bin");
-    test_eval_passes();
-    test_passkey();
-    test_ruler();
-    test_hellaswag();
-    test_files();
-    test_kernels();
-    test_resume();
-    test_resume_keeps_flags();
-    test_run_folders();
-    test_every_scheme_runs();
-    test_gru_runs();
-    test_loss_masks();
-    test_task_eval();
-    test_checkpoint_models();
-    test_bad_inputs();
-    test_hostile_runs();
-    test_checkpoint_adoption();
-    test_yarn_bounds("dev/scaling_reference.bin");
-    test_gpu(ref);
+    if (wants("reference rope posaug")) test_reference(ref);
+    for (int pe = 0; pe < PE_N; pe++)  // every encoding's gradient but NoPE's (no parameters of its own)
+        if (pe != PE_NOPE && wants(PE_NAMES[pe])) test_finite_differences(ARCH_TRANSFORMER, pe, 0, 0, PE_NAMES[pe]);
+    if (wants("qk-norm")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, "QK-norm");
+    if (wants("rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, "RoPE at RPE positions per layer");
+    if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, "learned APE at RPE positions");
+    if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, "GRU");
+    if (wants("hook posaug posaug-log rope")) test_position_hook();
+    if (wants("hook")) test_pass_positions();
+    if (wants("hook alibi erpe shaw")) test_attn_bias();
+    test_schemes();  // each check by its scheme
+    for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++)
+        if (wants(TORCH_FILES[i].names)) test_reference_named(TORCH_FILES[i].file, TORCH_FILES[i].label);
+    if (wants("metrics")) {
+        test_metrics();
+        test_eval_metrics();
+    }
+    if (wants("scaling")) test_scaling("dev/scaling_reference.bin");
+    if (wants("eval")) {
+        test_eval_passes();
+        test_passkey();
+        test_ruler();
+        test_hellaswag();
+    }
+    if (wants("files")) test_files();
+    if (wants("kernels")) test_kernels();
+    // test_resume's checkpoint (TMP/full) and test_checkpoint_models' (TMP/lq) serve later groups too
+    if (wants("resume posaug checkpoints bad-inputs run-folders gpu")) test_resume();
+    test_resume_keeps_flags();  // each scheme and encoding by its names
+    if (wants("run-folders")) test_run_folders();
+    test_every_scheme_runs();  // each by its name
+    if (wants("gru")) test_gru_runs();
+    if (wants("loss-masks")) test_loss_masks();
+    if (wants("eval")) test_task_eval();
+    if (wants("checkpoints learned qk-norm bad-inputs")) test_checkpoint_models();
+    if (wants("bad-inputs")) test_bad_inputs();
+    if (wants("run-folders")) test_hostile_runs();
+    if (wants("checkpoints")) test_checkpoint_adoption();
+    if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
+    test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     return n_fail ? 1 : 0;
 }

@@ -58,10 +58,11 @@ typedef struct {
     float *rstd1, *rstd2, *rstdf, *losses;
     float *lse, *dsum;  // --attention flash: (L,B,NH,T) log-sum-exp of the scores; (B,NH,T) backward scratch
     float *dw_part;     // (ceil(N/8), max(C, NH*hd, NKV*hd)): the RMSNorm backward's per-block dw
-    float *bias_diag;   // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
+    float *bias_diag;   // (B,NH,T) a learned bias per distance: the logits' gradient per diagonal
     float *qrel, *rel_g;  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe), their gradient: training's
                           //   (evaluation's scores: a buffer the forward grows to the pass's keys)
-    float *pair, *tupe_D;  // --pe tupe, train: the untied term (NH,T,T) of the pass; dX summed over b and layers
+    float *pair, *tupe_D;  // train, a term per query and key (NH,T,T): --pe tupe's untied one (all layers') or a
+                           //   learned bias's (one layer's); dX summed over b (for TUPE, and the layers)
     float *dpq, *dpk;      // (T,NH*hd) TUPE's projected positions' gradients
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
@@ -90,9 +91,10 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t flash = tr * train * (c->attention == ATTN_FLASH);  // flash keeps lse (B,NH,T), not att (B,NH,T,T)
     size_t att = tr * !flash * B * c->NH * T * T;
-    size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
+    size_t pq = pe_bias_per_query(c->pe), tb = tr && train && pe_bias_fn(c->pe) && !pq;  // a learned bias per distance
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
     size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
+    size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;
@@ -109,7 +111,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N), VIEW(dcarry, gt * B * C),
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
         VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
-        VIEW(pair, tu * c->NH * T * T), VIEW(tupe_D, tu * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
+        VIEW(pair, tt * c->NH * T * T), VIEW(tupe_D, tt * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -420,10 +422,46 @@ static const float *layer_rel_keys(const GPT *g, const Acts *a, int l) {
     return rk;
 }
 
-// Layer l's attention-score hook on the device, reading the model's fp32 attn_bias and the
-// layer's relative keys and their scores (a->qrel, computed by its forward)
-static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, const float *rkeys) {
-    return attn_bias_layer(&a->bias, l, g->cfg.NH, g->params + g->offsets[P_ATTN_BIAS], a->qrel, rkeys, a->T, g->hd);
+// A learned bias (llmc/attn_bias.h's BIAS_FN_TABLE), layer l of the last forward's pass
+// (a->bias): its fp32 tensors' slices on the device, and their gradients' when training.
+//                                                                 mirrors layer_bias_fn
+static BiasFn layer_bias_fn(const GPT *g, const Acts *a, int l) {
+    const float *w[NP];
+    float *dw[NP];
+    for (int i = 0; i < NP; i++) {
+        w[i] = g->params + g->offsets[i];
+        dw[i] = g->grads ? g->grads + g->offsets[i] : NULL;
+    }
+    return bias_fn_layer(&a->bias, l, &g->cfg, g->shapes, w, a->train && g->grads ? dw : NULL);
+}
+
+// Layer l's attention-score hook on the device: a learned bias's term per distance (with
+// `term`: into a buffer valid until the next call), the layer's relative keys and their
+// scores (a->qrel, computed by its forward).
+static AttnBias layer_attn_bias(const GPT *g, const Acts *a, int l, const float *rkeys, int term) {
+    static float *buf;
+    static size_t cap;
+    const float *t = NULL;
+    if (term && a->bias.fn && !pe_bias_per_query(a->bias.pe)) {
+        BiasFn f = layer_bias_fn(g, a, l);
+        buf = (float *)device_grow(buf, &cap, (size_t)f.NH * a->bias.n_dist * sizeof(float));
+        bias_fn_fill(buf, &f, 1, a->bias.n_dist, 0);
+        t = buf;
+    }
+    return attn_bias_layer(&a->bias, l, g->cfg.NH, t, a->qrel, rkeys, a->T, g->hd);
+}
+
+// A learned bias that reads the query's position: layer l's term (NH, T, n) of the pass's
+// queries at q_offset + t over its n keys, into a->pair (training) or a buffer valid until the
+// next call (evaluation).                      mirrors the pair of a learned bias in gpt_forward_ex
+static const float *layer_bias_pair(const GPT *g, const Acts *a, int l, int n, int q_offset) {
+    static float *buf;
+    static size_t cap;
+    BiasFn f = layer_bias_fn(g, a, l);
+    float *pair = a->pair;
+    if (!a->train) pair = buf = (float *)device_grow(buf, &cap, (size_t)f.NH * a->T * n * sizeof(float));
+    bias_fn_fill(pair, &f, a->T, n, q_offset);
+    return pair;
 }
 
 // The relative keys' backward after the naive attention's (a->datt holding dS): dq += ...,
@@ -490,7 +528,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     upload_positions(pp);  // the backward reuses them
     BiasPass bp = attn_bias_pass(ps, c->L, NH, o && o->kv ? o->kv->len + T : T);
     a->bias = upload_attn_bias(&bp);  // its attention-score hook
-    if (!a->train && bias_keys(bp.kind) && bp.NB) {  // the relative keys' scores
+    if (!a->train && bp.kind != BIAS_NONE && bp.NB) {  // the relative keys' scores
         static float *qrel_eval;
         static size_t cap;
         qrel_eval = (float *)device_grow(qrel_eval, &cap, (size_t)N * NH * bp.NB * sizeof(float));
@@ -532,8 +570,14 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (tp.pq) scale_array(q, TUPE_QSCALE, (size_t)N * QD);  // TUPE: q . k / sqrt(2 hd)
         const float *rk = layer_rel_keys(g, a, l);  // relative keys: every query's scores first
         if (rk) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
-        AttnBias ab = layer_attn_bias(g, a, l, rk);
+        AttnBias ab = layer_attn_bias(g, a, l, rk, 1);
         ab.pair = tp.pair;
+        if (a->bias.fn && pe_bias_per_query(a->bias.pe)) {
+            if (a->train && c->attention == ATTN_FLASH)
+                fail("--attention flash does not take --pe %s's bias of each query and key yet: use --attention naive",
+                     PE_NAMES[ps->pe]);
+            ab.pair = layer_bias_pair(g, a, l, o && o->kv ? o->kv->len + T : T, o && o->kv ? o->kv->len : 0);
+        }
         if (a->train && c->attention == ATTN_FLASH && ab.qrel)
             fail("--attention flash does not take --pe %s's relative keys yet: use --attention naive", PE_NAMES[ps->pe]);
         if (a->train && c->attention == ATTN_FLASH)  // training: flash keeps lse (B,NH,T)
@@ -583,14 +627,21 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         matmul_backward(a->datty, G(g, P_WO) + (size_t)l * C * QD, a->dres, atty, P(g, P_WO) + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = layer_attn_bias(g, a, l, NULL);
-        float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
+        AttnBias ab = layer_attn_bias(g, a, l, NULL, c->attention == ATTN_FLASH);  // flash recomputes the logits
+        BiasFn f = layer_bias_fn(g, a, l);
+        int fn_pair = a->bias.fn && f.per_query;
+        float *diag = a->bias.fn && !f.per_query ? a->bias_diag : NULL;  // a learned bias per distance: its gradient
         if (c->attention == ATTN_FLASH)
             flash_attention_backward(a->dq, a->dk, a->dv, diag, a->dsum, a->datty, atty, a->lse + l * a->ls_N * NH, q, k,
                                      v, B, T, NH, NKV, hd, ab);
         else
             attention_backward(a->dq, a->dk, a->dv, diag, a->datt, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        if (diag) attn_bias_table_grad(G(g, P_ATTN_BIAS) + (size_t)l * NH * ab.NB, &ab, diag, B, NH, T);
+        if (diag) bias_fn_backward(&f, diag, B, 1, T);
+        if (fn_pair) {  // per query and key (naive only): dX summed over b, then through the function
+            cudaCheck(cudaMemset(a->tupe_D, 0, (size_t)NH * T * T * sizeof(float)));
+            tupe_pair_grad(a->tupe_D, a->datt, B, NH, T, hd);
+            bias_fn_backward(&f, a->tupe_D, 1, T, T);
+        }
         if (ab.qrel) rel_keys_backward(g, a, l, &ab, q);  // relative keys: from the row sums of dS (naive only)
         if (tupe) {  // TUPE's untied term (naive only): dX summed, and the queries' scale
             tupe_pair_grad(a->tupe_D, a->datt, B, NH, T, hd);
@@ -710,7 +761,7 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
         size_t n = g->shapes[i].numel, o = g->offsets[i];
         if (!n) continue;  // a tensor this model does not have
         LAUNCH_ELEMS(adamw_kernel, n, g->params + o, g->params_x + o, g->grads + o, g->m + o, g->v + o, n, lr, c->beta1,
-                     c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale);
+                     c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale, PARAM_FLOOR[i]);
     }
 }
 
@@ -1042,6 +1093,8 @@ static void gpu_memory_check(const Config *c, int train) {
             dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
         if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, and its projected positions
             dev.eval += fl * c->NH * (double)c->eval_len * (c->eval_len + 2.0 * (c->C / c->NH));
+        if (pe_bias_per_query(c->pe))  // a learned bias's term of each query and key of a full pass
+            dev.eval += fl * c->NH * (double)c->eval_len * c->eval_len;
         shard_token_counts(c->val_data, &largest, &total);
         host.eval = fl * (total + largest) + 48.0 * c->eval_len;
     }

@@ -253,7 +253,7 @@ static void attention_forward_train(float *y, float *att, const float *q, const 
                     for (int t = 0; t < T; t++) {  // row t's logits, scaled and biased
                         float *a = S + (size_t)t * T;
                         const float *qrow = attn_bias_qrow(*ab, b, t, h);
-                        if (hb.table || hb.slope != 0.0f || qrow)
+                        if (hb.term || hb.slope != 0.0f || qrow)
                             for (int s = 0; s <= t; s++) a[s] = a[s] * scale + attn_bias_at_row(hb, qrow, t - s);
                         else
                             for (int s = 0; s <= t; s++) a[s] *= scale;
@@ -327,6 +327,8 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 #pragma omp simd reduction(+ : dot)
                         for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
                         a[s] = dot * scale + attn_bias_at_row(hb, qrow, last - s);
+                        if (ab->fn)  // a learned bias of the query's position and the distance
+                            a[s] += bias_fn_term(ab->fn, h, ab->fn->alpha * (float)last, ab->fn->alpha * (float)(last - s));
                         if (ab->pq)  // TUPE's untied positions: query position last, key s
                             a[s] += tupe_pair_at(ab->pq + (size_t)last * NH * hd + h * hd, ab->pk + (size_t)s * NH * hd + h * hd,
                                                  hd, scale);
@@ -361,10 +363,10 @@ static void attention_forward_rows(float *y, const float *q, const float *k, con
 //   dP = dY V^T;  dX = P * (dP - rowsum(P * dP));  dS = dX * scale;
 //   dQ = dS K;  dK += dS^T Q;  dV += P^T dY
 // diag (B,NH,T), when given: the logits' gradient summed along each diagonal,
-// diag[b][h][d] = sum over t (ascending) of dX[t][t - d]: what a learned attention bias
-// needs (attn_bias_table_grad). rowg (B,T,NH,NB), when given: dX summed per query row and
+// diag[b][h][d] = sum over t (ascending) of dX[t][t - d]: what a learned bias per distance
+// needs (bias_fn_backward). rowg (B,T,NH,NB), when given: dX summed per query row and
 // bucket of ab, s ascending: what the relative keys need (rel_key_backward). pairg
-// (B,NH,T,T), when given: dX added to it (TUPE's untied term, summed over the layers).
+// (B,NH,T,T), when given: dX added to it (a term per query and key).
 static void attention_backward(float *dq, float *dk, float *dv, float *diag, float *rowg, float *pairg, const AttnBias *ab,
                                const float *dy, const float *att, const float *q, const float *k, const float *v, int B,
                                int T, int NH, int NKV, int hd) {
@@ -666,12 +668,13 @@ typedef struct {
     float *dq, *dk, *dv, *datty;  // like q, k, v, atty
     float *dqraw, *dkraw;         // like q, k: gradients before QK-norm (--qk_norm only)
     float *dgate, *dup, *dh;      // (B,T,F)
-    float *bias_diag;             // (B,NH,T) a learned attention bias: the logits' gradient per diagonal
+    float *bias_diag;             // (B,NH,T) a learned bias per distance: the logits' gradient per diagonal
     float *qrel;                  // (B,T,NH,NB) one layer's relative-key scores (--pe shaw, tpe; train only:
                                   //   the rows path forms each query's own)
     float *rel_g;                 // (B,T,NH,NB) their gradient
-    float *pair, *pairg;          // --pe tupe, train only: the untied term (NH,T,T) of the pass (all layers'),
-                                  //   the logits' gradient (B,NH,T,T) summed over the layers
+    float *pair, *pairg;          // train only, a term per query and key (NH,T,T): --pe tupe's untied one
+                                  //   (all layers') or a learned bias's (one layer's); the logits' gradient
+                                  //   (B,NH,T,T), for TUPE summed over the layers
     float *dpq, *dpk;             // (T,NH*hd) TUPE's projected positions' gradients
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
@@ -692,9 +695,10 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t N = (size_t)B * T, C = c->C, QD = (size_t)c->NH * hd, KD = (size_t)c->NKV * hd, F = c->F;
     size_t nl = train ? L : 1, qk = c->qk_norm, tq = train && qk;
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
-    size_t tb = tr && train && pe_bias_kind(c->pe) == BIAS_SCALAR;  // a learned attention bias
+    size_t pq = pe_bias_per_query(c->pe), tb = tr && train && pe_bias_fn(c->pe) && !pq;  // a learned bias per distance
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
     size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
+    size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
     a->ls_C = train ? N * C : 0;  // also the GRU's per-layer stride of resid and ghn
@@ -717,8 +721,8 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD), VIEW(dk, tr * train * N * KD),
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
         VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
-        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH), VIEW(pair, tu * c->NH * T * T),
-        VIEW(pairg, tu * B * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
+        VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH), VIEW(pair, tt * c->NH * T * T),
+        VIEW(pairg, tt * B * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -921,6 +925,50 @@ static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
 // ----------------------------------------------------------------------------
 // The transformer
 
+// A learned bias (llmc/attn_bias.h's BIAS_FN_TABLE), layer l of the last forward's pass
+// (a->bias): its tensors' slices, and their gradients' when training.
+static BiasFn layer_bias_fn(GPT *g, const Acts *a, int l) {
+    return bias_fn_layer(&a->bias, l, &g->cfg, g->shapes, (const float *const *)g->params, a->train ? g->grads : NULL);
+}
+
+// Its term for Tq queries at q_offset + t over n keys: out (NH, n) per distance, or (NH, Tq,
+// n) per query and key (f->per_query).                mirrors bias_fn_fill_kernel
+static void bias_fn_fill(float *out, const BiasFn *f, int Tq, int n, int q_offset) {
+    size_t total = (size_t)f->NH * n * (f->per_query ? (size_t)Tq : 1);
+#pragma omp parallel for
+    for (size_t i = 0; i < total; i++) out[i] = bias_fn_fill_at(f, i, Tq, n, q_offset);
+}
+
+// ... per distance, into a buffer valid until the next call
+static const float *bias_fn_term_of(const BiasFn *f, int n) {
+    static float *term;
+    static size_t cap;
+    term = (float *)grow_buffer(term, &cap, (size_t)f->NH * n * sizeof(float));
+    bias_fn_fill(term, f, 1, n, 0);
+    return term;
+}
+
+// Its backward: f->dw += the gradient through the function from the term's gradient dterm
+// (bias_fn_chunk's layout), chunk by chunk into partial rows, then the rows summed in order:
+// the same bits for any thread count.                  mirrors bias_fn_backward (CUDA)
+static void bias_fn_backward(const BiasFn *f, const float *dterm, int B, int Tq, int n) {
+    static float *part;
+    static size_t cap;
+    int chunks = bias_fn_chunks(f, Tq, n);
+    part = (float *)grow_buffer(part, &cap, (size_t)chunks * f->P * sizeof(float));
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int ch = 0; ch < chunks; ch++) bias_fn_chunk(f, part + (size_t)ch * f->P, ch, dterm, B, Tq, n, 0);
+#pragma omp parallel for
+    for (int p = 0; p < f->P; p++) bias_fn_reduce_at(f, part, chunks, p);
+}
+
+// x[0..n) += x[b n .. (b+1) n) for b = 1 .. B-1, in order: a per-sequence gradient summed over the batch
+static void sum_over_batch(float *x, int B, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++)
+        for (int b = 1; b < B; b++) x[i] += x[(size_t)b * n + i];
+}
+
 // Layer l's relative keys (NB,hd) in the last forward's pass (a->bias): Shaw's rows of
 // rel_key, or T-PE's computed by its function (into a buffer valid until the next call, its
 // hidden units into *hid when asked); NULL without.
@@ -1001,10 +1049,7 @@ static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
     const Config *c = &g->cfg;
     int T = a->T, NH = c->NH, hd = g->hd, QD = NH * hd;
     float scale = 1.0f / sqrtf((float)hd), *D = a->pairg;
-    size_t n = (size_t)NH * T * T;
-#pragma omp parallel for
-    for (size_t i = 0; i < n; i++)
-        for (int b = 1; b < a->B; b++) D[i] += D[(size_t)b * n + i];
+    sum_over_batch(D, a->B, (size_t)NH * T * T);
 #pragma omp parallel for collapse(2)
     for (int t = 0; t < T; t++)
         for (int o = 0; o < QD; o++) {
@@ -1065,8 +1110,12 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             for (size_t i = 0; i < (size_t)N * QD; i++) q[i] *= TUPE_QSCALE;
         const float *rk = layer_rel_keys(g, a, l, NULL);  // relative keys: training scores every query first
         if (rk && a->train) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->train ? a->qrel : NULL, rk, T, hd);
-        ab.pair = a->train ? a->pair : NULL;  // TUPE: training reads the whole term, evaluation forms it per row
+        BiasFn f = layer_bias_fn(g, a, l);  // a learned bias: its term per distance, or per query and key
+        const float *term = a->bias.fn && !f.per_query ? bias_fn_term_of(&f, Tk) : NULL;
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, term, a->train ? a->qrel : NULL, rk, T, hd);
+        if (a->bias.fn && f.per_query && a->train) bias_fn_fill(a->pair, &f, T, T, 0);
+        ab.fn = a->bias.fn && f.per_query && !a->train ? &f : NULL;  // evaluation forms it per row
+        ab.pair = a->train ? a->pair : NULL;  // TUPE too: training reads the whole term, evaluation forms it per row
         ab.pq = a->train ? NULL : tp.pq;
         ab.pk = a->train ? NULL : tp.pk;
         if (a->train)  // training keeps P (B,NH,T,T) for the backward
@@ -1104,7 +1153,8 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     float **P = g->params, **G = g->grads;
     head_backward(g, a, a->resid + c->L * a->ls_C, targets, weights, dloss);
-    if (ps->pe == PE_TUPE) memset(a->pairg, 0, (size_t)B * NH * T * T * sizeof(float));
+    size_t n_pair = (size_t)B * NH * T * T;
+    if (ps->pe == PE_TUPE) memset(a->pairg, 0, n_pair * sizeof(float));
     for (int l = c->L - 1; l >= 0; l--) {
         float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1120,12 +1170,19 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd2 + l * a->ls_N, N, C, 1);
         // attention: dres is now d(mid)
         matmul_backward(a->datty, G[P_WO] + (size_t)l * C * QD, a->dres, atty, P[P_WO] + (size_t)l * C * QD, N, QD, C, 0);
-        AttnBias ab = attn_bias_layer(&a->bias, l, NH, P[P_ATTN_BIAS], a->qrel, NULL, T, hd);  // keys: rel_keys_backward
-        float *diag = ab.table ? a->bias_diag : NULL;  // a learned attention bias: its gradient
-        float *rowg = ab.qrel ? a->rel_g : NULL;       // relative keys: theirs
-        float *pairg = ps->pe == PE_TUPE ? a->pairg : NULL;  // TUPE's untied term: its, over the layers
+        AttnBias ab = attn_bias_layer(&a->bias, l, NH, NULL, a->qrel, NULL, T, hd);  // keys: rel_keys_backward
+        BiasFn f = layer_bias_fn(g, a, l);
+        int fn_pair = a->bias.fn && f.per_query;
+        float *diag = a->bias.fn && !f.per_query ? a->bias_diag : NULL;  // a learned bias per distance: its gradient
+        float *rowg = ab.qrel ? a->rel_g : NULL;                          // relative keys: theirs
+        float *pairg = ps->pe == PE_TUPE || fn_pair ? a->pairg : NULL;   // a term per query and key: its (TUPE's over the layers)
+        if (fn_pair) memset(a->pairg, 0, n_pair * sizeof(float));
         attention_backward(a->dq, a->dk, a->dv, diag, rowg, pairg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
-        if (diag) attn_bias_table_grad(G[P_ATTN_BIAS] + (size_t)l * NH * ab.NB, diag, ab.bucket, B, NH, T, ab.NB);
+        if (diag) bias_fn_backward(&f, diag, B, 1, T);
+        if (fn_pair) {
+            sum_over_batch(a->pairg, B, n_pair / B);
+            bias_fn_backward(&f, a->pairg, 1, T, T);
+        }
         if (rowg) rel_keys_backward(g, a, l, &ab, q);
         if (pairg)  // through TUPE's query scale
             for (size_t i = 0; i < (size_t)N * QD; i++) a->dq[i] *= TUPE_QSCALE;
@@ -1190,6 +1247,8 @@ static void adamw_update(GPT *g, float lr, int t, float clip_scale) {
         for (size_t ch = 0; ch < chunks; ch++) {
             size_t i = ch * ADAMW_CHUNK, m = n - i < ADAMW_CHUNK ? n - i : ADAMW_CHUNK;
             adamw_array(g->params[k] + i, g->grads[k] + i, g->m[k] + i, g->v[k] + i, m, a);
+            for (size_t j = 0; PARAM_FLOOR[k] > -INFINITY && j < m; j++)  // the tensor's constraint
+                if (g->params[k][i + j] < PARAM_FLOOR[k]) g->params[k][i + j] = PARAM_FLOOR[k];
         }
     }
 }

@@ -2,11 +2,14 @@
 // the GPU's naive, flash and evaluation kernels) computes the logit of key s for query t as
 //
 //     x_ts = (q_t . k_s) / sqrt(hd) + attn_bias(ab, h, t - s) + pair[h][t][s]
-//     attn_bias = table[h][bucket[t - s]] + qrel[t][h][bucket[t - s]] - slope[h] * (t - s)
+//     attn_bias = term[h][t - s] + qrel[t][h][bucket[t - s]] - slope[h] * (t - s)
 //
-// pair is the one term of a (query, key) pair rather than of a distance: TUPE's untied
-// positions (--pe tupe), the same in every layer; training reads it whole, the CPU's rows form
-// each entry from the projected positions pq, pk (tupe_pair_at).
+// term is a learned encoding's bias at each distance, pair its bias at each (query, key)
+// when it reads the query's position too: both filled, before the attention, from the
+// encoding's tensors by its function (BIAS_FN_TABLE below), which every backend evaluates
+// with the same code. pair is also TUPE's untied positions (--pe tupe), the same in every
+// layer; training reads pair whole, the CPU's rows form each entry (from the function, or
+// from TUPE's projected positions pq, pk: tupe_pair_at).
 //
 // qrel is the query's own row of scores against relative key vectors r_j (qrel[t][h][j] =
 // q_t . r_j / sqrt(hd)): a learned table (Shaw et al. 2018, the tensor rel_key (L,NB,hd)) or
@@ -17,14 +20,14 @@
 // (rel_key_backward). The flash kernels do not read it.
 //
 // One BiasPass per pass, filled on the host by attn_bias_pass() from the step's recipe,
-// and one AttnBias per layer from it (attn_bias_layer). ALiBi is the slope (m_h * alpha[l]);
-// an encoding with a learned bias is a table of NB buckets per head and layer (the tensor
-// attn_bias (L,NH,NB)) and the bucket of each distance in positions, alpha[l] * (t - s).
-// Its gradient: dtable[h][j] sums dx_ts over every (b, t, s) whose distance falls in bucket
-// j: along each diagonal d = t - s first (t ascending), then over b and d in order, the
-// same on both backends. The positions of explicit-position schemes (RPE, RFS, PoSE) are
-// not read: the bias sees token distances times alpha (config.h refuses those pairs).
-// A new encoding of the bias kind is a row of PE_BIAS_TABLE (doc/position_hook.md, §6).
+// and one AttnBias per layer from it (attn_bias_layer). ALiBi is the slope (m_h * alpha[l]).
+// The learned function's gradient: the logits' gradient dX summed per distance (along each
+// diagonal, t ascending, then over b) or per (query, key) (over b), then through the
+// function in fixed chunks whose partial sums add in order: the same on both backends,
+// no atomics (bias_fn_chunk, bias_fn_reduce_at). The positions of explicit-position schemes
+// (RPE, RFS, PoSE) are not read: the bias sees token distances times alpha (config.h
+// refuses those pairs). A new encoding is its tensors' rows, its two functions and a row of
+// BIAS_FN_TABLE (doc/position_hook.md, section 6).
 #pragma once
 #include "schedule.h"
 
@@ -38,28 +41,192 @@
 // log-spaced up to max_dist) of n = floor(dist): n itself below nb/2, then nb/2 +
 // floor(ln(n / (nb/2)) / ln(max_dist / (nb/2)) * nb/2), at most nb - 1. In fp32, as T5's
 // code computes it.
-static inline int t5_bucket(float dist, int nb, float max_dist) {
+AB_HOST_DEVICE static inline int t5_bucket(float dist, int nb, float max_dist) {
     float exact = (float)(nb / 2), n = floorf(dist);
     if (n < exact) return (int)n;
     int j = nb / 2 + (int)(logf(n / exact) / logf(max_dist / exact) * (float)(nb - nb / 2));
     return j < nb - 1 ? j : nb - 1;
 }
 
-// The encodings with a learned term per bucket of distance: their PE_* (a row of PE_TABLE),
-// the number of buckets NB, the bucket of token distance d (its distance in positions is
-// `dist` = alpha * d) as an expression (both may read `rs`, the RelShape of --rel_clip,
-// --t5_buckets and --t5_max_distance, and `n_dist`, the pass's distances; buckets never
-// decrease with the distance), and what a bucket holds: a scalar bias per head (BIAS_SCALAR:
-// the tensor attn_bias), a key vector shared by the heads (BIAS_KEY: rel_key), or a key
-// vector computed by a learned function of dist (BIAS_KEY_FN: T-PE's
-// r = tpe_w2 tanh(tpe_w1 ln(1 + dist) + tpe_b1), tpe_key). TUPE's relative bias is T5's.
-enum { BIAS_NONE, BIAS_SCALAR, BIAS_KEY, BIAS_KEY_FN };
-#define PE_BIAS_TABLE(X)                                                      \
-    X(PE_ERPE, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_SCALAR)      \
-    X(PE_T5, rs.t5_buckets, t5_bucket(dist, rs.t5_buckets, (float)rs.t5_max), BIAS_SCALAR) \
-    X(PE_SHAW, rs.clip + 1, dist < (float)rs.clip ? (int)dist : rs.clip, BIAS_KEY)         \
-    X(PE_TPE, n_dist, d, BIAS_KEY_FN)                                                          \
-    X(PE_TUPE, rs.t5_buckets, t5_bucket(dist, rs.t5_buckets, (float)rs.t5_max), BIAS_SCALAR)
+// eRPE's and Shaw's bucket: min(floor(dist), clip)
+AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist < (float)clip ? (int)dist : clip; }
+
+// ----------------------------------------------------------------------------
+// The encodings with a learned function of the distance (and of the query's position): a
+// bias b_h(i, j) added to the logits. Their tensors, one row each in llmc/checkpoint.h's
+// PARAM_TABLE format (appended to it): name, ndim, shape in terms of the config c, the layer
+// count L and nb (the encoding's buckets, BIAS_FN_TABLE), the init (NORMAL std, UNIFORM lo
+// hi, CONST value), AdamW weight decay, and a floor: the least value AdamW leaves (a
+// constraint, NO_FLOOR for none). A tensor exists when the run's encoding reads it (the last
+// column of BIAS_FN_TABLE). Append rows: the init draws in table order.
+#define BIAS_PARAM_TABLE(X)                                                                                  \
+    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)
+#define BP_ENUM(e, ...) BP_##e,
+enum { BIAS_PARAM_TABLE(BP_ENUM) BP_N };
+#undef BP_ENUM
+#define NO_FLOOR (-INFINITY)
+// the tensors an encoding reads, as bits of BP_*
+#define BP_BIT(e) (1u << BP_##e)
+
+// One layer's view of such an encoding (by value to the kernels; its pointers on the backend's side)
+typedef struct {
+    int pe;                 // PE_* of its row of BIAS_FN_TABLE
+    int NH, NB;             // heads; buckets of a table (attn_bias (L,NH,NB))
+    RelShape rs;            // eRPE's and T5's buckets
+    float alpha;            // the layer's distances in positions are alpha * (t - s), the query's alpha * t
+    int per_query;          // the term reads the query's position: (NH, Tq, n) rather than (NH, n)
+    const float *w[BP_N];   // the layer's slice of each tensor it reads, else NULL
+    float *dw[BP_N];        // ... of their gradients (training), else NULL
+    int off[BP_N], n_w[BP_N];  // the slices' floats, and their place in a gradient's partial row
+    int P;                  // the floats of a partial row (the sum of n_w)
+} BiasFn;
+
+// The functions, one pair per encoding: its term b_h at a query position and distance (both
+// in positions), and its gradient: g (each tensor's slice, as w) += dy * d(term) / d(tensor).
+// Written once, for the host and the device.
+
+// eRPE (Wennberg and Chiu 2021) and T5 (Raffel et al. 2020): a learned table of buckets
+AB_HOST_DEVICE static inline int erpe_bucket_of(const BiasFn *f, float dist) { return clip_bucket(dist, f->rs.clip); }
+AB_HOST_DEVICE static inline int t5_bucket_of(const BiasFn *f, float dist) {
+    return t5_bucket(dist, f->rs.t5_buckets, (float)f->rs.t5_max);
+}
+AB_HOST_DEVICE static inline float erpe_term(const BiasFn *f, int h, float qpos, float dist) {
+    (void)qpos;
+    return f->w[BP_ATTN_BIAS][h * f->NB + erpe_bucket_of(f, dist)];
+}
+AB_HOST_DEVICE static inline void erpe_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
+    (void)qpos;
+    g[BP_ATTN_BIAS][h * f->NB + erpe_bucket_of(f, dist)] += dy;
+}
+AB_HOST_DEVICE static inline float t5_term(const BiasFn *f, int h, float qpos, float dist) {
+    (void)qpos;
+    return f->w[BP_ATTN_BIAS][h * f->NB + t5_bucket_of(f, dist)];
+}
+AB_HOST_DEVICE static inline void t5_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
+    (void)qpos;
+    g[BP_ATTN_BIAS][h * f->NB + t5_bucket_of(f, dist)] += dy;
+}
+
+// The encodings of this kind, one row each: PE_*, its term and gradient, whether the term
+// reads the query's position, its buckets per head nb (an expression of rs, 0 without a
+// table), and the tensors it reads (BP_BIT of each).
+#define BIAS_FN_TABLE(X)                                                                                       \
+    X(PE_ERPE, erpe_term, erpe_grad, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                      \
+    X(PE_T5, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                          \
+    X(PE_TUPE, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))
+
+// whether encoding pe has a row of BIAS_FN_TABLE
+static inline int pe_bias_fn(int pe) {
+#define BIAS_FN_HAS(e, term, grad, per_query, nb, tensors) if (pe == e) return 1;
+    BIAS_FN_TABLE(BIAS_FN_HAS)
+#undef BIAS_FN_HAS
+    return 0;
+}
+// whether its term reads the query's position (a (head, query, distance) term)
+static inline int pe_bias_per_query(int pe) {
+#define BIAS_FN_PQ(e, term, grad, per_query, nb, tensors) if (pe == e) return per_query;
+    BIAS_FN_TABLE(BIAS_FN_PQ)
+#undef BIAS_FN_PQ
+    return 0;
+}
+// its table's buckets per head (0: none)
+static inline int pe_bias_fn_buckets(int pe, RelShape rs) {
+#define BIAS_FN_NB(e, term, grad, per_query, nb, tensors) if (pe == e) return nb;
+    BIAS_FN_TABLE(BIAS_FN_NB)
+#undef BIAS_FN_NB
+    (void)rs;
+    return 0;
+}
+// the tensors it reads (bits of BP_*)
+static inline unsigned pe_bias_tensors(int pe) {
+#define BIAS_FN_TENSORS(e, term, grad, per_query, nb, tensors) if (pe == e) return tensors;
+    BIAS_FN_TABLE(BIAS_FN_TENSORS)
+#undef BIAS_FN_TENSORS
+    return 0;
+}
+
+AB_HOST_DEVICE static inline float bias_fn_term(const BiasFn *f, int h, float qpos, float dist) {
+    switch (f->pe) {
+#define BIAS_FN_TERM(e, term, grad, per_query, nb, tensors) \
+    case e: return term(f, h, qpos, dist);
+        BIAS_FN_TABLE(BIAS_FN_TERM)
+#undef BIAS_FN_TERM
+    }
+    return 0.0f;
+}
+
+AB_HOST_DEVICE static inline void bias_fn_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
+    switch (f->pe) {
+#define BIAS_FN_GRAD(e, term, grad, per_query, nb, tensors) \
+    case e: grad(f, h, qpos, dist, dy, g); return;
+        BIAS_FN_TABLE(BIAS_FN_GRAD)
+#undef BIAS_FN_GRAD
+    }
+}
+
+// Element i of a pass's term, for Tq queries at q_offset + t over n keys: (NH, n) at each
+// distance d (qpos 0), or with per_query (NH, Tq, n) at each query and key s (0 past the query).
+AB_HOST_DEVICE static inline float bias_fn_fill_at(const BiasFn *f, size_t i, int Tq, int n, int q_offset) {
+    if (!f->per_query) return bias_fn_term(f, (int)(i / n), 0.0f, f->alpha * (float)(i % n));
+    int s = (int)(i % n), last = q_offset + (int)((i / n) % Tq), h = (int)(i / ((size_t)n * Tq));
+    return s <= last ? bias_fn_term(f, h, f->alpha * (float)last, f->alpha * (float)(last - s)) : 0.0f;
+}
+
+// the chunks of a gradient: BIAS_CHUNK distances each, or one query row each (per_query)
+#define BIAS_CHUNK 64
+AB_HOST_DEVICE static inline int bias_fn_chunks(const BiasFn *f, int Tq, int n) {
+    return f->per_query ? Tq : (n + BIAS_CHUNK - 1) / BIAS_CHUNK;
+}
+
+// The gradient, step 1: chunk c's partial row part (f->P floats, overwritten) from the
+// term's gradient dterm: (B, NH, n) per distance (summed over b here, ascending), or (NH,
+// Tq, n) per query and key, summed over b already. Within a chunk: heads, then distances or
+// keys, in order.
+AB_HOST_DEVICE static inline void bias_fn_chunk(const BiasFn *f, float *part, int c, const float *dterm, int B, int Tq,
+                                                int n, int q_offset) {
+    float *g[BP_N];
+    for (int k = 0; k < BP_N; k++) g[k] = f->w[k] ? part + f->off[k] : NULL;
+    for (int p = 0; p < f->P; p++) part[p] = 0.0f;
+    if (f->per_query) {
+        int last = q_offset + c;
+        float qpos = f->alpha * (float)last;
+        for (int h = 0; h < f->NH; h++)
+            for (int s = 0; s <= last && s < n; s++)
+                bias_fn_grad(f, h, qpos, f->alpha * (float)(last - s), dterm[((size_t)h * Tq + c) * n + s], g);
+        return;
+    }
+    int d1 = (c + 1) * BIAS_CHUNK < n ? (c + 1) * BIAS_CHUNK : n;
+    for (int h = 0; h < f->NH; h++)
+        for (int d = c * BIAS_CHUNK; d < d1; d++) {
+            float dy = 0.0f;
+            for (int b = 0; b < B; b++) dy += dterm[((size_t)b * f->NH + h) * n + d];
+            bias_fn_grad(f, h, 0.0f, f->alpha * (float)d, dy, g);
+        }
+}
+
+// Step 2: entry p of the partial rows (n_chunks of them) summed in chunk order, into the
+// tensor it belongs to.
+AB_HOST_DEVICE static inline void bias_fn_reduce_at(const BiasFn *f, const float *part, int n_chunks, int p) {
+    for (int k = 0; k < BP_N; k++)
+        if (f->dw[k] && p >= f->off[k] && p < f->off[k] + f->n_w[k]) {
+            float acc = 0.0f;
+            for (int c = 0; c < n_chunks; c++) acc += part[(size_t)c * f->P + p];
+            f->dw[k][p - f->off[k]] += acc;
+            return;
+        }
+}
+
+// ----------------------------------------------------------------------------
+// The encodings with relative keys: their PE_*, the number of buckets NB, the bucket of
+// token distance d (its distance in positions is `dist` = alpha * d) as an expression (both
+// may read `rs`, the RelShape of --rel_clip, and `n_dist`, the pass's distances; buckets
+// never decrease with the distance), and what a bucket holds: a key vector shared by the
+// heads (BIAS_KEY: rel_key), or a key vector computed by a learned function of dist
+// (BIAS_KEY_FN: T-PE's r = tpe_w2 tanh(tpe_w1 ln(1 + dist) + tpe_b1), tpe_key).
+enum { BIAS_NONE, BIAS_KEY, BIAS_KEY_FN };
+#define PE_KEY_TABLE(X)                                                        \
+    X(PE_SHAW, rs.clip + 1, clip_bucket(dist, rs.clip), BIAS_KEY)            \
+    X(PE_TPE, n_dist, d, BIAS_KEY_FN)
 
 // T-PE's function h: R -> R^hd, one hidden layer of TPE_HIDDEN tanh units per layer
 #define TPE_HIDDEN 32
@@ -76,32 +243,34 @@ AB_HOST_DEVICE static inline float tupe_pair_at(const float *pq, const float *pk
 // Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).
 typedef struct {
     const float *slope;   // (NH) -slope[h] * (t - s): ALiBi's m_h * alpha[l]; NULL without
-    const float *table;   // (NH, NB) this layer's learned bias, or NULL
+    const float *term;    // (NH, n_dist) this layer's learned bias at each distance, or NULL
     const float *qrel;    // (B, Tq, NH, NB) each query's scores against the relative keys, or NULL
     const float *rkeys;   // (NB, hd) the relative keys, or NULL (the CPU's rows form qrel from them)
-    const int *bucket;    // (n_dist) bucket of token distance d = t - s (with a table)
-    const float *pair;    // (NH, Tq, n_dist) a term of each query and key (TUPE's untied positions), or NULL
+    const int *bucket;    // (n_dist) bucket of token distance d = t - s (with relative keys)
+    const float *pair;    // (NH, Tq, n_dist) a term of each query and key (TUPE's untied positions, or a
+                          //   learned bias that reads the query's position), or NULL
     const float *pq, *pk; // (n_dist, NH*hd) TUPE's projected positions, pq / sqrt(2): the CPU's rows form pair
+    const BiasFn *fn;     // a learned bias that reads the query's position: the CPU's rows form pair from it
     int NB, n_dist, NH, Tq, hd;
 } AttnBias;
 
 // One head's part of it, which the kernels take once, out of their loops.
 typedef struct {
-    const float *table;  // (NB) this head's row, or NULL
+    const float *term;   // (n_dist) this head's row, or NULL
     const int *bucket;   // (n_dist)
     int n_dist;
     float slope;         // 0 without
 } AttnBiasHead;
 
 AB_HOST_DEVICE static inline AttnBiasHead attn_bias_head(AttnBias ab, int h) {
-    AttnBiasHead hb = {ab.table ? ab.table + h * ab.NB : NULL, ab.bucket, ab.n_dist, ab.slope ? ab.slope[h] : 0.0f};
+    AttnBiasHead hb = {ab.term ? ab.term + (size_t)h * ab.n_dist : NULL, ab.bucket, ab.n_dist, ab.slope ? ab.slope[h] : 0.0f};
     return hb;
 }
 
 // The bias at token distance d. Distances past the pass's keys (the padded rows of a
-// kernel's last tile, never kept) read the last bucket.
+// kernel's last tile, never kept) read the last one.
 AB_HOST_DEVICE static inline float attn_bias_at(AttnBiasHead hb, int d) {
-    return (hb.table ? hb.table[hb.bucket[d < hb.n_dist ? d : hb.n_dist - 1]] : 0.0f) - hb.slope * (float)d;
+    return (hb.term ? hb.term[d < hb.n_dist ? d : hb.n_dist - 1] : 0.0f) - hb.slope * (float)d;
 }
 
 // Query row t of sequence b (head h): its scores against the relative keys, or NULL
@@ -114,33 +283,35 @@ AB_HOST_DEVICE static inline float attn_bias_at_row(AttnBiasHead hb, const float
     return attn_bias_at(hb, d) + (qrow ? qrow[hb.bucket[d < hb.n_dist ? d : hb.n_dist - 1]] : 0.0f);
 }
 
-// Buckets per head of encoding pe in a pass of n_dist distances (0: no learned table)
+// Buckets per head of encoding pe's relative keys in a pass of n_dist distances (0: none)
 static inline int pe_bias_buckets(int pe, RelShape rs, int n_dist) {
-#define PE_BIAS_NB(e, nb, bucket_of, kind) if (pe == e) return nb;
-    PE_BIAS_TABLE(PE_BIAS_NB)
-#undef PE_BIAS_NB
+#define PE_KEY_NB(e, nb, bucket_of, kind) if (pe == e) return nb;
+    PE_KEY_TABLE(PE_KEY_NB)
+#undef PE_KEY_NB
     (void)rs;
     (void)n_dist;
     return 0;
 }
 
-// BIAS_SCALAR, BIAS_KEY, BIAS_KEY_FN or BIAS_NONE
+// BIAS_KEY, BIAS_KEY_FN or BIAS_NONE
 static inline int pe_bias_kind(int pe) {
-#define PE_BIAS_KIND(e, nb, bucket_of, kind) if (pe == e) return kind;
-    PE_BIAS_TABLE(PE_BIAS_KIND)
-#undef PE_BIAS_KIND
+#define PE_KEY_KIND(e, nb, bucket_of, kind) if (pe == e) return kind;
+    PE_KEY_TABLE(PE_KEY_KIND)
+#undef PE_KEY_KIND
     return BIAS_NONE;
 }
 
-// whether buckets of this kind (of encoding pe) hold relative key vectors: a table's or a
-// function's
-static inline int bias_keys(int kind) { return kind == BIAS_KEY || kind == BIAS_KEY_FN; }
-static inline int pe_bias_keys(int pe) { return bias_keys(pe_bias_kind(pe)); }
+// whether encoding pe scores relative keys
+static inline int pe_bias_keys(int pe) { return pe_bias_kind(pe) != BIAS_NONE; }
+
+// whether encoding pe acts on the logits through distances (ALiBi, a learned function,
+// relative keys): explicit positions (RPE, RFS, PoSE) cannot reach it
+static inline int pe_reads_distances(int pe) { return pe == PE_ALIBI || pe_bias_fn(pe) || pe_bias_keys(pe); }
 
 static inline int pe_bias_bucket(int pe, RelShape rs, int n_dist, float dist, int d) {
-#define PE_BIAS_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
-    PE_BIAS_TABLE(PE_BIAS_BUCKET)
-#undef PE_BIAS_BUCKET
+#define PE_KEY_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
+    PE_KEY_TABLE(PE_KEY_BUCKET)
+#undef PE_KEY_BUCKET
     (void)rs;
     (void)n_dist;
     (void)dist;
@@ -187,15 +358,20 @@ AB_HOST_DEVICE static inline float tpe_grad_w2(const float *drk, const float *u,
 }
 
 // What a pass's hook reads, filled on the host from the step's recipe: slopes [l][h] and the
-// buckets of token distances 0 .. n_dist-1, [l][d] (a stride of 0: all layers share one
-// row). Grow-only host buffers, valid until the next attn_bias_pass.
+// relative keys' buckets of token distances 0 .. n_dist-1, [l][d] (a stride of 0: all layers
+// share one row), and what a learned function needs (bias_fn_layer). Grow-only host buffers,
+// valid until the next attn_bias_pass.
 typedef struct {
     const float *slope;   // NULL: no slopes
-    const int *bucket;    // NULL: no learned table
+    const int *bucket;    // NULL: no relative keys
     const float *tpe_u;   // BIAS_KEY_FN: the function's input ln(1 + alpha[l] * d), [l][d] (bucket's stride)
     int slope_stride, bucket_stride, n_dist, NB;
-    int kind;                  // BIAS_* of the encoding: what the buckets index
+    int kind;                  // BIAS_* of the encoding's relative keys
     size_t n_slope, n_bucket;  // entries of each (tpe_u: n_bucket)
+    int pe;                    // the pass's encoding
+    int fn;                    // it is a learned function (BIAS_FN_TABLE)
+    RelShape rs;
+    float alpha[MAX_LAYERS];   // layer l's distances in positions: alpha[l] * d
 } BiasPass;
 
 static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, int n_dist) {
@@ -213,6 +389,10 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
         bp.slope = slope;
         bp.slope_stride = nl > 1 ? NH : 0;
     }
+    bp.pe = ps->pe;
+    bp.fn = pe_bias_fn(ps->pe);
+    bp.rs = ps->rel;
+    memcpy(bp.alpha, ps->alpha, sizeof(bp.alpha));
     bp.NB = pe_bias_buckets(ps->pe, ps->rel, n_dist);
     bp.kind = pe_bias_kind(ps->pe);
     bp.n_dist = n_dist;
@@ -235,32 +415,23 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     return bp;
 }
 
-// Layer l's hook from the pass bp (its pointers wherever bp's point), the model's
-// attn_bias (L,NH,NB), and this layer's relative keys rkeys (NB,hd) with their scores qrel
-// (B,Tq,NH,NB) (either may be NULL), each read only when the pass's encoding has that kind.
-static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *attn_bias, const float *qrel,
+// Layer l's hook from the pass bp (its pointers wherever bp's point), a learned function's
+// term (NH, n_dist) and its relative keys rkeys (NB,hd) with their scores qrel (B,Tq,NH,NB)
+// (any may be NULL).
+static inline AttnBias attn_bias_layer(const BiasPass *bp, int l, int NH, const float *term, const float *qrel,
                                        const float *rkeys, int Tq, int hd) {
     AttnBias ab;
     memset(&ab, 0, sizeof(ab));
     ab.slope = bp->slope ? bp->slope + (size_t)l * bp->slope_stride : NULL;
-    int scalar = bp->kind == BIAS_SCALAR && attn_bias, key = bias_keys(bp->kind) && (qrel || rkeys);
-    ab.NB = bp->bucket && (scalar || key) ? bp->NB : 0;
-    ab.table = ab.NB && scalar ? attn_bias + (size_t)l * NH * ab.NB : NULL;
-    ab.qrel = ab.NB && key ? qrel : NULL;
-    ab.rkeys = ab.NB && key ? rkeys : NULL;
+    ab.term = term;
+    int key = bp->kind != BIAS_NONE && (qrel || rkeys);
+    ab.NB = bp->bucket && key ? bp->NB : 0;
+    ab.qrel = ab.NB ? qrel : NULL;
+    ab.rkeys = ab.NB ? rkeys : NULL;
     ab.bucket = ab.NB ? bp->bucket + (size_t)l * bp->bucket_stride : NULL;
     ab.n_dist = bp->n_dist;
     ab.NH = NH;
     ab.Tq = Tq;
     ab.hd = hd;
     return ab;
-}
-
-// dtable (NH, NB) += the diagonal sums diag (B, NH, T) of dx, bucket by bucket: over b,
-// then d, in order.
-static inline void attn_bias_table_grad(float *dtable, const float *diag, const int *bucket, int B, int NH, int T,
-                                        int NB) {
-    for (int h = 0; h < NH; h++)
-        for (int b = 0; b < B; b++)
-            for (int d = 0; d < T; d++) dtable[h * NB + bucket[d]] += diag[((size_t)b * NH + h) * T + d];
 }

@@ -15,57 +15,61 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned and tupe (with tupe_uq, tupe_uk), q_norm and k_norm with --qk_norm, attn_bias, rel_key or tpe_* with an encoding
-// of PE_BIAS_TABLE (llmc/attn_bias.h: a scalar or a key vector per bucket, or T-PE's function
-// of the distance); --arch gru has wte, final_norm and the
-// gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in
-// the order r, z, n) instead of the blocks.
+// --pe learned and tupe (with tupe_uq, tupe_uk), q_norm and k_norm with --qk_norm, rel_key or
+// tpe_* with relative keys (PE_KEY_TABLE, llmc/attn_bias.h), a learned bias's tensors
+// (BIAS_PARAM_TABLE there) with the encoding that reads them; --arch gru has wte, final_norm
+// and the gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*,
+// gates in the order r, z, n) instead of the blocks.
 //
-// The one table of them, in contract order (the checkpoint's and the init's): enum, name,
-// shape (ndim, then up to three sizes in terms of the config c, the transformer's layer
-// count L, the GRU's Lg, the head size hd and qk = --qk_norm), init, AdamW weight decay.
-// A new tensor is one row here (appended: the init draws in this order, so an optional
-// tensor never changes the others).
-//   INIT_NORMAL N(0, 0.02); INIT_PROJ N(0, 0.02 / sqrt(2L)) (the residual projections);
-//   INIT_ONES 1 (norm gains); INIT_GRU U(-1/sqrt(C), 1/sqrt(C)) (torch.nn.GRU's default);
-//   INIT_ZEROS 0 (a learned attention bias starts as no bias); INIT_UNIT N(0, 1) (T-PE's
-//   input weights and biases: hidden units that span the distances' range from the start)
-#define PARAM_TABLE(X)                                                                                    \
-    X(P_WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 1)                                                   \
-    X(P_ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_ONES, 0)                                            \
-    X(P_WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 1)                                               \
-    X(P_WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 1)                                              \
-    X(P_WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 1)                                              \
-    X(P_WO, "wo", 3, L, c->C, c->NH * hd, INIT_PROJ, 1)                                                 \
-    X(P_MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_ONES, 0)                                              \
-    X(P_W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 1)                                             \
-    X(P_W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 1)                                                 \
-    X(P_W_DOWN, "w_down", 3, L, c->C, c->F, INIT_PROJ, 1)                                               \
-    X(P_FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_ONES, 0)                                          \
-    X(P_WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 1)                                            \
-    X(P_Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_ONES, 0)                                   \
-    X(P_K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_ONES, 0)                                  \
-    X(P_GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
-    X(P_GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_GRU, 1)                                       \
-    X(P_GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
-    X(P_GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_GRU, 0)                                          \
-    X(P_ATTN_BIAS, "attn_bias", 3, L, nb ? c->NH : 0, nb, INIT_ZEROS, 0)                                \
-    X(P_REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 1)                                               \
-    X(P_TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
-    X(P_TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_UNIT, 0)                                    \
-    X(P_TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 1)                                \
-    X(P_TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 1)                            \
-    X(P_TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 1)
+// The one table of them, in contract order (the checkpoint's and the init's): name (P_<name>
+// is its index), its name in files, shape (ndim, then up to three sizes in terms of the config
+// c, the transformer's layer count L, the GRU's Lg, the head size hd and qk = --qk_norm),
+// init, AdamW weight decay, and a floor (the least value AdamW leaves; NO_FLOOR: none). A new
+// tensor is one row (appended: the init draws in this order, so an optional tensor never
+// changes the others); the learned biases' rows come last, from llmc/attn_bias.h.
+// The init: INIT_NORMAL, std (0.02 for matrices; 0.02 / sqrt(2L), proj, for the residual
+// projections; 1 for T-PE's input weights and biases: hidden units that span the distances'
+// range from the start); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
+// torch.nn.GRU's default, k); INIT_CONST, value (norm gains 1).
+#define CORE_PARAM_TABLE(X)                                                                                     \
+    X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                       \
+    X(ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                 \
+    X(WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
+    X(WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
+    X(WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
+    X(WO, "wo", 3, L, c->C, c->NH * hd, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                     \
+    X(MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                   \
+    X(W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                  \
+    X(W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                      \
+    X(W_DOWN, "w_down", 3, L, c->C, c->F, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                   \
+    X(FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                               \
+    X(WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                 \
+    X(Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
+    X(K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                       \
+    X(GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
+    X(GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
+    X(GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
+    X(GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
+    X(REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
+    X(TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
+    X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
+    X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                     \
+    X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
+    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)
+#define PARAM_TABLE(X) CORE_PARAM_TABLE(X) BIAS_PARAM_TABLE(X)
 
-enum { INIT_NORMAL, INIT_PROJ, INIT_ONES, INIT_GRU, INIT_ZEROS, INIT_UNIT };
-#define PARAM_ENUM(e, name, nd, d0, d1, d2, init, decay) e,
-#define PARAM_NAME(e, name, nd, d0, d1, d2, init, decay) name,
-#define PARAM_INIT(e, name, nd, d0, d1, d2, init, decay) init,
-#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, decay) decay,
+enum { INIT_NORMAL, INIT_UNIFORM, INIT_CONST };
+#define PARAM_ENUM(e, ...) P_##e,
+#define PARAM_NAME(e, name, ...) name,
+#define PARAM_INIT_KIND(e, name, nd, d0, d1, d2, init, a, b, decay, floor) init,
+#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) decay,
+#define PARAM_FLOOR_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) floor,
 enum { PARAM_TABLE(PARAM_ENUM) NP };
+#define P_BIAS0 ((int)NP - (int)BP_N)  // the learned biases' tensors: P_BIAS0 + BP_*
 static const char *PARAM_NAMES[NP] = {PARAM_TABLE(PARAM_NAME)};
-static const int PARAM_INITS[NP] = {PARAM_TABLE(PARAM_INIT)};
+static const int PARAM_INITS[NP] = {PARAM_TABLE(PARAM_INIT_KIND)};
 static const int PARAM_DECAY[NP] = {PARAM_TABLE(PARAM_DECAY_OF)};
+static const float PARAM_FLOOR[NP] = {PARAM_TABLE(PARAM_FLOOR_OF)};
 
 typedef struct {
     int ndim, shape[3];
@@ -94,7 +98,7 @@ static inline void json_named(const char *const *names, const char *const *what,
 }
 
 static inline void print_describe(void) {
-    static const char *init_names[] = {"normal", "proj", "ones", "gru", "zeros", "unit"};
+    static const char *init_names[] = {"normal", "uniform", "constant"};
     printf("{\"pos\": ");
     json_named(POS_SCHEME_NAMES, POS_SCHEME_WHAT, POS_N_SCHEMES);
     printf(",\n \"pe\": ");
@@ -127,12 +131,15 @@ static inline void describe_if_asked(int argc, char **argv) {
 
 static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
-    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), n = pe_bias_buckets(c->pe, rel_shape_of(c), c->T);
-    int nb = kind == BIAS_SCALAR ? n : 0, nk = kind == BIAS_KEY ? n : 0, fn = kind == BIAS_KEY_FN;
-    int tu = !gru && c->pe == PE_TUPE;
-#define PARAM_SHAPE(e, name, nd, d0, d1, d2, init, decay) {nd, d0, d1, d2},
+    RelShape rs = rel_shape_of(c);
+    int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), nk = kind == BIAS_KEY ? pe_bias_buckets(c->pe, rs, c->T) : 0;
+    int fn = kind == BIAS_KEY_FN, tu = !gru && c->pe == PE_TUPE, nb = pe_bias_fn_buckets(c->pe, rs);
+#define PARAM_SHAPE(e, name, nd, d0, d1, d2, ...) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
+    unsigned bias = gru ? 0 : pe_bias_tensors(c->pe);
+    for (int k = 0; k < BP_N; k++)  // a learned bias's tensors: those its encoding reads
+        if (!(bias >> k & 1)) t[P_BIAS0 + k][1] = 0;
     for (int i = 0; i < NP; i++) {
         s[i].ndim = t[i][0];
         s[i].numel = 1;
@@ -141,23 +148,51 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     }
 }
 
+// The learned bias's view of layer l (llmc/attn_bias.h) in the pass bp: its tensors' slices
+// of the model's views w (NP of them, host or device pointers) and of the gradients' dw
+// (NULL: none), and the layout of a gradient's partial row.
+static inline BiasFn bias_fn_layer(const BiasPass *bp, int l, const Config *c, const Shape *shapes, const float *const *w,
+                                   float *const *dw) {
+    BiasFn f;
+    memset(&f, 0, sizeof(f));
+    f.pe = bp->pe;
+    f.NH = c->NH;
+    f.NB = pe_bias_fn_buckets(bp->pe, bp->rs);
+    f.rs = bp->rs;
+    f.alpha = bp->alpha[l];
+    f.per_query = pe_bias_per_query(bp->pe);
+    for (int k = 0; k < BP_N; k++) {
+        size_t n = shapes[P_BIAS0 + k].numel / c->L;  // one layer's floats
+        if (!n) continue;
+        f.w[k] = w[P_BIAS0 + k] + (size_t)l * n;
+        f.dw[k] = dw ? dw[P_BIAS0 + k] + (size_t)l * n : NULL;
+        f.off[k] = f.P;
+        f.n_w[k] = (int)n;
+        f.P += (int)n;
+    }
+    return f;
+}
+
 // Seeded init, identical in both trainers, each tensor by its PARAM_TABLE init (wte's
-// padded rows V..Vp-1 zero). Tensors are drawn in table order.
+// padded rows V..Vp-1 zero), then held at its floor. Tensors are drawn in table order.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
     Rng r = rng_make(seed, RNG_INIT);
     float proj = 0.02f / sqrtf(2.0f * c->L), k = 1.0f / sqrtf((float)c->C);
+#define PARAM_INIT_ARGS(e, name, nd, d0, d1, d2, init, a, b, decay, floor) {(float)(a), (float)(b)},
+    float args[NP][2] = {PARAM_TABLE(PARAM_INIT_ARGS)};
+#undef PARAM_INIT_ARGS
     for (int i = 0; i < NP; i++) {
-        float *p = views[i];
-        for (size_t j = 0; j < shapes[i].numel; j++) switch (PARAM_INITS[i]) {
-            case INIT_NORMAL: p[j] = 0.02f * rng_normal(&r); break;
-            case INIT_PROJ: p[j] = proj * rng_normal(&r); break;
-            case INIT_ONES: p[j] = 1.0f; break;
-            case INIT_ZEROS: p[j] = 0.0f; break;
-            case INIT_UNIT: p[j] = rng_normal(&r); break;
-            default: p[j] = k * (2.0f * rng_f32(&r) - 1.0f); break;  // INIT_GRU
+        float *p = views[i], a = args[i][0], b = args[i][1], mid = (a + b) / 2, half = (b - a) / 2;
+        for (size_t j = 0; j < shapes[i].numel; j++) {
+            switch (PARAM_INITS[i]) {
+            case INIT_NORMAL: p[j] = a * rng_normal(&r); break;  // N(0, a^2)
+            case INIT_UNIFORM: p[j] = mid + half * (2.0f * rng_f32(&r) - 1.0f); break;  // U(a, b)
+            default: p[j] = a; break;  // INIT_CONST
             }
+            if (p[j] < PARAM_FLOOR[i]) p[j] = PARAM_FLOOR[i];
+        }
     }
     memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
 }

@@ -440,7 +440,7 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
             PE_NAMES[c->pe]);
     if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps));  // eval-only: the checkpoint's
-    REQUIRE((c->pe != PE_ALIBI && pe_bias_kind(c->pe) == BIAS_NONE) || !pos_explicit(c->pos_scheme),
+    REQUIRE(!pe_reads_distances(c->pe) || !pos_explicit(c->pos_scheme),
             "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
             PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
     REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
@@ -468,6 +468,8 @@ static inline void validate_config(Config *c) {
             "positions yet: use --attention naive");
     REQUIRE(c->attention != ATTN_FLASH || !pe_bias_keys(c->pe), "--attention flash does not take --pe %s's "
             "relative keys yet: use --attention naive", PE_NAMES[c->pe]);
+    REQUIRE(c->attention != ATTN_FLASH || !pe_bias_per_query(c->pe), "--attention flash does not take --pe %s's "
+            "bias of each query and key yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || c->C / c->NH <= FLASH_MAX_HD, "--attention flash takes head sizes up to %d; "
             "this model's is %d (use --attention naive)", FLASH_MAX_HD, c->C / c->NH);
     REQUIRE(c->grad_clip >= 0, "--grad_clip must be >= 0");

@@ -15,30 +15,34 @@
 #define MAX_ALPHA_SET 16
 
 // The training-time position schemes (--pos), one row each: enum, name (the flag's value),
-// what it does (--help prints it), which of its parameters the run header prints. A
-// checkpoint stores a scheme as its index: append rows, never reorder.
+// what it does (--help prints it), which of its parameters the run header prints, and
+// whether its positions are explicit (drawn as data, not alpha * t: the encodings that read
+// distances times alpha cannot follow them, config.h refuses those pairs). A checkpoint
+// stores a scheme as its index: append rows, never reorder.
 enum { SHOW_NONE, SHOW_RANGE, SHOW_SET };
 #define POS_TABLE(X)                                                                                                      \
-    X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE)                                                                   \
-    X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE)        \
-    X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE)                                  \
-    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_NONE)                                                       \
-    X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET)                               \
-    X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET)                                           \
-    X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training", SHOW_RANGE)   \
+    X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE, 0)                                                                \
+    X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE, 0)     \
+    X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE, 0)                               \
+    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_NONE, 0)                                                    \
+    X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET, 0)                            \
+    X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET, 0)                                        \
+    X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training", SHOW_RANGE,  \
+      0)                                                                                                                  \
     X(POS_CURR_STEP, "curriculum-step", "alpha 1 for the first part of training (--curriculum_frac), then from [a,b]",    \
-      SHOW_RANGE)                                                                                                         \
-    X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE)         \
+      SHOW_RANGE, 0)                                                                                                      \
+    X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE, 0)      \
     X(POS_RPE, "rpe", "randomized positions (not a relative encoding): T distinct sorted integers from [0, --rpe_max) per step; p_t = t at "       \
-      "evaluation", SHOW_NONE)                                                                                            \
+      "evaluation", SHOW_NONE, 1)                                                                                         \
     X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",    \
-      SHOW_NONE)                                                                                                          \
+      SHOW_NONE, 1)                                                                                                       \
     X(POS_POSE, "pose", "PoSE: each sequence in two chunks, the second's positions skipped by u ~ U{0..L_t - T} "        \
-      "(--pose_target L_t); p_t = t at evaluation", SHOW_NONE)
-#define POS_ENUM(e, name, what, show) e,
-#define POS_NAME(e, name, what, show) name,
-#define POS_WHAT_OF(e, name, what, show) what,
-#define POS_SHOW_OF(e, name, what, show) show,
+      "(--pose_target L_t); p_t = t at evaluation", SHOW_NONE, 1)
+#define POS_ENUM(e, name, what, show, expl) e,
+#define POS_NAME(e, name, what, show, expl) name,
+#define POS_WHAT_OF(e, name, what, show, expl) what,
+#define POS_SHOW_OF(e, name, what, show, expl) show,
+#define POS_EXPLICIT_OF(e, name, what, show, expl) expl,
 enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
 
 // The schemes' numeric parameters, one row each: the field (of PosConfig and of the run's
@@ -61,6 +65,7 @@ enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {POS_TABLE(POS_NAME)};
 static const char *POS_SCHEME_WHAT[POS_N_SCHEMES] = {POS_TABLE(POS_WHAT_OF)};
 static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
+static const int POS_SCHEME_EXPLICIT[POS_N_SCHEMES] = {POS_TABLE(POS_EXPLICIT_OF)};
 
 // The position encodings that turn those positions into a signal (--pe), the same way:
 // enum, name, what it does.
@@ -93,7 +98,7 @@ enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N }
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
 
-// The shape of the learned relative encodings (llmc/attn_bias.h's PE_BIAS_TABLE reads it)
+// The shape of the learned relative encodings (llmc/attn_bias.h's tables read it)
 typedef struct {
     int clip;        // eRPE, Shaw: distances from this one on share one bias or key (--rel_clip)
     int t5_buckets;  // T5: buckets per head (--t5_buckets)
@@ -168,8 +173,8 @@ static inline float pass_pos(const PassPositions *pp, int l, int b, int t) {
 }
 
 // Whether a scheme's positions are drawn as data (not alpha * t): the bias encodings, which
-// read token distances times alpha, cannot follow them.
-static inline int pos_explicit(int scheme) { return scheme == POS_RPE || scheme == POS_RFS || scheme == POS_POSE; }
+// read token distances times alpha, cannot follow them (POS_TABLE's last column).
+static inline int pos_explicit(int scheme) { return POS_SCHEME_EXPLICIT[scheme]; }
 
 // Whether the layers' positions differ (a row set per layer), or all read one.
 static inline int pos_per_layer(const PosStep *ps, int n_layer) {

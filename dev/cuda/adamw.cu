@@ -133,7 +133,8 @@ static void adamw_run(int v, float *p, floatX *px, const float *g, float *m, flo
         for (size_t i = 0; i < sizes.size(); i++) {
             size_t n = sizes[i];
             adamw_kernel<<<ceil_div(n, 256), 256>>>(p + o, px + o, g + o, m + o, vv + o, n, h.lr, h.beta1, h.beta2,
-                                                    bc1, bc2, h.eps, DECAY[i] ? h.weight_decay : 0.0f, h.grad_scale);
+                                                    bc1, bc2, h.eps, DECAY[i] ? h.weight_decay : 0.0f, h.grad_scale,
+                                                    -INFINITY);
             cudaCheck(cudaGetLastError());
             o += n;
         }

@@ -10,6 +10,7 @@
 #include "../../llmc/rng.h"
 #include "../../llmc/schedule.h"
 #include "../../llmc/attn_bias.h"
+#include "../../llmc/checkpoint.h"
 #include "runtime.h"
 // what llmc/cuda/cuda_common.cuh gives the kernels in the trainer
 #define CUDA_FX CUDA_R_32F
@@ -91,21 +92,21 @@ static double slope(int h, int n) {  // llmc/schedule.h's alibi_slopes
 }
 
 // ---- the attention-score hook of a case (llmc/attn_bias.h): ALiBi's slopes at alpha (0:
-// none) as the host fills them, and with NB > 0 a learned table of NB buckets (distance / 3,
-// clipped), or (rel) relative keys rk (NB,hd) of those buckets, whose scores qrel
-// (B,Tq,NH,NB) the kernels under test compute from q ----
+// none) as the host fills them, and with NB > 0 a learned bias per distance, term (NH,n), from
+// a table of NB buckets (distance / 3, clipped), or (rel) relative keys rk (NB,hd) of those
+// buckets, whose scores qrel (B,Tq,NH,NB) the kernels under test compute from q ----
 struct TestBias {
-    std::vector<float> slope, table, rk, qrel, pair;  // pair (NH,Tq,n_pair): TUPE's term of each query and key
+    std::vector<float> slope, table, term, rk, qrel, pair;  // pair (NH,Tq,n_pair): a term of each query and key
     std::vector<int> bucket;
     int NB = 0, NH = 0, Tq = 0, n_pair = 0;
     AttnBias ab() const {
         AttnBias a;
         memset(&a, 0, sizeof(a));
         a.slope = slope.empty() ? nullptr : slope.data();
-        a.table = table.empty() ? nullptr : table.data();
+        a.term = term.empty() ? nullptr : term.data();
         a.qrel = qrel.empty() ? nullptr : qrel.data();
         a.bucket = NB ? bucket.data() : nullptr;
-        a.NB = NB;
+        a.NB = rk.empty() ? 0 : NB;
         a.n_dist = (int)bucket.size();
         a.NH = NH;
         a.Tq = Tq;
@@ -116,7 +117,7 @@ struct TestBias {
         return a;
     }
     double at(int h, int d) const {
-        return (table.empty() ? 0.0 : (double)table[h * NB + bucket[d]]) - (slope.empty() ? 0.0 : (double)slope[h] * d);
+        return (term.empty() ? 0.0 : (double)term[h * bucket.size() + d]) - (slope.empty() ? 0.0 : (double)slope[h] * d);
     }
     // the relative-key score of query row qt at distance d, q . rk[bucket] / sqrt(hd), in double
     double rel(const float *qt, int d, int hd) const {
@@ -135,6 +136,8 @@ static TestBias test_bias(int NH, int n_dist, float alpha, int NB, int hd_rel = 
         if (hd_rel) b.rk = randn((size_t)NB * hd_rel, 2.0f);
         else b.table = randn((size_t)NH * NB, 2.0f);
         for (int d = 0; d < n_dist; d++) b.bucket.push_back(std::min(d / 3, NB - 1));
+        for (int h = 0; h < NH && !hd_rel; h++)
+            for (int d = 0; d < n_dist; d++) b.term.push_back(b.table[h * NB + b.bucket[d]]);
     }
     return b;
 }
@@ -208,11 +211,12 @@ static AttRef attention_reference(const std::vector<float> &q, const std::vector
 }
 
 // ---- flash attention: forward (y, lse), D, backward (dq, dk, dv) ----
-// ---- the learned table's gradient from the diagonal sums diag (B,NH,T): into zeros ----
+// ---- the table's gradient from the diagonal sums diag (B,NH,T) under test, scattered by bucket ----
 static std::vector<float> table_grad(const TestBias &tb, const std::vector<float> &diag, int B, int NH, int T) {
     std::vector<float> dtable((size_t)NH * tb.NB, 0.0f);
-    AttnBias ab = tb.ab();
-    attn_bias_table_grad(dtable.data(), &ab, diag.data(), B, NH, T);
+    for (int h = 0; h < NH; h++)
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < T; d++) dtable[(size_t)h * tb.NB + tb.bucket[d]] += diag[((size_t)b * NH + h) * T + d];
     return dtable;
 }
 
@@ -715,11 +719,12 @@ static void test_small(void) {
             wm[i] = b1 * (double)m[i] + (1 - (double)b1) * gi;
             wv[i] = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
             wp[i] = p[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wd * (double)p[i]);
+            wp[i] = std::max(wp[i], 0.0);  // the floor: about half the entries held at it
         }
-        emu_launch(dim3(4), dim3(256), 0, [&] { adamw_kernel(p.data(), px.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, bc1, bc2, eps, wd, gs); });
+        emu_launch(dim3(4), dim3(256), 0, [&] { adamw_kernel(p.data(), px.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, bc1, bc2, eps, wd, gs, 0.0f); });
         const char *names[4] = {"p", "m", "v", "px"};
         e[0] = rel(p, wp), e[1] = rel(m, wm), e[2] = rel(v, wv), e[3] = rel(px, wp);
-        report("AdamW, clip scale folded in", names, e, 4);
+        report("AdamW, clip scale folded in, a floor", names, e, 4);
     }
 }
 
@@ -859,6 +864,66 @@ static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
     report(what, names, errs, 8);
 }
 
+// A learned bias (llmc/attn_bias.h's BIAS_FN_TABLE) through the generic kernels: its term
+// (bias_fn_fill) against the encoding's function called on the host, and its gradient
+// (bias_fn_backward: chunks into partial rows, rows summed in order) from a random term
+// gradient against each element's own gradient (the function's, at dy = 1) summed in
+// double. The tensors at the trainer's init (llmc/checkpoint.h), a constant one drawn N(0,1);
+// Tq queries after q_offset keys for the term, training's shape (T = n) for the gradient.
+static void test_bias_fn(int pe, int NH, int n, int Tq, int q_offset, float alpha, int B) {
+    Config c;
+    config_defaults(&c);
+    c.V = 50, c.Vp = 128, c.C = 8 * NH, c.L = 1, c.NH = NH, c.NKV = NH, c.F = 16, c.T = n, c.pe = pe;
+    c.rel_clip = 5, c.t5_buckets = 8, c.t5_max_distance = 40;
+    Shape shapes[NP];
+    param_shapes(&c, shapes);
+    std::vector<std::vector<float>> w(NP), dw(NP);
+    const float *wp[NP];
+    float *dwp[NP];
+    for (int i = 0; i < NP; i++) w[i].resize(shapes[i].numel + 1), dw[i].assign(shapes[i].numel + 1, 0.0f);
+    for (int i = 0; i < NP; i++) wp[i] = w[i].data(), dwp[i] = dw[i].data();
+    param_init(&c, (float *const *)wp, 5);
+    for (int k = 0; k < BP_N; k++)
+        if (PARAM_INITS[P_BIAS0 + k] == INIT_CONST)
+            for (float &x : w[P_BIAS0 + k]) x = rng_normal(&rng);
+    BiasPass bp;
+    memset(&bp, 0, sizeof(bp));
+    bp.pe = pe, bp.fn = 1, bp.rs = rel_shape_of(&c), bp.alpha[0] = alpha;
+    BiasFn f = bias_fn_layer(&bp, 0, &c, shapes, wp, dwp);
+    int per_query = f.per_query, Tk = q_offset + Tq;
+    size_t nt = (size_t)NH * Tk * (per_query ? Tq : 1);
+    std::vector<float> term(nt, NAN);
+    std::vector<double> wterm(nt);
+    for (size_t i = 0; i < nt; i++) wterm[i] = bias_fn_fill_at(&f, i, Tq, Tk, q_offset);
+    bias_fn_fill(term.data(), &f, Tq, Tk, q_offset);
+    // the gradient at T = n: dterm (B, NH, n) per distance, or (NH, n, n) per query and key
+    std::vector<float> dterm = randn(per_query ? (size_t)NH * n * n : (size_t)B * NH * n);
+    std::vector<double> want(f.P, 0.0);
+    std::vector<float> one(f.P);
+    float *g[BP_N];
+    for (int k = 0; k < BP_N; k++) g[k] = f.w[k] ? one.data() + f.off[k] : NULL;
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < (per_query ? n : 1); t++)
+            for (int s = 0; s < n && (!per_query || s <= t); s++) {
+                double dy = 0;
+                if (per_query) dy = dterm[((size_t)h * n + t) * n + s];
+                else for (int b = 0; b < B; b++) dy += dterm[((size_t)b * NH + h) * n + s];
+                std::fill(one.begin(), one.end(), 0.0f);
+                bias_fn_grad(&f, h, f.alpha * (float)t, f.alpha * (float)(per_query ? t - s : s), 1.0f, g);
+                for (int p = 0; p < f.P; p++) want[p] += dy * one[p];
+            }
+    bias_fn_backward(&f, dterm.data(), per_query ? 1 : B, n, n);
+    std::vector<float> got;
+    for (int k = 0; k < BP_N; k++)
+        if (f.w[k]) got.insert(got.end(), f.dw[k], f.dw[k] + f.n_w[k]);
+    const char *names[2] = {"term", "gradient"};
+    double errs[2] = {rel(term, wterm), rel(got, want)};
+    char what[160];
+    snprintf(what, sizeof(what), "learned bias --pe %s: term and gradient, NH %d n %d (%d queries after %d), alpha %g, B %d",
+             PE_NAMES[pe], NH, n, Tq, q_offset, alpha, B);
+    report(what, names, errs, 2);
+}
+
 int main() {
     test_flash(2, 100, 6, 2, 16, 0.0f);  // GQA, T off the tile sizes
     test_flash(1, 130, 4, 4, 64, 1.0f);  // ALiBi, hd 64
@@ -910,6 +975,8 @@ int main() {
     test_tpe(300, 64, 0.125f);
     test_tupe(2, 4, 16, 64, 40, 0);  // TUPE's term and backward, training's shape
     test_tupe(1, 2, 32, 48, 6, 64);  // the term of 6 queries after a cache of 64 keys
+    test_bias_fn(PE_ERPE, 4, 150, 150, 0, 1.5f, 2);  // a table's buckets: several chunks, a part one
+    test_bias_fn(PE_T5, 3, 70, 10, 60, 2.0f, 3);      // T5's log buckets, 10 queries after 60 keys
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }

@@ -22,8 +22,9 @@ __global__ void loss_sum_kernel(float *acc, const float *losses, const float *w,
     if (threadIdx.x == 0) *acc += scale * s;
 }
 
+// floor: the least value the tensor keeps (its constraint; -INFINITY: none)
 __global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale, float floor) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float gi = g[i] * grad_scale;
@@ -32,6 +33,7 @@ __global__ void adamw_kernel(float *p, floatX *px, const float *g, float *m, flo
     m[i] = mi;
     v[i] = vi;
     float pi = p[i] - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+    if (pi < floor) pi = floor;
     p[i] = pi;
     px[i] = to_x(pi);
 }

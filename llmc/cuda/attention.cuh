@@ -181,9 +181,9 @@ __global__ void scale_kernel(floatX *x, float s, size_t n) {
     if (i < n) x[i] = to_x(to_f(x[i]) * s);
 }
 
-// Its gradient, step 1, after each layer's naive backward (datt holding dS = dX * scale,
-// (B,NH,T,T)): D (NH,T,T) += the sum over b (ascending) of dX. One thread per element.
-//                                              mirrors the pairg of attention_backward
+// The gradient of a term per query and key (TUPE's, a learned bias's), after each layer's
+// naive backward (datt holding dS = dX * scale, (B,NH,T,T)): D (NH,T,T) += the sum over b
+// (ascending) of dX. One thread per element.   mirrors the pairg of attention_backward
 __global__ void tupe_pair_grad_kernel(float *D, const floatX *ds, int B, int NH, int T, float scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = (size_t)NH * T * T;
     if (i >= n || (int)(i % T) > (int)((i / T) % T)) return;
@@ -289,9 +289,10 @@ static void rel_key_backward(floatX *dq, float *drk, float *rowg, const floatX *
     cudaCheck(cudaGetLastError());
 }
 
-// A learned bias's gradient, step 1: diag (B,NH,T), diag[b][h][d] = sum over t >= d
-// (ascending) of dX[t][t - d], from dS = dX * scale (B,NH,T,T). One thread per diagonal:
-// no atomics, the same order as the CPU.                mirrors the diag in attention_backward
+// A learned bias per distance: the logits' gradient along each diagonal, diag (B,NH,T),
+// diag[b][h][d] = sum over t >= d (ascending) of dX[t][t - d], from dS = dX * scale
+// (B,NH,T,T). One thread per diagonal: no atomics, the same order as the CPU.
+//                                                       mirrors the diag in attention_backward
 __global__ void attn_bias_diag_kernel(float *diag, const floatX *ds, int B, int NH, int T, float scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,NH,T)
     if (i >= (size_t)B * NH * T) return;
@@ -302,23 +303,42 @@ __global__ void attn_bias_diag_kernel(float *diag, const floatX *ds, int B, int 
     diag[i] = acc / scale;
 }
 
-// Step 2: dtable (NH,NB) += the diagonals of each bucket, over b then d in order. One
-// thread per (h, bucket).                                         mirrors attn_bias_table_grad
-__global__ void attn_bias_table_grad_kernel(float *dtable, const float *diag, const int *bucket, int B, int NH, int T,
-                                            int NB) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= NH * NB) return;
-    int h = i / NB, j = i % NB;
-    float acc = dtable[i];
-    for (int b = 0; b < B; b++)
-        for (int d = 0; d < T; d++)
-            if (bucket[d] == j) acc += diag[((size_t)b * NH + h) * T + d];
-    dtable[i] = acc;
+// A learned bias (llmc/attn_bias.h's BIAS_FN_TABLE): its term (NH, n) per distance, or (NH,
+// Tq, n) per query at q_offset + t and key, from the encoding's function. One thread per
+// element.                                                       mirrors bias_fn_fill
+__global__ void bias_fn_fill_kernel(float *out, BiasFn f, int Tq, int n, int q_offset, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = bias_fn_fill_at(&f, i, Tq, n, q_offset);
 }
 
-// dtable (NH,NB): layer ab's slice of attn_bias's gradient
-static void attn_bias_table_grad(float *dtable, const AttnBias *ab, const float *diag, int B, int NH, int T) {
-    attn_bias_table_grad_kernel<<<ceil_div(NH * ab->NB, 64), 64>>>(dtable, diag, ab->bucket, B, NH, T, ab->NB);
+// Its gradient, step 1: one thread per chunk (bias_fn_chunk), each into its own partial row
+// of part (chunks, f.P).                                    mirrors bias_fn_backward's chunks
+__global__ void bias_fn_chunk_kernel(float *part, BiasFn f, const float *dterm, int B, int Tq, int n, int chunks) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < chunks) bias_fn_chunk(&f, part + (size_t)c * f.P, c, dterm, B, Tq, n, 0);
+}
+
+// Step 2: one thread per entry of a row, the rows summed in order into f.dw (no atomics).
+__global__ void bias_fn_reduce_kernel(BiasFn f, const float *part, int chunks) {
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < f.P) bias_fn_reduce_at(&f, part, chunks, p);
+}
+
+static void bias_fn_fill(float *out, const BiasFn *f, int Tq, int n, int q_offset) {
+    size_t total = (size_t)f->NH * n * (f->per_query ? (size_t)Tq : 1);
+    bias_fn_fill_kernel<<<ceil_div(total, 256), 256>>>(out, *f, Tq, n, q_offset, total);
+    cudaCheck(cudaGetLastError());
+}
+
+// f->dw += the gradient through the function from the term's gradient dterm (bias_fn_chunk's layout)
+static void bias_fn_backward(const BiasFn *f, const float *dterm, int B, int Tq, int n) {
+    static float *part;
+    static size_t cap;
+    int chunks = bias_fn_chunks(f, Tq, n);
+    part = (float *)device_grow(part, &cap, (size_t)chunks * f->P * sizeof(float));
+    bias_fn_chunk_kernel<<<ceil_div((size_t)chunks, 64), 64>>>(part, *f, dterm, B, Tq, n, chunks);
+    cudaCheck(cudaGetLastError());
+    bias_fn_reduce_kernel<<<ceil_div((size_t)f->P, 64), 64>>>(*f, part, chunks);
     cudaCheck(cudaGetLastError());
 }
 
@@ -351,7 +371,7 @@ static void attention_forward(floatX *y, floatX *att, const floatX *q, const flo
         gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k + kvh * hd, NKV * hd, skv, q + h * hd, NH * hd, sq, 0.0f,
                      att + (size_t)h * T * T, T, sa, B);
     }
-    if (ab.slope || ab.table || ab.qrel || ab.pair) {
+    if (ab.slope || ab.term || ab.qrel || ab.pair) {
         size_t n = (size_t)B * NH * T * T;
         attn_bias_kernel<<<ceil_div(n, 256), 256>>>(att, NH, T, ab, 1.0f / sqrtf((float)hd), n);
         cudaCheck(cudaGetLastError());
