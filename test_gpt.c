@@ -264,6 +264,46 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     gpt_free(&g);
 }
 
+// A tensor's floor (PARAM_TABLE's constraint column) on every encoding with one: the init
+// leaves no entry below it, and one AdamW step moves every entry below it (set there by
+// hand, no gradient) to the floor and leaves the other tensors and entries as they were.
+static void test_floors(void) {
+    for (int pe = 0; pe < PE_N; pe++) {
+        int floored = 0;
+        for (int k = 0; k < BP_N; k++) floored |= (pe_bias_tensors(pe) >> k & 1) && PARAM_FLOOR[P_BIAS0 + k] > -INFINITY;
+        if (!floored || !wants(PE_NAMES[pe])) continue;
+        Config c;
+        config_defaults(&c);
+        c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
+        round_vocab(&c);
+        GPT g;
+        gpt_alloc(&g, &c, 1);
+        int init_ok = 1, moved_ok = 1, kept_ok = 1;
+        for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
+            gpt_init(&g, seed);
+            for (int i = 0; i < NP; i++)
+                for (size_t j = 0; j < g.shapes[i].numel; j++) init_ok &= g.params[i][j] >= PARAM_FLOOR[i];
+        }
+        float *before = (float *)xmalloc(g.n_params * sizeof(float));
+        for (int i = 0; i < NP; i++)  // half of each floored tensor below its floor
+            for (size_t j = 0; PARAM_FLOOR[i] > -INFINITY && j < g.shapes[i].numel; j += 2) g.params[i][j] = PARAM_FLOOR[i] - 0.5f;
+        memcpy(before, g.params_mem, g.n_params * sizeof(float));
+        memset(g.grads_mem, 0, g.n_params * sizeof(float));
+        adamw_update(&g, 1e-3f, 1, 1.0f);
+        for (int i = 0; i < NP; i++)
+            for (size_t j = 0; j < g.shapes[i].numel; j++) {
+                float b = before[g.params[i] - g.params_mem + j], a = g.params[i][j];
+                if (b < PARAM_FLOOR[i]) moved_ok &= a == PARAM_FLOOR[i];
+                else if (!PARAM_DECAY[i]) kept_ok &= a == b;  // no gradient, no decay: AdamW moves nothing
+            }
+        char label[160];
+        snprintf(label, sizeof(label), "--pe %s: its tensors' floors: the init (50 seeds) above them, AdamW holds them there", PE_NAMES[pe]);
+        check(init_ok && moved_ok && kept_ok, label, "init %d, held %d, others kept %d", init_ok, moved_ok, kept_ok);
+        free(before);
+        gpt_free(&g);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // 3. the position hook
 
@@ -2830,6 +2870,7 @@ int main(int argc, char **argv) {
     if (wants("rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, "RoPE at RPE positions per layer");
     if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, "learned APE at RPE positions");
     if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, "GRU");
+    test_floors();  // each encoding with a floored tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
     if (wants("hook")) test_pass_positions();
     if (wants("hook alibi erpe shaw")) test_attn_bias();
