@@ -1606,7 +1606,7 @@ static void test_resume_keeps_flags(void) {
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
-        "--pe learned --pos rope --wpe_rows 100"};
+        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -2688,6 +2688,7 @@ static const struct {
     {"pose", "RoPE at PoSE positions case", NULL, 64, PE_ROPE, 0, POS_POSE, 0, 16, NULL},
     {"tpe", "T-PE case", "dev/reference_tpe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tpe's relative keys"},
     {"tupe", "TUPE case", "dev/reference_tupe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tupe's untied positions"},
+    {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, NULL},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -2806,6 +2807,7 @@ static const struct {
     {"tpe posaug", "dev/reference_tpe.bin", "CPU vs PyTorch, T-PE+PosAug"},
     {"tupe", "dev/reference_tupe.bin", "CPU vs PyTorch, TUPE"},
     {"qk-norm", "dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm"},
+    {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
 };
 

@@ -31,6 +31,8 @@ and after them, only when present (EXTRA_NAMES):
     tpe_w2     (L, hd, H)       pos_kind "tpe"
     tupe_uq    (NH*hd, C)       pos_kind "tupe" (with wpe (T, C) and attn_bias (L, NH, 32))
     tupe_uk    (NH*hd, C)       pos_kind "tupe"
+    kerple_r1  (L, NH)          pos_kind "kerple"
+    kerple_r2  (L, NH)          pos_kind "kerple"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -73,6 +75,11 @@ reference files):
                t5_bucket(i - j)], U^Q = tupe_uq, U^K = tupe_uk (NH*hd, C) per head and shared
                by the layers, wpe (T, C) shared by heads and layers; integer positions (alpha
                is ignored, as for "learned").
+    11 "kerple" KERPLE's log variant (Chi et al. 2022): no rotation; the scaled logit of query
+               i and key j <= i gets -kerple_r1[l, h] * ln(1 + kerple_r2[l, h] * alpha_l (i - j)),
+               r1, r2 (L, NH) learned and held at or above 0.01 after every step (FLOORS, as
+               KERPLE's code clamps them; no weight decay), the distance in float32 as the C
+               code forms it.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -94,7 +101,8 @@ import torch.nn.functional as F
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
 EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2", "tupe_uq",
-               "tupe_uk"]  # after PARAM_NAMES, when present
+               "tupe_uk", "kerple_r1", "kerple_r2"]  # after PARAM_NAMES, when present
+FLOORS = {"kerple_r1": 0.01, "kerple_r2": 0.01}  # the least value a tensor keeps after each step
 DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "tupe_uq", "tupe_uk", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
@@ -135,7 +143,7 @@ class Config:
 
 
 POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8,
-             "tpe": 9, "tupe": 10}
+             "tpe": 9, "tupe": 10, "kerple": 11}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 TPE_HIDDEN = 32
 
@@ -156,6 +164,13 @@ def rel_buckets(T, alpha, pos_kind, clip):
     i = torch.arange(T, dtype=torch.float32)
     d = torch.floor(torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)).long()
     return t5_bucket(d) if pos_kind == "t5" else d.clamp(max=clip)
+
+
+def distances(T, alpha):
+    """(T, T) the distance alpha * (i - j) of query i and key j in float32, as the C code
+    forms it (0 above the diagonal, which the causal mask removes)."""
+    i = torch.arange(T, dtype=torch.float32)
+    return torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)
 
 
 def tpe_inputs(T, alpha):
@@ -282,6 +297,9 @@ class LlamaRoPE(nn.Module):
         if pos_kind == "tupe":
             self.tupe_uq = e(NH * hd, C)
             self.tupe_uk = e(NH * hd, C)
+        if pos_kind == "kerple":
+            self.kerple_r1 = e(L, NH)
+            self.kerple_r2 = e(L, NH)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -304,6 +322,9 @@ class LlamaRoPE(nn.Module):
                 w = torch.zeros(p.shape, dtype=torch.float32)
             elif name in ("tpe_w1", "tpe_b1"):  # T-PE's hidden units: N(0, 1)
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32)
+            elif name in ("kerple_r1", "kerple_r2"):  # KERPLE's code: U(0, 2) and U(0, 1), then its clamp
+                hi = 2.0 if name == "kerple_r1" else 1.0
+                w = (hi * torch.rand(p.shape, generator=generator, dtype=torch.float32)).clamp(min=FLOORS[name])
             else:
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
                 if name in ("wo", "w_down"):
@@ -359,7 +380,18 @@ class LlamaRoPE(nn.Module):
             relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
         elif self.pos_kind == "tpe":
             tpe_u = torch.stack([tpe_inputs(T, a) for a in self._alphas(alpha)]).to(self.wte.dtype)
+        elif self.pos_kind == "kerple":  # -r1 ln(1 + r2 dist) per layer and head
+            bias = torch.stack([-self.kerple_r1[l][:, None, None]
+                                * torch.log(1 + self.kerple_r2[l][:, None, None] * distances(T, a).to(self.wte.dtype))
+                                for l, a in enumerate(self._alphas(alpha))])
         return self.forward_tables(idx, cos, sin, targets, bias, pe, relb, tpe_u)
+
+    @torch.no_grad()
+    def apply_floors(self):
+        """Each tensor of FLOORS held at or above its floor (after an optimizer step)."""
+        for name, floor in FLOORS.items():
+            if hasattr(self, name):
+                getattr(self, name).clamp_(min=floor)
 
     def alibi_tables(self, T, alpha=1.0):
         """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
@@ -540,4 +572,5 @@ def train_step(model, opt, oc: OptConfig, step, micro_batches, alpha):
     for g in opt.param_groups:
         g["lr"] = lr
     opt.step()
+    model.apply_floors()
     return float(torch.stack(losses).mean()), norm, lr

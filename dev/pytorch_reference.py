@@ -5,7 +5,7 @@
     python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
     python dev/pytorch_reference.py --pos_kind sinusoidal  # dev/reference_sinusoidal.bin
     python dev/pytorch_reference.py --pos_kind learned     # dev/reference_learned.bin
-    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape)
+    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape, shaw, tpe, tupe, kerple)
     python dev/pytorch_reference.py --qk_norm              # dev/reference_qknorm.bin
     python dev/pytorch_reference.py --out FILE
 
@@ -91,7 +91,8 @@ DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
                "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
                "t5": "reference_t5.bin", "tape": "reference_tape.bin",
-               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin", "tupe": "reference_tupe.bin"}
+               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin", "tupe": "reference_tupe.bin",
+               "kerple": "reference_kerple.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 

@@ -60,7 +60,9 @@ AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist
 // constraint, NO_FLOOR for none). A tensor exists when the run's encoding reads it (the last
 // column of BIAS_FN_TABLE). Append rows: the init draws in table order.
 #define BIAS_PARAM_TABLE(X)                                                                                  \
-    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)
+    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)                          \
+    X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS)                        \
+    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS)
 #define BP_ENUM(e, ...) BP_##e,
 enum { BIAS_PARAM_TABLE(BP_ENUM) BP_N };
 #undef BP_ENUM
@@ -107,13 +109,29 @@ AB_HOST_DEVICE static inline void t5_grad(const BiasFn *f, int h, float qpos, fl
     g[BP_ATTN_BIAS][h * f->NB + t5_bucket_of(f, dist)] += dy;
 }
 
+// KERPLE, log variant (Chi et al. 2022): b_h = -r1_h ln(1 + r2_h dist), r1 and r2 per layer
+// and head, drawn U(0, 2) and U(0, 1) and kept at or above KERPLE_EPS (the paper's code draws
+// and clamps them so). d/dr1 = -ln(1 + r2 dist), d/dr2 = -r1 dist / (1 + r2 dist).
+#define KERPLE_EPS 1e-2f
+AB_HOST_DEVICE static inline float kerple_term(const BiasFn *f, int h, float qpos, float dist) {
+    (void)qpos;
+    return -f->w[BP_KERPLE_R1][h] * logf(1.0f + f->w[BP_KERPLE_R2][h] * dist);
+}
+AB_HOST_DEVICE static inline void kerple_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
+    (void)qpos;
+    float r1 = f->w[BP_KERPLE_R1][h], z = 1.0f + f->w[BP_KERPLE_R2][h] * dist;
+    g[BP_KERPLE_R1][h] += dy * -logf(z);
+    g[BP_KERPLE_R2][h] += dy * (-r1 * dist / z);
+}
+
 // The encodings of this kind, one row each: PE_*, its term and gradient, whether the term
 // reads the query's position, its buckets per head nb (an expression of rs, 0 without a
 // table), and the tensors it reads (BP_BIT of each).
 #define BIAS_FN_TABLE(X)                                                                                       \
     X(PE_ERPE, erpe_term, erpe_grad, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                      \
     X(PE_T5, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                          \
-    X(PE_TUPE, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))
+    X(PE_TUPE, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                        \
+    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))
 
 // whether encoding pe has a row of BIAS_FN_TABLE
 static inline int pe_bias_fn(int pe) {

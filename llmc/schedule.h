@@ -84,7 +84,9 @@ static const int POS_SCHEME_EXPLICIT[POS_N_SCHEMES] = {POS_TABLE(POS_EXPLICIT_OF
     X(PE_TPE, "tpe", "T-PE: logits get q_i . h_l(p_i - p_j) / sqrt(hd), h_l a learned function of the real "     \
       "distance (one tanh layer of ln(1 + p_i - p_j)) per layer")                                                   \
     X(PE_TUPE, "tupe", "TUPE (Ke et al.; integer positions): logits (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / "   \
-      "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers")
+      "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers") \
+    X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 " \
+      "learned per layer and head")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,
