@@ -240,7 +240,7 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     for (int i = 0; i < NP; i++) {
         if (!g.shapes[i].numel) continue;
         double worst = 0;
-        for (int pick = 0; pick < 3; pick++) {  // the 3 largest |grad| entries
+        for (size_t pick = 0; pick < 3 && pick < g.shapes[i].numel; pick++) {  // the 3 largest |grad| entries
             size_t best = 0;
             float bestv = -1;
             for (size_t j = 0; j < g.shapes[i].numel; j++)

@@ -1184,7 +1184,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
             bias_fn_backward(&f, a->pairg, 1, T, T);
         }
         if (rowg) rel_keys_backward(g, a, l, &ab, q);
-        if (pairg)  // through TUPE's query scale
+        if (ps->pe == PE_TUPE)  // through TUPE's query scale
             for (size_t i = 0; i < (size_t)N * QD; i++) a->dq[i] *= TUPE_QSCALE;
         rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
         rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
