@@ -192,6 +192,37 @@ static void test_reference(const char *path) {
 // 2. finite differences on a tiny model (central differences of the fp32 loss,
 // on the coordinates with the largest gradients, where the fp32 signal is clear)
 
+// FIRE's loss is piecewise smooth: its ReLU units bend where w1 x + b1 = 0. For central
+// differences that do not straddle a bend (and a b1 whose gradient is not 0: a unit active
+// at every input adds a constant to each query's logits), each layer's units bend between
+// its MLP inputs x of the pass (ps at T positions), in the widest gaps between them, and L
+// lies between query positions.
+static void fire_kinks_between(GPT *g, const PosStep *ps) {
+    int T = g->cfg.T, n = 0;
+    float *x = (float *)xmalloc((size_t)T * T * sizeof(float)), D;
+    BiasPass bp = attn_bias_pass(ps, g->cfg.L, g->cfg.NH, T);
+    for (int l = 0; l < g->cfg.L; l++) {
+        g->params[P_FIRE_THRESH][l] = ps->alpha[l] * (T / 2 + 0.5f);
+        BiasFn f = bias_fn_layer(&bp, l, &g->cfg, g->shapes, (const float *const *)g->params, NULL);
+        n = 0;
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d <= t; d++) x[n++] = fire_input(&f, f.alpha * (float)t, f.alpha * (float)d, &D);
+        qsort(x, n, sizeof(float), cmp_float);
+        int widest[4] = {0, 0, 0, 0};  // the 4 widest gaps between neighbours x[k - 1], x[k], by k
+        for (int w = 0; w < 4; w++)
+            for (int k = 1; k < n; k++) {
+                int taken = 0;
+                for (int v = 0; v < w; v++) taken |= widest[v] == k;
+                if (!taken && (!widest[w] || x[k] - x[k - 1] > x[widest[w]] - x[widest[w] - 1])) widest[w] = k;
+            }
+        for (int j = 0; j < FIRE_HIDDEN; j++) {  // unit j bends mid-gap, cycling over the 4 widest
+            int k = widest[j % 4];
+            g->params[P_FIRE_B1][l * FIRE_HIDDEN + j] = -g->params[P_FIRE_W1][l * FIRE_HIDDEN + j] * 0.5f * (x[k] + x[k - 1]);
+        }
+    }
+    free(x);
+}
+
 // rpe: the positions of an RPE step with a draw per layer (explicit positions) instead
 // of alpha 3.7, offset 5.
 static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, const char *what) {
@@ -234,6 +265,7 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
         for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
         ps.offset = 5.0f;
     }
+    if (pe == PE_FIRE) fire_kinks_between(&g, &ps);
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
@@ -1606,7 +1638,7 @@ static void test_resume_keeps_flags(void) {
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
-        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug"};
+        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -2689,6 +2721,8 @@ static const struct {
     {"tpe", "T-PE case", "dev/reference_tpe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tpe's relative keys"},
     {"tupe", "TUPE case", "dev/reference_tupe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tupe's untied positions"},
     {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0,
+     "does not take --pe fire's bias of each query and key"},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -2808,6 +2842,7 @@ static const struct {
     {"tupe", "dev/reference_tupe.bin", "CPU vs PyTorch, TUPE"},
     {"qk-norm", "dev/reference_qknorm.bin", "CPU vs PyTorch, QK-norm"},
     {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
+    {"fire posaug", "dev/reference_fire.bin", "CPU vs PyTorch, FIRE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
 };
 

@@ -33,6 +33,11 @@ and after them, only when present (EXTRA_NAMES):
     tupe_uk    (NH*hd, C)       pos_kind "tupe"
     kerple_r1  (L, NH)          pos_kind "kerple"
     kerple_r2  (L, NH)          pos_kind "kerple"
+    fire_w1    (L, 32)          pos_kind "fire" (FIRE_HIDDEN = 32)
+    fire_b1    (L, 32)          pos_kind "fire"
+    fire_w2    (L, NH, 32)      pos_kind "fire"
+    fire_c     (L)              pos_kind "fire"
+    fire_thresh (L)             pos_kind "fire"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -80,6 +85,11 @@ reference files):
                r1, r2 (L, NH) learned and held at or above 0.01 after every step (FLOORS, as
                KERPLE's code clamps them; no weight decay), the distance in float32 as the C
                code forms it.
+    12 "fire"  FIRE (Li et al. 2023): no rotation; the scaled logit of query i and key j <= i
+               gets f_h(x), x = psi(alpha_l (i - j)) / psi(max(L_l, alpha_l i)), psi(u) =
+               ln(c_l u + 1), f = fire_w2[l] relu(fire_w1[l] x + fire_b1[l]) (32 units, an output
+               per head, no output bias), c = fire_c, L = fire_thresh held at or above 0.01 (FLOORS);
+               the distance and the query's position in float32 as the C code forms them.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -101,8 +111,9 @@ import torch.nn.functional as F
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
 EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2", "tupe_uq",
-               "tupe_uk", "kerple_r1", "kerple_r2"]  # after PARAM_NAMES, when present
-FLOORS = {"kerple_r1": 0.01, "kerple_r2": 0.01}  # the least value a tensor keeps after each step
+               "tupe_uk", "kerple_r1", "kerple_r2", "fire_w1", "fire_b1", "fire_w2", "fire_c",
+               "fire_thresh"]  # after PARAM_NAMES, when present
+FLOORS = {"kerple_r1": 0.01, "kerple_r2": 0.01, "fire_c": 0.01, "fire_thresh": 0.01}  # the least value kept after each step
 DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "tupe_uq", "tupe_uk", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
@@ -143,9 +154,10 @@ class Config:
 
 
 POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8,
-             "tpe": 9, "tupe": 10, "kerple": 11}
+             "tpe": 9, "tupe": 10, "kerple": 11, "fire": 12}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 TPE_HIDDEN = 32
+FIRE_HIDDEN = 32
 
 
 def t5_bucket(n, num_buckets=T5_BUCKETS, max_distance=T5_MAX_DISTANCE):
@@ -300,6 +312,12 @@ class LlamaRoPE(nn.Module):
         if pos_kind == "kerple":
             self.kerple_r1 = e(L, NH)
             self.kerple_r2 = e(L, NH)
+        if pos_kind == "fire":
+            self.fire_w1 = e(L, FIRE_HIDDEN)
+            self.fire_b1 = e(L, FIRE_HIDDEN)
+            self.fire_w2 = e(L, NH, FIRE_HIDDEN)
+            self.fire_c = e(L)
+            self.fire_thresh = e(L)
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -325,6 +343,11 @@ class LlamaRoPE(nn.Module):
             elif name in ("kerple_r1", "kerple_r2"):  # KERPLE's code: U(0, 2) and U(0, 1), then its clamp
                 hi = 2.0 if name == "kerple_r1" else 1.0
                 w = (hi * torch.rand(p.shape, generator=generator, dtype=torch.float32)).clamp(min=FLOORS[name])
+            elif name.startswith("fire_"):  # nn.Linear's default for the MLP; c 0.1, L the window
+                bound = 1.0 if name in ("fire_w1", "fire_b1") else 1.0 / math.sqrt(FIRE_HIDDEN)
+                w = (2 * torch.rand(p.shape, generator=generator, dtype=torch.float32) - 1) * bound
+                if name in ("fire_c", "fire_thresh"):
+                    w = torch.full(p.shape, 0.1 if name == "fire_c" else float(cfg.T), dtype=torch.float32)
             else:
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
                 if name in ("wo", "w_down"):
@@ -384,7 +407,20 @@ class LlamaRoPE(nn.Module):
             bias = torch.stack([-self.kerple_r1[l][:, None, None]
                                 * torch.log(1 + self.kerple_r2[l][:, None, None] * distances(T, a).to(self.wte.dtype))
                                 for l, a in enumerate(self._alphas(alpha))])
+        elif self.pos_kind == "fire":
+            bias = torch.stack([self.fire_bias(l, T, a) for l, a in enumerate(self._alphas(alpha))])
         return self.forward_tables(idx, cos, sin, targets, bias, pe, relb, tpe_u)
+
+    def fire_bias(self, l, T, alpha):
+        """(NH, T, T) FIRE's bias of layer l: f(psi(alpha (i - j)) / psi(max(L, alpha i)))."""
+        dt = self.wte.dtype
+        dist = distances(T, alpha).to(dt)                                           # (T, T)
+        qpos = (torch.tensor(alpha, dtype=torch.float32) * torch.arange(T, dtype=torch.float32)).to(dt)
+        c, thresh = self.fire_c[l], self.fire_thresh[l]
+        m = torch.where(thresh > qpos, thresh, qpos)  # max(L, i); its derivative goes to L only where L > i
+        x = torch.log(c * dist + 1) / torch.log(c * m[:, None] + 1)
+        hidden = torch.relu(x[..., None] * self.fire_w1[l] + self.fire_b1[l])      # (T, T, 32)
+        return (hidden @ self.fire_w2[l].T).permute(2, 0, 1)                        # (NH, T, T)
 
     @torch.no_grad()
     def apply_floors(self):

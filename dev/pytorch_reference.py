@@ -5,7 +5,7 @@
     python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
     python dev/pytorch_reference.py --pos_kind sinusoidal  # dev/reference_sinusoidal.bin
     python dev/pytorch_reference.py --pos_kind learned     # dev/reference_learned.bin
-    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape, shaw, tpe, tupe, kerple)
+    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape, shaw, tpe, tupe, kerple, fire)
     python dev/pytorch_reference.py --qk_norm              # dev/reference_qknorm.bin
     python dev/pytorch_reference.py --out FILE
 
@@ -92,7 +92,7 @@ DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
                "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
                "t5": "reference_t5.bin", "tape": "reference_tape.bin",
                "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin", "tupe": "reference_tupe.bin",
-               "kerple": "reference_kerple.bin"}
+               "kerple": "reference_kerple.bin", "fire": "reference_fire.bin"}
 QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
 
 
@@ -251,6 +251,9 @@ def main():
             model.wpe.copy_(torch.randn(model.wpe.shape, generator=gen, dtype=torch.float32))
             for p in (model.tupe_uq, model.tupe_uk):
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) / math.sqrt(cfg.C))
+    if args.pos_kind == "fire":       # L between positions: the alphas' query positions a * t never equal it
+        with torch.no_grad():
+            model.fire_thresh.fill_(cfg.T - 1.5)
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():  # stored values are exactly the computed-from values
@@ -273,9 +276,11 @@ def main():
     # ---- check pass: one micro-batch, alpha = check_alpha
     inp, tgt = tokens[0, 0, :, :-1], tokens[0, 0, :, 1:]
     if not args.no_fd:
+        # FIRE's loss is piecewise smooth (its ReLU units' kinks): a step of 1e-3 crosses some
+        h = 1e-4 if args.pos_kind == "fire" else 1e-3
         worst, rows, (an, nu, rd) = fd_check(model, inp, tgt, args.check_alpha,
-                                             torch.Generator().manual_seed(args.seed + 1))
-        print(f"finite differences (float64, 5-point central, h=1e-3): {len(rows)} entries over "
+                                             torch.Generator().manual_seed(args.seed + 1), h=h)
+        print(f"finite differences (float64, 5-point central, h={h:g}): {len(rows)} entries over "
               f"{len(set(r[0] for r in rows))} tensors + 1 random direction over all params")
         for name in dict.fromkeys(r[0] for r in rows):
             m = max(r[4] for r in rows if r[0] == name)

@@ -62,7 +62,12 @@ AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist
 #define BIAS_PARAM_TABLE(X)                                                                                  \
     X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)                          \
     X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS)                        \
-    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS)
+    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS)                        \
+    X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
+    X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
+    X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_FLOOR)    \
+    X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS)                                       \
+    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS)
 #define BP_ENUM(e, ...) BP_##e,
 enum { BIAS_PARAM_TABLE(BP_ENUM) BP_N };
 #undef BP_ENUM
@@ -124,6 +129,47 @@ AB_HOST_DEVICE static inline void kerple_grad(const BiasFn *f, int h, float qpos
     g[BP_KERPLE_R2][h] += dy * (-r1 * dist / z);
 }
 
+// FIRE (Li et al. 2023): b_h(i, j) = f_h(x), x = psi(i - j) / psi(max(L, i)), psi(u) = ln(c u + 1),
+// i the query's position, f = w2 relu(w1 x + b1) an MLP with FIRE_HIDDEN units and an output
+// per head (no output bias: a constant per head moves no softmax), c and L per layer, kept at
+// or above FIRE_EPS. The MLP starts as nn.Linear's default, U(-1/sqrt(fan in), 1/sqrt(fan in));
+// c at 0.1, L at the training window. x lies in [0, 1] at every length (j <= i).
+#define FIRE_HIDDEN 32
+#define FIRE_W2_INIT 0.17677669529663688f  // 1 / sqrt(FIRE_HIDDEN)
+#define FIRE_EPS 1e-2f
+// the MLP's input x at a query position and distance, with D = psi(max(L, i)) into *D
+AB_HOST_DEVICE static inline float fire_input(const BiasFn *f, float qpos, float dist, float *D) {
+    float c = f->w[BP_FIRE_C][0], thresh = f->w[BP_FIRE_THRESH][0], m = thresh > qpos ? thresh : qpos;
+    *D = logf(c * m + 1.0f);
+    return logf(c * dist + 1.0f) / *D;
+}
+AB_HOST_DEVICE static inline float fire_term(const BiasFn *f, int h, float qpos, float dist) {
+    float D, x = fire_input(f, qpos, dist, &D), acc = 0.0f;
+    const float *w1 = f->w[BP_FIRE_W1], *b1 = f->w[BP_FIRE_B1], *w2 = f->w[BP_FIRE_W2] + h * FIRE_HIDDEN;
+    for (int j = 0; j < FIRE_HIDDEN; j++) acc += w2[j] * fmaxf(w1[j] * x + b1[j], 0.0f);
+    return acc;
+}
+// With z_j = w1_j x + b1_j: dw2_hj = dy relu(z_j); through each active unit dz_j = dy w2_hj
+// into dw1_j (dz_j x), db1_j (dz_j) and dx (dz_j w1_j); x = A / D with A = ln(c dist + 1),
+// D = ln(c m + 1), m = max(L, i): dx/dc = (dist / (c dist + 1) - x m / (c m + 1)) / D, and
+// dx/dL = -x c / ((c m + 1) D) where L > i (else 0).
+AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
+    float c = f->w[BP_FIRE_C][0], thresh = f->w[BP_FIRE_THRESH][0], m = thresh > qpos ? thresh : qpos;
+    float D, x = fire_input(f, qpos, dist, &D), dx = 0.0f;
+    const float *w1 = f->w[BP_FIRE_W1], *b1 = f->w[BP_FIRE_B1], *w2 = f->w[BP_FIRE_W2] + h * FIRE_HIDDEN;
+    for (int j = 0; j < FIRE_HIDDEN; j++) {
+        float z = w1[j] * x + b1[j];
+        if (z <= 0.0f) continue;
+        float dz = dy * w2[j];
+        g[BP_FIRE_W2][h * FIRE_HIDDEN + j] += dy * z;
+        g[BP_FIRE_W1][j] += dz * x;
+        g[BP_FIRE_B1][j] += dz;
+        dx += dz * w1[j];
+    }
+    g[BP_FIRE_C][0] += dx * (dist / (c * dist + 1.0f) - x * m / (c * m + 1.0f)) / D;
+    if (thresh > qpos) g[BP_FIRE_THRESH][0] += dx * (-x * c / ((c * m + 1.0f) * D));
+}
+
 // The encodings of this kind, one row each: PE_*, its term and gradient, whether the term
 // reads the query's position, its buckets per head nb (an expression of rs, 0 without a
 // table), and the tensors it reads (BP_BIT of each).
@@ -131,7 +177,9 @@ AB_HOST_DEVICE static inline void kerple_grad(const BiasFn *f, int h, float qpos
     X(PE_ERPE, erpe_term, erpe_grad, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                      \
     X(PE_T5, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                          \
     X(PE_TUPE, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                        \
-    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))
+    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                      \
+    X(PE_FIRE, fire_term, fire_grad, 1, 0,                                                                    \
+      BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))
 
 // whether encoding pe has a row of BIAS_FN_TABLE
 static inline int pe_bias_fn(int pe) {

@@ -86,7 +86,9 @@ static const int POS_SCHEME_EXPLICIT[POS_N_SCHEMES] = {POS_TABLE(POS_EXPLICIT_OF
     X(PE_TUPE, "tupe", "TUPE (Ke et al.; integer positions): logits (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / "   \
       "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers") \
     X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 " \
-      "learned per layer and head")
+      "learned per layer and head")                                                                              \
+    X(PE_FIRE, "fire", "FIRE (Li et al.): logits get f_h(psi(p_i - p_j) / psi(max(L, p_i))), psi(x) = ln(c x + 1), " \
+      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer")
 #define PE_ENUM(e, name, what) e,
 #define PE_NAME(e, name, what) name,
 #define PE_WHAT_OF(e, name, what) what,
