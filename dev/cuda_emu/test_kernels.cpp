@@ -868,7 +868,7 @@ static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
 // (bias_fn_fill) against the encoding's function called on the host, and its gradient
 // (bias_fn_backward: chunks into partial rows, rows summed in order) from a random term
 // gradient against each element's own gradient (the function's, at dy = 1) summed in
-// double. The tensors at the trainer's init (llmc/checkpoint.h), a constant one drawn N(0,1);
+// double. The tensors at the trainer's init (llmc/checkpoint.h), one that starts at 0 drawn N(0,1);
 // Tq queries after q_offset keys for the term, training's shape (T = n) for the gradient.
 static void test_bias_fn(int pe, int NH, int n, int Tq, int q_offset, float alpha, int B) {
     Config c;
@@ -883,8 +883,8 @@ static void test_bias_fn(int pe, int NH, int n, int Tq, int q_offset, float alph
     for (int i = 0; i < NP; i++) w[i].resize(shapes[i].numel + 1), dw[i].assign(shapes[i].numel + 1, 0.0f);
     for (int i = 0; i < NP; i++) wp[i] = w[i].data(), dwp[i] = dw[i].data();
     param_init(&c, (float *const *)wp, 5);
-    for (int k = 0; k < BP_N; k++)
-        if (PARAM_INITS[P_BIAS0 + k] == INIT_CONST)
+    for (int k = 0; k < BP_N; k++)  // a tensor that starts at 0 (a table) drawn N(0, 1)
+        if (PARAM_INITS[P_BIAS0 + k] == INIT_CONST && shapes[P_BIAS0 + k].numel && w[P_BIAS0 + k][0] == 0.0f)
             for (float &x : w[P_BIAS0 + k]) x = rng_normal(&rng);
     BiasPass bp;
     memset(&bp, 0, sizeof(bp));
@@ -977,6 +977,9 @@ int main() {
     test_tupe(1, 2, 32, 48, 6, 64);  // the term of 6 queries after a cache of 64 keys
     test_bias_fn(PE_ERPE, 4, 150, 150, 0, 1.5f, 2);  // a table's buckets: several chunks, a part one
     test_bias_fn(PE_T5, 3, 70, 10, 60, 2.0f, 3);      // T5's log buckets, 10 queries after 60 keys
+    test_bias_fn(PE_KERPLE, 4, 130, 130, 0, 2.5f, 2);  // learned scalars per head
+    test_bias_fn(PE_FIRE, 3, 40, 40, 0, 1.5f, 1);      // per query and key: training's shape, L = 40 inside the positions
+    test_bias_fn(PE_FIRE, 2, 50, 8, 42, 1.0f, 1);      // the term of 8 queries after 42 keys
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
