@@ -181,33 +181,28 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
     X(PE_FIRE, fire_term, fire_grad, 1, 0,                                                                    \
       BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))
 
-// whether encoding pe has a row of BIAS_FN_TABLE
-static inline int pe_bias_fn(int pe) {
-#define BIAS_FN_HAS(e, term, grad, per_query, nb, tensors) if (pe == e) return 1;
-    BIAS_FN_TABLE(BIAS_FN_HAS)
-#undef BIAS_FN_HAS
-    return 0;
+// Encoding pe's row (per_query, tensors), or NULL without one; its table's buckets per head
+// (an expression of rs: 0 without a table)
+typedef struct {
+    int pe, per_query;
+    unsigned tensors;
+} BiasFnRow;
+static inline const BiasFnRow *bias_fn_row(int pe) {
+#define BIAS_FN_ROW(e, term, grad, per_query, nb, tensors) {e, per_query, tensors},
+    static const BiasFnRow rows[] = {BIAS_FN_TABLE(BIAS_FN_ROW)};
+#undef BIAS_FN_ROW
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        if (rows[i].pe == pe) return &rows[i];
+    return NULL;
 }
-// whether its term reads the query's position (a (head, query, distance) term)
-static inline int pe_bias_per_query(int pe) {
-#define BIAS_FN_PQ(e, term, grad, per_query, nb, tensors) if (pe == e) return per_query;
-    BIAS_FN_TABLE(BIAS_FN_PQ)
-#undef BIAS_FN_PQ
-    return 0;
-}
-// its table's buckets per head (0: none)
+static inline int pe_bias_fn(int pe) { return bias_fn_row(pe) != NULL; }
+static inline int pe_bias_per_query(int pe) { return pe_bias_fn(pe) && bias_fn_row(pe)->per_query; }
+static inline unsigned pe_bias_tensors(int pe) { return pe_bias_fn(pe) ? bias_fn_row(pe)->tensors : 0u; }
 static inline int pe_bias_fn_buckets(int pe, RelShape rs) {
 #define BIAS_FN_NB(e, term, grad, per_query, nb, tensors) if (pe == e) return nb;
     BIAS_FN_TABLE(BIAS_FN_NB)
 #undef BIAS_FN_NB
     (void)rs;
-    return 0;
-}
-// the tensors it reads (bits of BP_*)
-static inline unsigned pe_bias_tensors(int pe) {
-#define BIAS_FN_TENSORS(e, term, grad, per_query, nb, tensors) if (pe == e) return tensors;
-    BIAS_FN_TABLE(BIAS_FN_TENSORS)
-#undef BIAS_FN_TENSORS
     return 0;
 }
 
