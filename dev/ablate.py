@@ -130,6 +130,8 @@ TABLES = {
             row("t5", "T5 bias (log buckets)", ["--pe", "t5"]),
             row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),
             row("alibi", "ALiBi", ["--pe", "alibi"]),
+            row("kerple", "KERPLE (log variant)", ["--pe", "kerple"]),
+            row("fire", "FIRE (an MLP of the normalized distance)", ["--pe", "fire"]),
             row("nope", "NoPE", ["--pe", "nope"]),
             row("posaug", "RoPE+PosAug [1/8, 8]", POSAUG),
             row("pose", "RoPE+PoSE (L_t = 20w)", ["--pos", "pose", "--pose_target", W(20)]),

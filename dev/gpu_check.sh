@@ -9,10 +9,12 @@
 # Seconds each took on an H200 (2026-11-26) in brackets:
 #   a  build: nvidia-smi (GPU, driver, clocks), nvcc, make all cuda (CPU trainer, test_gpt,
 #      both CUDA builds, dev/cuda's variants) [61-64]
-#   b  ./test_gpt: GPU vs CPU on 21 cases, both builds, both training attention paths [37-43
-#      alone, 87 beside c and d, with 13 cases; the PE survey's 6 since are small ones]
-#   c  compute-sanitizer memcheck on short runs of both builds, three configurations (the
-#      third with --attention flash: tensor cores in the bf16 build) [6-7 each, side by side]
+#   b  ./test_gpt: GPU vs CPU on every case of its GPU_CASES table, both builds, both
+#      training attention paths [37-43 alone, 87 beside c and d, with 13 cases; the 10 since
+#      are small ones: the PE survey's, KERPLE's, FIRE's]
+#   c  compute-sanitizer memcheck on short runs of both builds, five configurations (the
+#      third and fourth with --attention flash: tensor cores in the bf16 build; the last two
+#      the learned biases' kernels) [6-7 each, side by side]
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU [51]
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
 #      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed [29]
@@ -296,8 +298,11 @@ step_c() {
     find_sanitizer || return
     local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
     local n=0 cfg bin labels=()
-    # the six runs side by side (each slow under the tool, none timed), then read in order
-    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash"; do
+    # the ten runs side by side (each slow under the tool, none timed), then read in order: the
+    # last two run the learned biases' generic kernels (a term per distance on the flash path,
+    # one per query and key on the naive path and in the evaluation)
+    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash" \
+        "--pe kerple --pos posaug --attention flash" "--pe fire --pos posaug --attention naive"; do
         for bin in ./train_gpt_fp32 ./train_gpt; do
             n=$((n + 1))
             labels+=("$bin ${cfg:-(default tiny)}")
