@@ -1668,6 +1668,19 @@ static void test_resume_keeps_flags(void) {
 static void test_resume(void) {
     char cmd[2048], out[8192], a[512];
     if (!check_resume(SMALL, "", "", "")) return;
+    // the kept flags hold every byte a command line can: a UTF-8 path with a space, a quote
+    // and a control character, resumed and evaluated with no flag but --resume
+    const char *odd = "test_tmp/donn\xc3\xa9" "es \"\x01\"";
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp data/builtin/train.bin data/builtin/val.bin '%s'", odd, odd);
+    if (run_cmd(cmd, NULL, 0) == 0) {
+        char flags[1024];
+        snprintf(flags, sizeof(flags), "%s --train_data '%s/train.bin' --val_data '%s/val.bin'", SMALL, odd, odd);
+        check_resume(flags, NULL, "utf8_", "a UTF-8 data path: ");
+        snprintf(cmd, sizeof(cmd), "%s --resume %s/utf8_full/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
+                 TRAINER, TMP);
+        int rc = run_cmd(cmd, out, sizeof(out));
+        check(rc == 0 && strstr(out, "cliff"), "--eval_only of a checkpoint whose flags hold a UTF-8 path", "exit %d: %.300s", rc, out);
+    } else check(0, "a folder with a UTF-8 name", "cannot make '%s'", odd);
     snprintf(a, sizeof(a), "%s/full/checkpoint.bin", TMP);
     // generation from the checkpoint
     if (cpu_trainer_only("generation from a checkpoint")) return;

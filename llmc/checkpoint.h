@@ -4,7 +4,7 @@
 //   meta.config_i  int32 [V, Vp, C, L, NH, NKV, F, T, pos_scheme, pe, qk_norm, wpe_rows, arch]
 //   meta.config_f  f32   [rope_base, rms_eps, alpha_min, alpha_max, alpha_fixed]
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
-//   meta.flags     int32 the run's flags as text, one character per value: "name\tvalue\n"
+//   meta.flags     int32 the run's flags as text, one byte per value (flags_to_ints): "name\tvalue\n"
 //                        per flag the run was given or adopted (llmc/config.h, ArgSpec.run)
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
@@ -237,9 +237,8 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
                 fail("not saving '%s' at step %ld: %s.%s[%ld] is %g; the checkpoint on disk was left as it was", path,
                      st->step, CK_GROUPS[gi], PARAM_NAMES[i], bad, bufs[gi][i][bad]);
         }
-    size_t nflags = strlen(c->run_flags);
-    int32_t *flags = (int32_t *)xmalloc((nflags + 1) * sizeof(int32_t));
-    for (size_t i = 0; i < nflags; i++) flags[i] = (unsigned char)c->run_flags[i];
+    size_t nflags;
+    int32_t *flags = flags_to_ints(c->run_flags, &nflags);
     TensorWriter w;
     tw_open(&w, path, TF_KIND_CHECKPOINT, 4 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);

@@ -576,6 +576,23 @@ static inline void adopt_checkpoint_model(Config *c, const TensorFile *tf, const
 // The flags a checkpoint keeps (meta.flags: "name\tvalue\n" lines, one byte per int32) into
 // text. A checkpoint from before they were kept gets the scheme its header holds
 // (meta.config_i/f: --pos, --pe, --qk_norm, --alpha_range, --alpha); returns 0 then.
+// The kept flags' text as a checkpoint stores it, meta.flags: one int32 per byte, any byte a
+// command line holds but NUL (a UTF-8 path's too), and back (text: n bytes, path the file's).
+static inline int32_t *flags_to_ints(const char *text, size_t *numel) {
+    *numel = strlen(text);
+    int32_t *v = (int32_t *)xmalloc((*numel + 1) * sizeof(int32_t));
+    for (size_t i = 0; i < *numel; i++) v[i] = (unsigned char)text[i];
+    return v;
+}
+static inline void flags_of_ints(char *text, size_t n, const int32_t *v, size_t numel, const char *path) {
+    if (numel >= n) fail("'%s' is corrupt: meta.flags is not a text of under %zu bytes", path, n);
+    for (size_t i = 0; i < numel; i++) {
+        if (v[i] < 1 || v[i] > 255) fail("'%s' is corrupt: meta.flags[%zu] is %d, not a byte of text", path, i, v[i]);
+        text[i] = (char)(unsigned char)v[i];
+    }
+    text[numel] = 0;
+}
+
 static inline int checkpoint_flags(const TensorFile *tf, char *text, size_t n) {
     const TensorEntry *e = tf_find(tf, "meta.flags");
     if (!e) {
@@ -588,13 +605,8 @@ static inline int checkpoint_flags(const TensorFile *tf, char *text, size_t n) {
                  PE_NAMES[ci[CKI_PE]], cf[2], cf[3], cf[4], ci[CKI_QK] ? "--qk_norm\t\n" : "");
         return 0;
     }
-    if (e->dtype != TF_I32 || e->numel >= n) fail("'%s' is corrupt: meta.flags is not a text of under %zu bytes", tf->path, n);
-    const int32_t *v = (const int32_t *)e->data;
-    for (size_t i = 0; i < e->numel; i++) {
-        if (v[i] < 9 || v[i] > 126) fail("'%s' is corrupt: meta.flags[%zu] is %d, not a character", tf->path, i, v[i]);
-        text[i] = (char)v[i];
-    }
-    text[e->numel] = 0;
+    if (e->dtype != TF_I32) fail("'%s' is corrupt: meta.flags is not int32", tf->path);
+    flags_of_ints(text, n, (const int32_t *)e->data, e->numel, tf->path);
     return 1;
 }
 

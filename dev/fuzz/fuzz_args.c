@@ -1,4 +1,5 @@
-// libFuzzer harness: the command line, parse_args and pos_config_of (llmc/config.h).
+// libFuzzer harness: the command line, parse_args and pos_config_of (llmc/config.h), and the
+// kept flags' round trip through a checkpoint's meta.flags (flags_to_ints, flags_of_ints).
 // The input is split into arguments at NUL and newline bytes (at most MAX_ARGS).
 #include "fuzz.h"
 #include "llmc/config.h"
@@ -18,12 +19,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 0;  // prints help and exits
     fail_quiet = 1;
+    static Config c;
     if (setjmp(fail_jump) == 0) {
-        static Config c;
         parse_args(&c, argc, argv);
         PosConfig p = pos_config_of(&c);
         fuzz_sink += p.n_alpha_set;
+    } else {
+        fuzz_release();
+        return 0;  // refused: nothing to keep
     }
+    // the kept flags as a checkpoint saves them, read back as --resume reads them: the same
+    // text, and no refusal of what was saved (a crash either way)
+    size_t n;
+    int32_t *v = flags_to_ints(c.run_flags, &n);
+    static char back[sizeof(c.run_flags)];
+    if (setjmp(fail_jump) == 0) flags_of_ints(back, sizeof(back), v, n, "fuzz");
+    else abort();
+    free(v);
+    if (strcmp(back, c.run_flags) != 0) abort();
     fuzz_release();
     return 0;
 }
