@@ -2106,6 +2106,9 @@ static void test_bad_inputs(void) {
     snprintf(a_valtok, sizeof(a_valtok), "--val_data %s/big_token.bin --val_every 0 --eval_len 64 --eval_n 2 --gain_window 16", TMP);
     snprintf(a_ck, sizeof(a_ck), "--resume %s", trunc);
     snprintf(a_cfg, sizeof(a_cfg), "--resume %s --ffn_hidden 96", good);
+    char a_t5[600], a_gen[600];
+    snprintf(a_t5, sizeof(a_t5), "--init_from %s --pe t5", good);
+    snprintf(a_gen, sizeof(a_gen), "--resume %s/lq/checkpoint.bin --pos rpe --steps 0 --generate 400", TMP);
     char a_qk[600], a_lq[600], a_both[1100];
     snprintf(a_qk, sizeof(a_qk), "--resume %s --qk_norm", good);
     snprintf(a_lq, sizeof(a_lq), "--init_from %s/lq/checkpoint.bin --pe learned --pos rpe --steps 4", TMP);
@@ -2260,7 +2263,11 @@ static void test_bad_inputs(void) {
         {"a tokenizer declaring more tokens than its file holds", a_tok_huge, "declares 1160000000 tokens in 1028 bytes"},
         {"a configuration larger than --max_memory", "--seq_len 1024 --batch_size 64 --total_batch 64 --max_memory 1",
          "more than the 1.00 GiB allowed by --max_memory"},
+        {"--init_from a checkpoint without the encoding's tensors", a_t5, "has no tensor attn_bias: it was trained with --pe rope, and this run's --pe t5"},
+        {"--generate past a learned table", a_gen, "--generate 400: the end-of-text, the prompt and the new tokens reach position 399"},
     };
+    size_t left[sizeof(cases) / sizeof(cases[0])];
+    int n_left = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char label[128];
         snprintf(label, sizeof(label), "bad input: %s", cases[i].name);
@@ -2272,7 +2279,14 @@ static void test_bad_inputs(void) {
         char *nl = strstr(out, "error: ");
         if (nl) { char *e = strchr(nl, '\n'); if (e) *e = 0; }
         check(ok, label, "exit %d, %s", rc, nl ? nl : "no error message");
+        snprintf(p, sizeof(p), "%s/bad%zu", TMP, i);  // refused before anything on disk changed: no run folder
+        struct stat sb;
+        if (stat(p, &sb) == 0) left[n_left++] = i;
     }
+    char which[2048] = "";
+    for (int k = 0; k < n_left; k++)
+        snprintf(which + strlen(which), sizeof(which) - strlen(which), "%s'%s'", k ? ", " : "", cases[left[k]].name);
+    check(n_left == 0, "bad input: every refusal comes before the run folder is made", "%d left one: %s", n_left, which);
     // a good checkpoint was never replaced by a damaged one: the last save left no .tmp
     snprintf(p, sizeof(p), "%s/full/checkpoint.bin.tmp", TMP);
     f = fopen(p, "rb");

@@ -1141,11 +1141,11 @@ int main(int argc, char **argv) {
     TrainState st;
     run_prepare(&cfg, &st, train);
     run_preflight(&cfg, &tok);
-    run_folder_claim(&cfg);
     gpu_memory_check(&cfg, train);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, gpu_init, gpu_load);
+    run_folder_claim(&cfg);  // after every refusal
     int hd = cfg.C / cfg.NH;
     printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);

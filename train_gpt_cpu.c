@@ -1619,12 +1619,12 @@ int main(int argc, char **argv) {
     TrainState st;
     run_prepare(&cfg, &st, train);
     run_preflight(&cfg, &tok);
-    if (train || cfg.eval_only) run_folder_claim(&cfg);  // sampling alone writes nothing
     MemPlan plan = cpu_memory_plan(&cfg, train, !cfg.generate);
     memory_check(&plan, host_available_memory(), cfg.max_memory);
     GPT g;
     gpt_alloc(&g, &cfg, train);
     run_weights(&cfg, &st, train, &g, cpu_init, cpu_load);
+    if (train || cfg.eval_only) run_folder_claim(&cfg);  // after every refusal; sampling alone writes nothing
     int hd = cfg.C / cfg.NH;
     printf("model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params (%.2fM without embedding)\n",
            cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6,

@@ -21,8 +21,9 @@ Bad input stops the import with one line `import_hf.py: error: ...` naming the p
 exit status 1, no file written: config.json not a JSON object, a key missing, a value not
 a positive integer (or number) where one belongs, heads that do not divide; a safetensors
 file whose header breaks the format's rules (dev/hf_llama.py, safetensors_layout); CKPT a
-folder or in no existing folder. The checkpoint is written through CKPT.tmp, which a
-failure removes.
+folder or in no existing folder; CKPT an existing file, unless --overwrite (a trained
+checkpoint would lose its optimizer state and its run). The checkpoint is written through
+CKPT.tmp, which a failure removes.
 """
 
 import argparse
@@ -220,7 +221,11 @@ def main():
     ap.add_argument("--seq_len", type=int, help="the window T to store (default: max_position_embeddings)")
     ap.add_argument("--seed", type=int, default=42, help="the seed stored (what --eval_only adopts)")
     ap.add_argument("--drop_rope_scaling", action="store_true", help="import a model with rope_scaling as plain RoPE")
+    ap.add_argument("--overwrite", action="store_true", help="replace CKPT when it exists")
     a = ap.parse_args()
+    if os.path.lexists(a.ckpt) and not os.path.isdir(a.ckpt) and not a.overwrite:
+        sys.exit(f"import_hf.py: error: {a.ckpt} exists (a checkpoint would lose its weights, moments and run): "
+                 "choose another path, or pass --overwrite to replace it")
     missing.check()
     try:
         ci, cf = import_hf(a.hf_dir, a.ckpt, a.seq_len, a.seed, a.drop_rope_scaling)

@@ -654,6 +654,23 @@ def import_rejects_folder_as_target():
 
 
 @test
+def import_keeps_an_existing_checkpoint():
+    """A trained checkpoint at CKPT is not replaced by an import (its moments and run would be
+    lost) unless --overwrite says so."""
+    d = hf_folder("target_exists")[0]
+    out = folder("target_exists", "out")
+    ck = os.path.join(out, "ckpt.bin")
+    with open(ck, "wb") as f:
+        f.write(b"a trained run's checkpoint")
+    before = sha(ck)
+    msg = one_line_error(import_cli(d, ck), "exists (a checkpoint would lose its weights, moments and run)", out)
+    assert (sha(ck) == before).all() and os.listdir(out) == ["ckpt.bin"], os.listdir(out)
+    r = import_cli(d, ck, "--overwrite")
+    assert r.returncode == 0 and "wrote " in r.stdout and (sha(ck) != before).any(), r.stderr[-500:]
+    return msg
+
+
+@test
 def import_rejects_target_in_missing_folder():
     d = hf_folder("target_missing")[0]
     return one_line_error(import_cli(d, os.path.join(d, "no", "such", "ckpt.bin")), "is not an existing folder", d)

@@ -343,6 +343,34 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     tf_free(&tf);
 }
 
+// --init_from, before anything is written: the checkpoint holds every tensor this run's
+// model has, at this run's size (QK-norm gains it lacks start at 1), else one message that
+// names the flag to change.
+static inline void init_from_check(const Config *c) {
+    Shape shapes[NP];
+    param_shapes(c, shapes);
+    TensorFile tf;
+    tf_load(&tf, c->init_from, TF_KIND_CHECKPOINT);
+    int32_t ci[CKI_N];
+    TrainState st;
+    checkpoint_meta(&tf, ci, &st);
+    char name[TF_MAX_NAME];
+    for (int i = 0; i < NP; i++) {
+        if (!shapes[i].numel || i == P_Q_NORM || i == P_K_NORM) continue;
+        snprintf(name, sizeof(name), "param.%s", PARAM_NAMES[i]);
+        const TensorEntry *e = tf_find(&tf, name);
+        if (!e)
+            fail("--init_from %s has no tensor %s: it was trained with --pe %s, and this run's --pe %s needs it (start "
+                 "from a checkpoint trained with --pe %s, or train this encoding from scratch without --init_from)",
+                 c->init_from, PARAM_NAMES[i], PE_NAMES[st.pe], PE_NAMES[c->pe], PE_NAMES[c->pe]);
+        if (e->numel != shapes[i].numel)
+            fail("--init_from %s: its %s has %zu values, this run's model %zu (--pe %s's shape flags, --rel_clip, "
+                 "--t5_buckets or --wpe_rows, differ from the run that made it)", c->init_from, PARAM_NAMES[i], e->numel,
+                 shapes[i].numel, PE_NAMES[c->pe]);
+    }
+    tf_free(&tf);
+}
+
 // Evaluating or sampling a checkpoint: the model, scheme and seed it was trained with
 // (call before allocating the model: QK-norm and a learned table change its tensors).
 static inline void adopt_checkpoint_scheme(Config *c, const TrainState *st) {
@@ -368,6 +396,7 @@ static inline void run_prepare(Config *c, TrainState *st, int train) {
         checkpoint_peek(c->resume, st);
         adopt_checkpoint_scheme(c, st);
     }
+    if (!c->resume[0] && c->init_from[0]) init_from_check(c);
 }
 
 static inline void run_weights(const Config *c, TrainState *st, int train, void *model,

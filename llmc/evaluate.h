@@ -227,13 +227,21 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
     if (n_train || n_val)
         printf("data: %.0f training and %.0f validation tokens checked against the vocab size %d in %.2fs\n", n_train, n_val,
                c->V, wall_time() - t0);
-    if (c->generate) return;
+    if (c->generate) {  // positions 0 .. n - 1 for the end-of-text, the prompt and every new token but the last
+        int n = 1 + (tok->pieces ? 0 : (int)strlen(c->prompt)) + c->generate - 1;
+        if (pe_has_wpe(c->pe) && n > wpe_rows(c))
+            fail("--generate %d: the end-of-text, the prompt and the new tokens reach position %d, but --pe %s's "
+                 "table has rows for positions 0..%d only: generate at most %d tokens (or a shorter --prompt)",
+                 c->generate, n - 1, PE_NAMES[c->pe], wpe_rows(c) - 1, c->generate - (n - wpe_rows(c)));
+        return;
+    }
     if (c->task_eval[0]) {
         TaskFile t;
         task_file_load(&t, c->task_eval, c->V);
         tf_free(&t.tf);
     }
     if (!c->eval_len) return;
+    if (c->eval_only) scaling_check(c->scaling, c->pe);  // the checkpoint's encoding (run_prepare adopted it)
     double largest, total;
     shard_token_counts(c->val_data, &largest, &total);
     if (total == 0) shards_glob(c->val_data, "--val_data");  // names a missing file
