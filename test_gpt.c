@@ -2368,6 +2368,47 @@ static void test_run_folders(void) {
     check(rc == 0 && strstr(out, "'runs/tiny_posaug' holds an earlier run: this one writes to 'runs/tiny_posaug_2'") &&
               count_lines(first) == 1 && count_lines(second) == 1,
           "run folder: the default folder of a new run is numbered on past an earlier run's", "exit %d", rc);
+    // --overwrite removes last, exactly the run's files, never an input
+    char ow[512], ck[600], base[600], notes[600], keep[600];
+    snprintf(ow, sizeof(ow), "%s/ow", TMP);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --eval_len 64 --eval_n 1 --out_dir %s --eval_tag n", SMALL, ow);
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    snprintf(ck, sizeof(ck), "%s/checkpoint.bin", ow);
+    snprintf(base, sizeof(base), "%s/n.json", ow);
+    snprintf(notes, sizeof(notes), "%s/notes.txt", ow);
+    snprintf(keep, sizeof(keep), "%s/ow_ckpt_copy.bin", TMP);
+    FILE *nf = fopen(notes, "w");
+    if (nf) { fputs("my notes\n", nf); fclose(nf); }
+    snprintf(cmd, sizeof(cmd), "cp %s %s", ck, keep);
+    run_cmd(cmd, NULL, 0);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --out_dir %s --overwrite --seq_len 1024 --batch_size 64 --total_batch 64 "
+             "--max_memory 1", SMALL, ow);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    check(r0 == 0 && r1 == 1 && strstr(out, "--max_memory") && files_equal(ck, keep) && count_lines(base) == 1,
+          "run folder: --overwrite with a run refused later (the memory estimate) leaves the old run's files", "exit %d %d", r0, r1);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --init_from %s --out_dir %s --overwrite", SMALL, ck, ow);
+    r1 = run_cmd(cmd, out, sizeof(out));
+    check(r1 == 1 && strstr(out, "--overwrite would remove") && strstr(out, "which this run reads (--init_from)") &&
+              files_equal(ck, keep), "run folder: --overwrite never removes the checkpoint --init_from reads", "exit %d", r1);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --eval_len 64 --eval_n 1 --baseline %s --out_dir %s --overwrite", SMALL, base, ow);
+    r1 = run_cmd(cmd, out, sizeof(out));
+    check(r1 == 1 && strstr(out, "which this run reads (--baseline)") && files_equal(ck, keep) && count_lines(base) == 1,
+          "run folder: --overwrite never removes the evaluation --baseline reads", "exit %d", r1);
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --out_dir %s --overwrite --eval_tag n", SMALL, ow);
+    r1 = run_cmd(cmd, out, sizeof(out));
+    nf = fopen(notes, "r");
+    check(r1 == 0 && nf && !strstr(out, "notes.txt") && strstr(out, "n.json"), "run folder: --overwrite removes the run's "
+          "files by exact name (with --eval_tag n, not the user's notes.txt)", "exit %d: %.200s", r1, strstr(out, "--overwrite:") ? strstr(out, "--overwrite:") : "");
+    if (nf) fclose(nf);
+    char mine[600];
+    snprintf(mine, sizeof(mine), "%s/mine", TMP);  // a folder of the user's own files only
+    mkdir(mine, 0755);
+    snprintf(notes, sizeof(notes), "%s/mine/eval_notes.json", TMP);
+    nf = fopen(notes, "w");
+    if (nf) { fputs("{\"mine\": 1}\n", nf); fclose(nf); }
+    snprintf(cmd, sizeof(cmd), "%s --steps 1 --out_dir %s", SMALL, mine);
+    r1 = run_cmd(cmd, out, sizeof(out));
+    check(r1 == 0 && count_lines(notes) == 1, "run folder: a folder holding only the user's files is not another run's", "exit %d", r1);
     // a folder nothing can be written in: refused before the evaluation is computed
     snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s --eval_len 64 --eval_n 2 --out_dir /proc/self", SMALL, p);
     rc = run_cmd(cmd, out, sizeof(out));

@@ -580,7 +580,9 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     snprintf(path, sizeof(path), "%s/%s_task.json", c->out_dir, c->eval_tag);
     out_open(&o, path);
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
-    fputs("{\"run\": ", o.f);
+    fputs("{\"tag\": ", o.f);  // first: the run folder's rules find the set by it (llmc/runfolder.h)
+    json_string(o.f, c->eval_tag);
+    fputs(", \"run\": ", o.f);
     json_string(o.f, run);
     fputs(", \"file\": ", o.f);
     json_string(o.f, c->task_eval);
