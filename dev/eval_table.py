@@ -5,10 +5,12 @@
     python dev/eval_table.py runs/* --group_by '^(.*)_s\\d+$' --csv
     python dev/eval_table.py runs/x/eval_L8192_yarn.json          # one evaluation file
 
-Each argument is a run folder (every `eval_*.json` in it, or only `--tag TAG`; the
-`*_passkey` files are not evaluations) or one evaluation JSON. An evaluation is the
-pair `<tag>.json` + `<tag>.csv` written by the trainer (README, "What the numbers
-mean"; the PosAug paper's Section 3).
+Each argument is a run folder (every evaluation in it, whatever its --eval_tag, or only
+`--tag TAG`) or one evaluation JSON. An evaluation is the pair `<tag>.json` + `<tag>.csv`
+written by the trainer (README, "What the numbers mean"; the PosAug paper's Section 3); in a
+folder, a JSON is one when its first field is `"tag": "<tag>"`, its own name (the trainer's
+run-folder rule, llmc/runfolder.h). A folder whose evaluation was stopped while its files
+were being renamed (`<tag>.commit` there) is refused until a trainer run in it finishes it.
 
 Columns: method | cliff | G(C) | in-dist | delta | penalty | OOD/in-dist
 - Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`
@@ -153,17 +155,35 @@ def gain_from_columns(loss, loss_variant, W, C):
     return float(np.mean(loss_variant[W:C] - loss[W:C]))
 
 
+def summaries(folder):
+    """The evaluations in a run folder: each <tag>.json whose first field names <tag>."""
+    found = []
+    for f in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):
+        tag = os.path.basename(f)[:-len(".json")]
+        try:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                head = fh.read(512)
+        except OSError:
+            continue
+        if not tag.endswith("_task") and head.startswith('{"tag": ' + json.dumps(tag, ensure_ascii=False)):
+            found.append(f)
+    return found
+
+
 def load_evals(args_paths, tag=None):
     """Expand arguments to a list of (argument index, Eval)."""
     out = []
     for k, p in enumerate(args_paths):
         if os.path.isdir(p):
-            files = sorted(glob.glob(os.path.join(p, "eval_*.json")))
-            files = [f for f in files if not f.endswith("_passkey.json")]
+            pending = sorted(glob.glob(os.path.join(glob.escape(p), "*.commit")))
+            if pending:
+                die("%s: the evaluation %s was stopped while its files were renamed: run any trainer command in that "
+                    "folder (it finishes it) first" % (p, os.path.basename(pending[0])[:-len(".commit")]))
+            files = summaries(p)
             if tag is not None:
                 files = [f for f in files if os.path.splitext(os.path.basename(f))[0] == tag]
             if not files:
-                die("%s: no %s in this folder" % (p, (tag + ".json") if tag else "eval_*.json"))
+                die("%s: no %s in this folder" % (p, ("evaluation tagged %s" % tag) if tag else "evaluation"))
             out.extend((k, Eval(f)) for f in files)
         elif os.path.isfile(p) and p.endswith(".json"):
             out.append((k, Eval(p)))

@@ -77,6 +77,19 @@ def main(argv=None):
         import matplotlib.pyplot as plt
     except ImportError as e:
         needs.missing(e)
+    # --out before any work: a format matplotlib writes, in a folder that is (or can be) one
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    ext = os.path.splitext(args.out)[1].lstrip(".").lower()
+    if ext not in formats:
+        die("--out %s: give a file ending in one of %s" % (args.out, ", ".join("." + f for f in sorted(formats))))
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        die("--out %s: cannot make its folder %s: %s" % (args.out, out_dir, e.strerror or e))
+    if os.path.isdir(args.out):
+        die("--out %s is a folder: name the image file" % args.out)
 
     pairs = assign_labels(load_evals(args.runs, args.tag), args.labels, None, len(args.runs))
     multi_tag = len({ev.tag for _, ev in pairs}) > 1
@@ -153,9 +166,10 @@ def main(argv=None):
                      transform=axg.transAxes, ha="center", va="center")
             print("warning: --gain: no loss_chunked / loss_banded columns in these CSVs")
     fig.tight_layout()
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(out_dir, exist_ok=True)
-    fig.savefig(args.out, dpi=120)
+    try:
+        fig.savefig(args.out, dpi=120)
+    except OSError as e:
+        die("--out %s: cannot write it: %s" % (args.out, e.strerror or e))
     plt.close(fig)
     print("wrote %s (%d curves%s)" % (args.out, len(pairs), ", %d gain curves" % n_gain if args.gain else ""))
 

@@ -227,12 +227,45 @@ def table_bad_inputs():
     check(rc != 0 and "eval_L9" in err, "missing tag: %d %s" % (rc, err))
 
 
+@test
+def table_finds_evaluations_by_tag():
+    """An evaluation is <tag>.json whose first field names <tag>, whatever the tag; a user's
+    own JSON beside it is not one; a folder with an unfinished set commit is refused."""
+    run = os.path.join(TMP, "tagged")
+    write_eval(run, "long_context", 2.0, 0.5)
+    with open(os.path.join(run, "notes.json"), "w") as f:
+        json.dump({"note": "mine", "tag": "notes"}, f)  # the user's: its first field is not the tag
+    rc, out, err = run_py("dev/eval_table.py", run, "--csv")
+    rows = [l.split(",") for l in out.splitlines()[1:] if l]
+    check(rc == 0 and len(rows) == 1 and rows[0][2] == "1" and rows[0][9] == "2.0",
+          "one evaluation (long_context), notes.json not one: %d %s %s" % (rc, out, err))
+    rc, out, err = run_py("dev/eval_table.py", run, "--tag", "long_context", "--csv")
+    rows = [l.split(",") for l in out.splitlines()[1:] if l]
+    check(rc == 0 and len(rows) == 1 and rows[0][2] == "1", "--tag long_context: %d %s %s" % (rc, out, err))
+    if need_matplotlib_or_none():
+        png = os.path.join(TMP, "plots", "tagged.png")
+        rc, so, err = run_py("dev/plot_eval.py", run, "--tag", "long_context", "--out", png)
+        check(rc == 0 and is_png(png) and "1 curves" in so, "plot --tag long_context: %d %s %s" % (rc, so, err))
+    with open(os.path.join(run, "long_context.commit"), "w") as f:
+        f.write("long_context.csv\nlong_context.json\n")
+    rc, _, err = run_py("dev/eval_table.py", run)
+    check(rc != 0 and "long_context" in err and "Traceback" not in err, "pending commit refused: %d %s" % (rc, err))
+
+
 # ---- plot_eval -----------------------------------------------------------------------
 def need_matplotlib():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise Skip("matplotlib is not installed (pip install matplotlib)")
+
+
+def need_matplotlib_or_none():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
 
 
 def is_png(path):
@@ -264,6 +297,20 @@ def plot_gain_panel_and_labels():
     out2 = os.path.join(TMP, "plots", "band.png")
     rc, so, err = run_py("dev/plot_eval.py", f"{TMP}/csvonly/tiny_band", "--gain", "--window", "64", "--out", out2)
     check(rc == 0 and is_png(out2) and "1 gain curves" in so, "banded-only: %d %s %s" % (rc, so, err))
+
+
+@test
+def plot_bad_out_is_one_line():
+    need_matplotlib()
+    blocker = os.path.join(TMP, "plots_file")
+    with open(blocker, "w") as f:
+        f.write("a file, not a folder\n")
+    for out, says in ((os.path.join(blocker, "x.png"), "cannot make its folder"), (os.path.join(TMP, "x.pngg"), "give a file ending"),
+                      (os.path.join(TMP, "plots"), "give a file ending")):
+        rc, so, err = run_py("dev/plot_eval.py", f"{RUNS}/tiny_nope", "--out", out)
+        lines = [l for l in err.strip().splitlines() if l]
+        check(rc != 0 and len(lines) == 1 and "--out" in err and says in err and "Traceback" not in err,
+              "--out %s: exit %d, %r" % (out, rc, err))
 
 
 @test
