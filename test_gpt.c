@@ -2034,6 +2034,69 @@ static void test_task_eval(void) {
     if (f) fclose(f);
 }
 
+// An evaluation records the data it read (its JSON's val_data), an --eval_only takes the
+// run's own --val_data from the checkpoint, and does not replace an evaluation of other
+// data without --eval_tag or --overwrite.
+static void test_eval_data(void) {
+    char cmd[4096], out[8192], dir[512], json[600], copy[600];
+    snprintf(dir, sizeof(dir), "%s/vdata", TMP);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/data && cp data/builtin/val.bin %s/data/val.bin && "
+             "%s --steps 2 --eval_len 0 --val_every 0 --val_data %s/data/val.bin --out_dir %s/run", dir, dir, SMALL, dir, dir);
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
+             TRAINER, dir);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    snprintf(json, sizeof(json), "%s/run/eval_L64.json", dir);
+    char want[700], text[65536] = "";
+    snprintf(want, sizeof(want), "\"val_data\": {\"files\": \"%s/data/val.bin\", \"tokens\": ", dir);
+    FILE *f = fopen(json, "r");
+    if (f) { size_t n = fread(text, 1, sizeof(text) - 1, f); text[n] = 0; fclose(f); }
+    check(r0 == 0 && r1 == 0 && strstr(out, "--val_data") && strstr(text, want) && strstr(text, "\"evaluated_crc32\": \""),
+          "--eval_only takes the run's own --val_data from the checkpoint, and its JSON records the data", "exit %d %d", r0, r1);
+    snprintf(copy, sizeof(copy), "%s/json_copy", dir);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", json, copy);
+    run_cmd(cmd, NULL, 0);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data data/builtin/val.bin", TRAINER, dir);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    check(r2 == 1 && strstr(out, "is an evaluation of other validation data") && strstr(out, "--eval_tag") &&
+              files_equal(json, copy), "an evaluation of other data does not replace the folder's evaluation of that tag",
+          "exit %d", r2);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data data/builtin/val.bin --eval_tag builtin", TRAINER, dir);
+    int r3 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data data/builtin/val.bin --overwrite", TRAINER, dir);
+    int r4 = run_cmd(cmd, out, sizeof(out));
+    check(r3 == 0 && r4 == 0 && !files_equal(json, copy), "... but does with its own --eval_tag, or --overwrite", "exit %d %d",
+          r3, r4);
+}
+
+// A long evaluation reports progress (positions, rate, time left) in a log as on a terminal,
+// a short one adds nothing to a log; the loss bars split the bucket the window ends inside.
+static void test_eval_progress(void) {
+    char cmd[2048], out[16384], dir[512];
+    snprintf(dir, sizeof(dir), "%s/progress", TMP);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && PROGRESS_EVERY=0 %s --steps 1 --eval_len 96 --eval_n 2 --indist_start 8 --out_dir %s",
+             dir, SMALL, dir);  // the window (32) ends inside the bucket 30-35
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    int straddles = 0, split = 0, lo, hi;
+    char where[8];
+    for (const char *l = out; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (sscanf(l, " %d-%d %7s", &lo, &hi, where) == 3) {
+            straddles += lo < 32 && hi >= 32;
+            split += lo == 30 && hi == 31 && !strcmp(where, "in");
+        }
+    check(r0 == 0 && strstr(out, "eval eval_L96: 192/192 positions (100.0%) | ") && strstr(out, "positions/s | ETA"),
+          "an evaluation prints its progress in a log: positions done, rate, time left", "exit %d", r0);
+    check(r0 == 0 && split == 1 && straddles == 0, "the loss bars split the bucket the training window ends inside",
+          "rows 30-31 in: %d, rows across position 32: %d", split, straddles);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/checkpoint.bin --eval_only --eval_len 96 --eval_n 2 --indist_start 8",
+             TRAINER, dir);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    check(r1 == 0 && !strstr(out, " positions ("), "a short evaluation adds no progress line to a log", "exit %d", r1);
+}
+
 // every scheme and encoding trains two steps and evaluates through the trainer binary
 static void test_every_scheme_runs(void) {
     char cmd[2048], out[8192], label[200];
@@ -2992,6 +3055,8 @@ int main(int argc, char **argv) {
         test_passkey();
         test_ruler();
         test_hellaswag();
+        test_eval_data();
+        test_eval_progress();
     }
     if (wants("files")) test_files();
     if (wants("kernels")) test_kernels();

@@ -915,6 +915,7 @@ static void run_evaluation_gpu(GPT *g, const Config *c, const Tokenizer *tok) {
     EvalModel m = {&e, gpu_losses, gpu_losses_chunked, gpu_greedy};
     run_evaluation(c, &m, tok);
     run_task_evaluation(c, &m);
+    eval_set_commit(c->out_dir, c->eval_tag);  // its files, all at once
     cudaFree(e.a.mem);
     cudaFree(e.a1.mem);
     cudaFree(e.d_entropy);

@@ -1537,6 +1537,7 @@ static void run_evaluation_cpu(GPT *g, const Config *c, const Tokenizer *tok) {
     EvalModel m = {&e, cpu_losses, cpu_losses_chunked, cpu_greedy};
     run_evaluation(c, &m, tok);
     run_task_evaluation(c, &m);
+    eval_set_commit(c->out_dir, c->eval_tag);  // its files, all at once
     eval_ctx_free(&e);
 }
 

@@ -362,7 +362,7 @@ def to_csv(rows, C, var):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Markdown table (PosAug format) of evaluation runs.",
                                  epilog="See the module docstring for the exact definitions.")
-    ap.add_argument("runs", nargs="+", help="run folders or eval_*.json files")
+    ap.add_argument("runs", nargs="+", help="run folders or evaluation JSON files (<tag>.json)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--group_by", default=None, help="regex on the run folder name; group 1 is the label")
     g.add_argument("--labels", default=None, help="comma-separated label per argument")

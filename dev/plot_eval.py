@@ -5,7 +5,7 @@
         --smooth 64 --gain --out gain.png
     python dev/plot_eval.py runs/tiny_rope --tag eval_L1024_yarn --out yarn.png
 
-Each argument is a run folder (every `eval_*.json` in it, or only `--tag TAG`) or one
+Each argument is a run folder (every evaluation in it, whatever its tag, or only `--tag TAG`) or one
 evaluation JSON; the per-position losses come from the CSV next to it.
 Top panel: loss(i) against position i, raw (faint) and a centred moving average over
 --smooth positions (0 or 1: no smoothing); the training window w is a dashed vertical
@@ -58,7 +58,7 @@ def gain_grid(W, L, points):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Plot per-position loss (and G(C)) of evaluation runs.")
-    ap.add_argument("runs", nargs="+", help="run folders or eval_*.json files")
+    ap.add_argument("runs", nargs="+", help="run folders or evaluation JSON files (<tag>.json)")
     ap.add_argument("--out", required=True, help="output PNG")
     ap.add_argument("--smooth", type=int, default=32, help="moving-average width in positions (default 32)")
     ap.add_argument("--labels", default=None, help="comma-separated label per argument")

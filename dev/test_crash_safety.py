@@ -321,6 +321,68 @@ def eval_output_full():
     return observed
 
 
+def eval_set(out):
+    """The evaluation set eval_L96 in out: {file: sha256} of each file there."""
+    return {n: sha(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.startswith("eval_L96") and not n.endswith(".tmp")}
+
+
+@test
+def eval_interrupted_keeps_the_old_set():
+    """SIGINT in the middle of an evaluation (its CSV written, its passkey running) that would
+    replace the folder's set: the old CSV, JSON and passkey CSV stay as they were, together;
+    the next run in the folder removes the interrupted one's .tmp files."""
+    ckpt = reference()["ckpt"]
+    out = fresh_dir("eval_set")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--passkey_lengths", "256"])
+    old = eval_set(out)
+    if r.returncode != 0 or sorted(old) != ["eval_L96.csv", "eval_L96.json", "eval_L96_passkey.csv"]:
+        raise AssertionError("the first evaluation failed (exit %d): %s %s" % (r.returncode, sorted(old), tail(r)))
+    p = piped(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--overwrite", "--passkey_lengths", "1024"])
+    if read_until(p, r"^eval eval_L96 ") is None:
+        raise AssertionError("the second evaluation ended before its loss line (exit %s)" % p.wait())
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=TIMEOUT)
+    left = tmp_files(out)
+    bad = []
+    if eval_set(out) != old:
+        bad.append("the set changed: %s" % sorted(eval_set(out)))
+    if not left:
+        bad.append("no .tmp: the CSV was not held for the set's commit")
+    r = run(SMALL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--eval_len", "64", "--eval_n", "1",
+                     "--eval_tag", "other"])
+    if r.returncode != 0 or tmp_files(out) or eval_set(out) != old or "left by an interrupted run" not in r.stdout:
+        bad.append("the next run (exit %d) left %s, set %s" % (r.returncode, tmp_files(out), sorted(eval_set(out))))
+    if bad:
+        raise AssertionError("; ".join(bad))
+    return "SIGINT left %s beside the old set; the next run removed it" % ", ".join(os.path.basename(t) for t in left)
+
+
+@test
+def eval_commit_journal_finished():
+    """A run killed while its set's files were being renamed (the journal written, the CSV
+    renamed, the JSON still a .tmp): the next run in the folder finishes the commit (the new
+    CSV and JSON, the old passkey CSV, which the new set lacks, removed; the journal gone)."""
+    ckpt = reference()["ckpt"]
+    out = fresh_dir("eval_journal")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--passkey_lengths", "256"])
+    if r.returncode != 0:
+        raise AssertionError("the evaluation failed (exit %d): %s" % (r.returncode, tail(r)))
+    with open(os.path.join(out, "eval_L96.csv"), "w") as f:
+        f.write("position,loss\n0,1.0\n")  # the new set's CSV, renamed already
+    with open(os.path.join(out, "eval_L96.json.tmp"), "w") as f:
+        f.write('{"tag": "eval_L96", "new": 1}\n')
+    with open(os.path.join(out, "eval_L96.commit"), "w") as f:
+        f.write("eval_L96.csv\neval_L96.json\n")
+    r = run(SMALL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--eval_len", "64", "--eval_n", "1",
+                     "--eval_tag", "other"])
+    names = sorted(n for n in os.listdir(out) if n.startswith("eval_L96"))
+    with open(os.path.join(out, "eval_L96.json")) as f:
+        js = f.read()
+    if r.returncode != 0 or names != ["eval_L96.csv", "eval_L96.json"] or '"new": 1' not in js or "finishing it" not in r.stdout:
+        raise AssertionError("exit %d, %s, json %r: %s" % (r.returncode, names, js[:60], tail(r)))
+    return "the next run finished the commit: %s" % ", ".join(names)
+
+
 # ---- 4. log.jsonl onto a full location --------------------------------------------------------
 @test
 def log_full():
@@ -516,6 +578,7 @@ def main():
     ap.add_argument("--trainer", default="./train_gpt_cpu", help="the trainer (a sanitizer build; ./train_gpt on a GPU)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the kill moments and junk files")
     ap.add_argument("--trials", type=int, default=24, help="SIGKILL trials")
+    ap.add_argument("--only", action="append", default=[], help="run only this test (repeatable)")
     OPT = ap.parse_args()
     OPT.trainer = os.path.abspath(OPT.trainer)
     print("crash safety: trainer %s, seed %d, %d trials" % (OPT.trainer, OPT.seed, OPT.trials), flush=True)
@@ -527,7 +590,12 @@ def main():
     TMP = tempfile.mkdtemp(prefix="test_crash_safety_")
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     try:
+        unknown = [n for n in OPT.only if n not in [fn.__name__ for fn in TESTS]]
+        if unknown:
+            sys.exit("--only %s: no such test (%s)" % (unknown[0], ", ".join(fn.__name__ for fn in TESTS)))
         for fn in TESTS:
+            if OPT.only and fn.__name__ not in OPT.only:
+                continue
             try:
                 status, why = "PASS", fn()
             except Skip as e:

@@ -684,8 +684,10 @@ static inline int kept_flags(Config *c, const TensorFile *tf, const char *const 
             printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
             continue;
         }
-        if (eval_only && a->run != RUN_SCHEME) continue;
         const char *now = cli[a - ARGS];
+        // an evaluation takes the run's scheme, and its validation data unless given another
+        int val = strcmp(a->name, "--val_data") == 0;
+        if (eval_only && a->run != RUN_SCHEME && !(val && !now)) continue;
         int differs = now && !same_flag_value(a, value, now);
         if (now && !eval_only) {  // the command line's value
             if (differs)

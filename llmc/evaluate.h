@@ -22,6 +22,7 @@
 #include "hellaswag.h"
 #include "metrics.h"
 #include "passkey.h"
+#include "runfolder.h"
 #include "schedule.h"
 #include "tasks.h"
 #include "tokenizer.h"
@@ -55,28 +56,50 @@ static inline int gain_lengths(const Config *c, int *out, int max) {
 }
 
 // A terminal picture of loss(i): mean loss in 16 equal position buckets, as bars on a
-// fixed scale (full width = ln V, the loss of a uniform guess) so runs compare by eye.
+// fixed scale (full width = ln V, the loss of a uniform guess) so runs compare by eye. A
+// bucket that the window's end falls inside is split there: each row is all "in" or all OOD.
 static inline void print_loss_bars(const double *loss, int L_eval, int w, int V) {
     enum { WIDTH = 50 };
     int NB = L_eval < 16 ? L_eval : 16;  // rows of at least one position
     double top = log((double)V);
     printf("loss by position (the training window ends at %d):\n", w);
     for (int k = 0; k < NB; k++) {
-        int lo = (int)((long)L_eval * k / NB), hi = (int)((long)L_eval * (k + 1) / NB);
-        double m = mean_range(loss, lo, hi);
-        int n = (int)(WIDTH * fmin(m / top, 1.0) + 0.5);
-        printf("  %6d-%-6d %s ", lo, hi - 1, lo < w ? "in " : "OOD");
-        for (int i = 0; i < n; i++) fputs("#", stdout);
-        printf(" %.3f\n", m);
+        int lo = (int)((long)L_eval * k / NB), end = (int)((long)L_eval * (k + 1) / NB);
+        for (int hi = lo < w && w < end ? w : end; lo < end; lo = hi, hi = end) {
+            double m = mean_range(loss, lo, hi);
+            int n = (int)(WIDTH * fmin(m / top, 1.0) + 0.5);
+            printf("  %6d-%-6d %s ", lo, hi - 1, lo < w ? "in " : "OOD");
+            for (int i = 0; i < n; i++) fputs("#", stdout);
+            printf(" %.3f\n", m);
+        }
     }
 }
 
-static inline void progress(const char *what, int i, int n, double t0) {
-    if (!isatty(2)) return;
+// Progress of long work on stderr, as training prints its steps: the amount done, the rate
+// and the time left. On a terminal one line rewritten in place; in a log, a line every
+// PROGRESS_EVERY seconds (30 unless that variable says otherwise), so short work adds none.
+typedef struct {
+    const char *what, *unit;
+    double n, t0, shown, every;
+    int tty;
+} Progress;
+
+static inline Progress progress_begin(const char *what, const char *unit, double n) {
+    const char *env = getenv("PROGRESS_EVERY");
+    Progress p = {what, unit, n, wall_time(), 0.0, env && *env ? atof(env) : 30.0, isatty(2)};
+    p.shown = p.t0;
+    return p;
+}
+
+static inline void progress_at(Progress *p, double done) {
+    double now = wall_time(), dt = now - p->t0;
+    int end = done >= p->n, logged = p->shown > p->t0;
+    if (!p->tty && !(now - p->shown >= p->every || (end && logged))) return;
     char eta[32];
-    format_duration((wall_time() - t0) / (i + 1) * (n - i - 1), eta, sizeof(eta));
-    fprintf(stderr, "\r%s %d/%d, ETA %s   ", what, i + 1, n, eta);
-    if (i + 1 == n) fprintf(stderr, "\n");
+    format_duration(done > 0 ? dt / done * (p->n - done) : 0, eta, sizeof(eta));
+    fprintf(stderr, "%s%s: %.0f/%.0f %s (%.1f%%) | %.0f %s/s | ETA %s%s", p->tty ? "\r" : "", p->what, done, p->n, p->unit,
+            100 * done / p->n, dt > 0 ? done / dt : 0, p->unit, eta, p->tty && !end ? "   " : "\n");
+    p->shown = now;
 }
 
 // Needle retrieval through greedy decoding: passkey, or RULER's single needle.
@@ -144,7 +167,13 @@ static inline PasskeyResult run_retrieval(const Retrieval *t, const Config *c, c
         if (tok->pieces) fail("%s prompts for a BPE vocabulary come from data/passkey_prompts.py: pass %s", t->name, t->prompts_flag);
         r.n = parse_int_list(t->lengths, r.lengths, 64, t->lengths_flag);
     }
-    double t0 = wall_time();
+    double total = 0, done = 0;  // positions decoded through, all lengths: the long prompts take the time
+    for (int li = 0; li < r.n; li++) {
+        int count = pretokenized ? 0 : t->n;
+        for (int i = 0; pretokenized && i < pp.n; i++) count += pp.lengths[i] == r.lengths[li];
+        total += (double)count * (r.lengths[li] + t->n_new);
+    }
+    Progress pr = progress_begin(t->name, "positions", total);
     for (int li = 0; li < r.n; li++) {
         int len = r.lengths[li];
         PosStep ps = pos_eval_step(pc, es, len + t->n_new);
@@ -190,7 +219,7 @@ static inline PasskeyResult run_retrieval(const Retrieval *t, const Config *c, c
             for (int j = 0; j < tl; j++)  // keep the CSV field on one line
                 if (text[j] == '\n' || text[j] == '\r' || text[j] == ',' || text[j] == '"') text[j] = ' ';
             fprintf(csv, "%d,%.4f,%ld,%d,\"%s\"\n", len, depth, answer, ok, text);
-            progress(t->name, e, count, t0);
+            progress_at(&pr, done += len + t->n_new);
         }
         free(prompt);
         free(buf);
@@ -219,6 +248,36 @@ static inline int passkey_longest(const Config *c) {
 // What the evaluation at the end of a run needs, checked before the run starts (so a
 // mistake is not found hours later): enough validation tokens, a readable baseline,
 // retrieval prompts that load and fit.
+// An evaluation the folder already holds under this tag, made on other validation data (its
+// JSON's val_data: another pattern, or another token count) is not replaced without
+// --overwrite: the two would be read as one experiment. (A summary from before val_data was
+// recorded cannot tell, and is replaced.)
+static inline void eval_data_check(const Config *c, double total) {
+    if (c->out_dir_default && !c->resume[0]) return;  // a new run's folder: numbered on past an earlier run's
+    char path[1200], tag[256], buf[65536], files[1024];
+    snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
+    if (c->overwrite || !eval_json_tag(path, tag, sizeof(tag))) return;
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    const char *p = strstr(buf, "\"val_data\": {\"files\": \""), *lead = "\"val_data\": {\"files\": \"";
+    if (!p) return;
+    size_t k = 0;
+    for (p += strlen(lead); *p && *p != '"' && k + 1 < sizeof(files); p++) {  // json_string's escapes undone
+        unsigned u;
+        if (p[0] == '\\' && p[1] == 'u' && sscanf(p + 2, "%4x", &u) == 1) files[k++] = (char)u, p += 5;
+        else files[k++] = *p == '\\' && p[1] ? *++p : *p;
+    }
+    files[k] = 0;
+    double tokens = -1;
+    const char *t = strstr(p, "\"tokens\": ");
+    if (t) sscanf(t + 10, "%lf", &tokens);
+    if (strcmp(files, c->val_data) != 0 || tokens != total)
+        fail("'%s' is an evaluation of other validation data (%s, %.0f tokens; this one reads %s, %.0f tokens): give this "
+             "evaluation its own --eval_tag, or pass --overwrite to replace it", path, files, tokens, c->val_data, total);
+}
+
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
     int trains = !c->eval_only && c->steps > 0;
     double t0 = wall_time(), n_train = 0, n_val = 0;
@@ -244,6 +303,7 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
     if (c->eval_only) scaling_check(c->scaling, c->pe);  // the checkpoint's encoding (run_prepare adopted it)
     double largest, total;
     shard_token_counts(c->val_data, &largest, &total);
+    eval_data_check(c, total);
     if (total == 0) shards_glob(c->val_data, "--val_data");  // names a missing file
     if ((double)c->eval_n * c->eval_len + 1 > total)
         fail("--val_data has %.0f tokens; the evaluation needs %.0f (--eval_n %d x --eval_len %d + 1)", total,
@@ -290,7 +350,7 @@ static inline HellaSwagResult run_hellaswag(const Config *c, const EvalModel *m,
     fprintf(csv, "example,label,pred,pred_norm,loss0,loss1,loss2,loss3\n");
     int cap = 0, *seq = NULL;
     float *losses = NULL;
-    double t0 = wall_time();
+    Progress pr = progress_begin("hellaswag", "examples", r.n);
     for (int i = 0; i < r.n; i++) {
         int nc = h.ctx_offsets[i + 1] - h.ctx_offsets[i];
         double sum[4], norm[4];
@@ -315,7 +375,7 @@ static inline HellaSwagResult run_hellaswag(const Config *c, const EvalModel *m,
         r.correct += pred == h.labels[i];
         r.correct_norm += pred_norm == h.labels[i];
         fprintf(csv, "%d,%d,%d,%d,%.6f,%.6f,%.6f,%.6f\n", i, h.labels[i], pred, pred_norm, sum[0], sum[1], sum[2], sum[3]);
-        progress("hellaswag", i, r.n, t0);
+        progress_at(&pr, i + 1);
     }
     free(seq);
     free(losses);
@@ -365,6 +425,9 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     double *banded = (double *)xcalloc(L, sizeof(double)), *chunked = (double *)xcalloc(L, sizeof(double));
     float *buf = (float *)xmalloc(L * sizeof(float)), *ebuf = (float *)xmalloc(L * sizeof(float));
     double t0 = wall_time();
+    char what[300];
+    snprintf(what, sizeof(what), "eval %s", c->eval_tag);
+    Progress pr = progress_begin(what, "positions", (double)c->eval_n * L);
     for (int s = 0; s < c->eval_n; s++) {
         const int *seq = val + (long)s * L;
         memset(ebuf, 0, L * sizeof(float));
@@ -379,7 +442,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
             m->losses_chunked(m->ctx, seq, L, &ps, W, chunk, buf);
             for (int i = 0; i < L; i++) chunked[i] += (double)buf[i] / c->eval_n;
         }
-        progress("eval: sequence", s, c->eval_n, t0);
+        progress_at(&pr, (double)(s + 1) * L);
     }
     double t_loss = wall_time() - t0;
     CliffSummary cs = cliff_summary(loss, L, c->T, c->indist_start);
@@ -411,7 +474,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         if (W) fprintf(f, ",%.6f,%.6f", banded[i], chunked[i]);
         fprintf(f, ",%.6f\n", ent[i]);
     }
-    out_close(&o);
+    eval_set_hold(&o);
 
     Retrieval tasks[2] = {retrieval_of(c, TASK_PASSKEY), retrieval_of(c, TASK_RULER)};
     PasskeyResult res[2];
@@ -426,7 +489,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
             printf("%s at %d tokens: %d/%d correct (%.1f%%)\n", tasks[k].name, res[k].lengths[i], res[k].correct[i],
                    res[k].total[i], 100.0 * res[k].correct[i] / res[k].total[i]);
         if (res[k].n) printf("%s took %.1fs\n", tasks[k].name, wall_time() - t1);
-        out_close(&o);
+        eval_set_hold(&o);
     }
     HellaSwagResult hs = {0, 0, 0};
     double t_hs = wall_time();
@@ -438,7 +501,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
         if (hs.n)
             printf("hellaswag: acc %.4f, acc_norm %.4f over %d examples (%.1fs; chance 0.25)\n", (double)hs.correct / hs.n,
                    (double)hs.correct_norm / hs.n, hs.n, t_hs);
-        out_close(&o);
+        eval_set_hold(&o);
     }
 
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
@@ -457,6 +520,12 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
             ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme], c->arch == ARCH_GRU ? "none" : PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
             YARN_TEMP_NAMES[c->yarn_temperature]);
+    // the data it was computed on: the shards' pattern, their tokens, a CRC-32 of the tokens
+    // evaluated (int32, as read)
+    fputs("\"val_data\": {\"files\": ", f);
+    json_string(f, c->val_data);
+    fprintf(f, ", \"tokens\": %ld, \"evaluated_crc32\": \"%08x\"}, ", n_val,
+            (unsigned)crc32_update(0, val, ((size_t)c->eval_n * L + 1) * sizeof(int)));
     // ratio: OOD over in-distribution loss, the PosAug paper's "frequency analysis" ratio
     const char *keys[4] = {"in_dist", "ood", "cliff", "ratio"};
     double vals[4] = {cs.in_dist, cs.ood, cs.cliff, cs.in_dist > 0 ? cs.ood / cs.in_dist : NAN};
@@ -503,7 +572,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     } else {
         fprintf(f, ", \"hellaswag\": null}\n");
     }
-    out_close(&o);
+    eval_set_hold(&o);
 
     printf("wrote %s/%s.{csv,json}%s%s%s\n", c->out_dir, c->eval_tag, res[0].n ? " and _passkey.csv" : "",
            res[1].n ? " and _ruler.csv" : "", hs.n ? " and _hellaswag.csv" : "");
@@ -529,7 +598,7 @@ static inline void run_task_examples(const Config *c, const EvalModel *m, const 
     PosConfig pc = pos_config_of(c);
     EvalScaling es = eval_scaling_of(c);
     int *out = NULL, cap = 0;
-    double t0 = wall_time();
+    Progress pr = progress_begin("task", "examples", t->n);
     for (int i = 0; i < t->n; i++) {
         int np = t->prompt_offsets[i + 1] - t->prompt_offsets[i], na = t->answer_offsets[i + 1] - t->answer_offsets[i];
         if (na > cap) {
@@ -552,7 +621,7 @@ static inline void run_task_examples(const Config *c, const EvalModel *m, const 
         }
         r.correct[k] += ok;
         r.total[k]++;
-        progress("task", i, t->n, t0);
+        progress_at(&pr, i + 1);
     }
     free(out);
     *rp = r;
@@ -576,7 +645,7 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     fprintf(o.f, "length,n,correct,accuracy\n");
     for (int k = 0; k < r->n; k++)
         fprintf(o.f, "%d,%d,%d,%.4f\n", r->lengths[k], r->total[k], r->correct[k], (double)r->correct[k] / r->total[k]);
-    out_close(&o);
+    eval_set_hold(&o);
     snprintf(path, sizeof(path), "%s/%s_task.json", c->out_dir, c->eval_tag);
     out_open(&o, path);
     const char *run = strrchr(c->out_dir, '/') ? strrchr(c->out_dir, '/') + 1 : c->out_dir;
@@ -595,7 +664,7 @@ static inline void run_task_evaluation(const Config *c, const EvalModel *m) {
     fprintf(o.f, "], \"accuracy\": [");
     for (int k = 0; k < r->n; k++) fprintf(o.f, "%s%.4f", k ? ", " : "", (double)r->correct[k] / r->total[k]);
     fprintf(o.f, "]}\n");
-    out_close(&o);
+    eval_set_hold(&o);
     printf("wrote %s/%s_task.{csv,json}\n", c->out_dir, c->eval_tag);
     free(r);
     tf_free(&t.tf);

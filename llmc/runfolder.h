@@ -59,6 +59,133 @@ static inline int is_run_file(const char *dir, const char *name, const char *onl
     return 0;
 }
 
+// ---- an evaluation's files change as one set ----
+// Each writer closes its file as <file>.tmp (eval_set_hold); eval_set_commit then writes a
+// journal, <tag>.commit, naming the set, renames every .tmp over its file (the summaries, the
+// JSONs, last), removes the files of the tag's previous set that the new one lacks, and
+// removes the journal. A run that fails before the commit (a full disk) removes the set's
+// .tmp files as it exits; a run that finds a journal (one killed in the middle of a commit)
+// finishes it, and a set file's .tmp without one (one killed before its commit: a Ctrl-C)
+// is removed. Either way the folder holds the old set or the new one.
+#define EVAL_SET_MAX 16
+static char eval_held[EVAL_SET_MAX][1200];  // the set's files written so far (their .tmp on disk)
+static int eval_n_held;
+
+// a run that stops (fail, exit) before the commit removes the set's .tmp files: the old set stays
+static inline void eval_set_discard(void) {
+    char tmp[1210];
+    for (int i = 0; i < eval_n_held; i++) {
+        snprintf(tmp, sizeof(tmp), "%.1200s.tmp", eval_held[i]);
+        remove(tmp);
+    }
+    eval_n_held = 0;
+}
+
+static inline void eval_set_hold(OutFile *o) {
+    static int registered;
+    if (!registered) registered = atexit(eval_set_discard) == 0;
+    out_close_tmp(o);
+    if (eval_n_held == EVAL_SET_MAX) fail("internal: an evaluation set of more than %d files", EVAL_SET_MAX);
+    snprintf(eval_held[eval_n_held++], sizeof(eval_held[0]), "%s", o->path);
+}
+
+// Whether `name` is a member of the set of `tag` (<tag> then one of EVAL_SET)
+static inline int eval_set_member(const char *name, const char *tag) {
+    size_t t = strlen(tag);
+    if (strncmp(name, tag, t) != 0) return 0;
+    for (int k = 0; k < EVAL_SET_N; k++)
+        if (strcmp(name + t, EVAL_SET[k]) == 0) return 1;
+    return 0;
+}
+
+// The journal of dir/<tag>.commit carried out: its files' .tmp renamed (summaries last), the
+// tag's other set files removed, the journal removed.
+static inline void eval_set_finish(const char *dir, const char *tag) {
+    char journal[1200], names[EVAL_SET_MAX][256], from[1200], to[1200];
+    snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", dir, tag);
+    FILE *f = fopen(journal, "r");
+    if (!f) fail("cannot read '%s': %s", journal, strerror(errno));
+    int n = 0;
+    while (n < EVAL_SET_MAX && fgets(names[n], sizeof(names[n]), f)) {
+        names[n][strcspn(names[n], "\n")] = 0;
+        if (names[n][0] && !strchr(names[n], '/') && eval_set_member(names[n], tag)) n++;
+    }
+    fclose(f);
+    for (int pass = 0; pass < 2; pass++)  // the CSVs, then the summaries that describe them
+        for (int i = 0; i < n; i++) {
+            int summary = strstr(names[i], ".json") != NULL;
+            if (summary != pass) continue;
+            snprintf(from, sizeof(from), "%.900s/%.255s.tmp", dir, names[i]);
+            snprintf(to, sizeof(to), "%.900s/%.255s", dir, names[i]);
+            if (access(from, F_OK) == 0 && rename(from, to) != 0) fail("committing '%s': %s", to, strerror(errno));
+        }
+    for (int k = 0; k < EVAL_SET_N; k++) {  // the previous set's files this one does not have
+        char name[256];
+        snprintf(name, sizeof(name), "%.240s%s", tag, EVAL_SET[k]);
+        int kept = 0;
+        for (int i = 0; i < n; i++) kept |= strcmp(names[i], name) == 0;
+        snprintf(to, sizeof(to), "%.900s/%.255s", dir, name);
+        if (!kept && remove(to) != 0 && errno != ENOENT) fail("committing the set of '%s': cannot remove '%s': %s", tag, to, strerror(errno));
+    }
+    if (remove(journal) != 0) fail("cannot remove '%s': %s", journal, strerror(errno));
+    fsync_parent_dir(journal);
+}
+
+// The files eval_set_hold kept, committed as the set of `tag` in dir.
+static inline void eval_set_commit(const char *dir, const char *tag) {
+    if (!eval_n_held) return;
+    char journal[1200];
+    snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", dir, tag);
+    OutFile o;
+    out_open(&o, journal);
+    for (int i = 0; i < eval_n_held; i++) {
+        const char *slash = strrchr(eval_held[i], '/');
+        fprintf(o.f, "%s\n", slash ? slash + 1 : eval_held[i]);
+    }
+    out_close(&o);
+    eval_n_held = 0;
+    eval_set_finish(dir, tag);
+}
+
+// An earlier run's interrupted evaluations in dir (a run that holds the folder calls it):
+// a journal finished, a set file's stray .tmp removed.
+static inline void eval_sets_recover(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char (*names)[256] = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (strlen(e->d_name) >= 256) continue;
+        if (n == cap && !(names = (char (*)[256])realloc(names, (size_t)(cap = 2 * cap + 64) * sizeof(*names))))
+            fail("out of memory listing '%s'", dir);
+        snprintf(names[n++], 256, "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {  // journals first: their .tmp files are the new set
+        size_t len = strlen(names[i]);
+        if (len > 7 && strcmp(names[i] + len - 7, ".commit") == 0) {
+            char tag[256];
+            snprintf(tag, sizeof(tag), "%.*s", (int)(len - 7), names[i]);
+            printf("'%s/%s': an evaluation stopped while its files were renamed; finishing it\n", dir, names[i]);
+            eval_set_finish(dir, tag);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (len <= 4 || strcmp(names[i] + len - 4, ".tmp") != 0) continue;
+        char base[256], path[1200];
+        snprintf(base, sizeof(base), "%.*s", (int)(len - 4), names[i]);
+        int ours = 0;  // (a checkpoint's .tmp: run_training removes it)
+        for (int k = 0; k < EVAL_SET_N && !ours; k++) {
+            size_t sl = strlen(EVAL_SET[k]), bl = strlen(base);
+            ours = bl > sl && strcmp(base + bl - sl, EVAL_SET[k]) == 0;
+        }
+        snprintf(path, sizeof(path), "%.900s/%.255s", dir, names[i]);
+        if (ours && remove(path) == 0) printf("removed '%s', left by an interrupted run\n", path);
+    }
+    free(names);
+}
+
 // A file the run reads (--init_from, --resume, --baseline, the data, the tokenizer, the
 // task files): the flag that names it, or NULL.
 static inline const char *run_input_flag(const Config *c, const char *path) {
@@ -85,7 +212,8 @@ static inline const char *run_input_flag(const Config *c, const char *path) {
 // separated): every run file for a run that trains, checkpoint.bin, log.jsonl and its own
 // tag's set for an evaluation (other tags' sets are other evaluations, which it leaves as they
 // are). With `remove_them`, deleted (a file the run reads is refused first, naming its flag:
-// nothing removed).
+// nothing removed), but for an evaluation its own tag's set, which its commit replaces whole
+// (an interrupted evaluation leaves the old set).
 static inline int run_files(const Config *c, const char *dir, char *found, size_t n, int remove_them) {
     DIR *d = opendir(dir);
     if (!d) fail("--out_dir: cannot read '%s': %s", dir, strerror(errno));
@@ -94,6 +222,9 @@ static inline int run_files(const Config *c, const char *dir, char *found, size_
     char (*names)[256] = NULL;
     for (struct dirent *e = readdir(d); e; e = readdir(d)) {
         if (strlen(e->d_name) >= 256 || !is_run_file(dir, e->d_name, c->eval_only ? c->eval_tag : NULL)) continue;
+        // an evaluation's own tag's set is replaced whole by its commit, not removed first
+        int set = strcmp(e->d_name, "checkpoint.bin") != 0 && strcmp(e->d_name, "log.jsonl") != 0;
+        if (remove_them && c->eval_only && set) continue;
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         struct stat sb;
@@ -168,25 +299,32 @@ static inline void run_folder_claim(Config *c) {
             snprintf(c->out_dir, sizeof(c->out_dir), "%.490s_%d", base, k);
         }
         if (strcmp(base, c->out_dir) != 0) printf("'%s' holds an earlier run: this one writes to '%s'\n", base, c->out_dir);
+        eval_sets_recover(c->out_dir);
         return;
     }
     if (!run_folder_lock(c->out_dir, holder, sizeof(holder)))
         fail("'%s' is in use by another run (pid %s): wait for it to end, or choose another --out_dir", c->out_dir, holder);
+    eval_sets_recover(c->out_dir);
     // --resume DIR/checkpoint.bin in DIR continues that run; an evaluation writes next to
     // the checkpoint it reads
     const char *base = strrchr(c->resume, '/') ? strrchr(c->resume, '/') + 1 : c->resume;
     int own = c->resume[0] && folder_of_is(c->resume, c->out_dir) && (c->eval_only || strcmp(base, "checkpoint.bin") == 0);
     if (own) {
-        if (c->overwrite) fail("--overwrite with --resume %s in its own folder would remove the run it continues", c->resume);
+        if (c->overwrite && !c->eval_only)
+            fail("--overwrite with --resume %s in its own folder would remove the run it continues", c->resume);
         if (c->scheme_changed && !c->eval_only)
             fail("--resume with another position scheme is another experiment: give it its own --out_dir (a PosAug "
                  "fine-tune of this checkpoint, say)");
         return;
     }
     if (!run_files(c, c->out_dir, found, sizeof(found), 0)) return;
+    char ckpt[1200];
+    snprintf(ckpt, sizeof(ckpt), "%.1000s/checkpoint.bin", c->out_dir);
+    if (!c->overwrite && access(ckpt, F_OK) == 0)
+        fail("'%s' holds another run's files (%s): continue that run with --resume %s, choose a new --out_dir, or pass "
+             "--overwrite to remove them first", c->out_dir, found, ckpt);
     if (!c->overwrite)
-        fail("'%s' holds another run's files (%s): continue that run with --resume %s/checkpoint.bin, choose a new "
-             "--out_dir, or pass --overwrite to remove them first", c->out_dir, found, c->out_dir);
-    run_files(c, c->out_dir, found, sizeof(found), 1);
-    printf("--overwrite: removed %s from '%s'\n", found, c->out_dir);
+        fail("'%s' holds another run's files (%s): choose a new --out_dir%s, or pass --overwrite to %s them", c->out_dir,
+             found, c->eval_only ? " or --eval_tag" : "", c->eval_only ? "replace" : "remove");
+    if (run_files(c, c->out_dir, found, sizeof(found), 1)) printf("--overwrite: removed %s from '%s'\n", found, c->out_dir);
 }

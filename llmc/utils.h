@@ -141,13 +141,18 @@ static inline void out_write(OutFile *o, const void *src, size_t n) {
     if (n && fwrite(src, 1, n, o->f) != n) out_abort(o, "writing");
 }
 
-static inline void out_close(OutFile *o) {
+// every write checked, flushed and fsync'd, and <path>.tmp left for a commit that renames it
+static inline void out_close_tmp(OutFile *o) {
     errno = 0;
     if (ferror(o->f)) out_abort(o, "writing");
     if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0) out_abort(o, "flushing to disk");
     FILE *f = o->f;
     o->f = NULL;
     if (fclose(f) != 0) out_abort(o, "closing");
+}
+
+static inline void out_close(OutFile *o) {
+    out_close_tmp(o);
     if (rename(o->tmp, o->path) != 0) out_abort(o, "renaming it over the old file");
     fsync_parent_dir(o->path);
 }
