@@ -62,6 +62,7 @@ run gpu-plan env GPU_CHECK_DRY=1 bash dev/gpu_check.sh test_tmp/gpu_plan abcdefg
 run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
 run no-openmp bash dev/check_no_openmp.sh  # make with a compiler without OpenMP (Apple's clang)
+run user-build bash dev/check_user_build.sh  # a user's make warns, make test fails on a warning
 run arm64 bash dev/check_arm64.sh  # the ARM build, cross-compiled and run under qemu
 run bench-smoke env SMOKE=1 bash dev/bench_cpu.sh  # make bench runs through (no PyTorch, 3 steps)
 run bench-smoke-avx2 env SMOKE=1 MARCH=x86-64-v3 bash dev/bench_cpu.sh  # ... built for the laptops' AVX2
