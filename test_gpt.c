@@ -1084,19 +1084,23 @@ static void rewrite_tensor(const char *src, const char *dst, const char *name, s
     tf_free(&tf);
 }
 
-// src without its AdamW moments: a weights-only checkpoint (what dev/import_hf.py writes).
-static void write_weights_only(const char *src, const char *dst) {
+// A copy of src without the tensors whose names begin with `prefix`.
+static void copy_without(const char *src, const char *dst, const char *prefix) {
     TensorFile tf;
     tf_load(&tf, src, 0);
     int keep = 0;
-    for (int i = 0; i < tf.n; i++) keep += strncmp(tf.t[i].name, "adam_", 5) != 0;
+    for (int i = 0; i < tf.n; i++) keep += strncmp(tf.t[i].name, prefix, strlen(prefix)) != 0;
     TensorWriter w;
     tw_open(&w, dst, tf.kind, keep);
     for (int i = 0; i < tf.n; i++)
-        if (strncmp(tf.t[i].name, "adam_", 5) != 0) tw_add(&w, tf.t[i].name, tf.t[i].dtype, tf.t[i].ndim, tf.t[i].shape, tf.t[i].data);
+        if (strncmp(tf.t[i].name, prefix, strlen(prefix)) != 0)
+            tw_add(&w, tf.t[i].name, tf.t[i].dtype, tf.t[i].ndim, tf.t[i].shape, tf.t[i].data);
     tw_close(&w);
     tf_free(&tf);
 }
+
+// src without its AdamW moments: a weights-only checkpoint (what dev/import_hf.py writes).
+static void write_weights_only(const char *src, const char *dst) { copy_without(src, dst, "adam_"); }
 
 static void test_files(void) {
     char p[256];
@@ -2658,6 +2662,46 @@ static void test_checkpoint_adoption(void) {
           "eps %g C %d T %d eval_len %d", c.rms_eps, c.C, c.T, c.eval_len);
 }
 
+// The sinusoids scale the token embedding by sqrt(C) (embed_scale), and the checkpoint keeps
+// the factor: one from before it was recorded (no meta.embed_scale) is evaluated and resumed
+// with the factor 1 it was trained with, and says so.
+static float ckpt_embed_scale_of(const char *path) {
+    TensorFile tf;
+    tf_load(&tf, path, TF_KIND_CHECKPOINT);
+    const TensorEntry *e = tf_find(&tf, "meta.embed_scale");
+    float v = e ? ((const float *)e->data)[0] : -1.0f;
+    tf_free(&tf);
+    return v;
+}
+
+static void test_embed_scale(void) {
+    char cmd[4096], out[16384], dir[512], ck[600], old[600], bad[600];
+    snprintf(dir, sizeof(dir), "%s/embed_scale", TMP);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s && %s --steps 2 --eval_len 0 --val_every 0 --pe sinusoidal --out_dir %s/new && "
+             "%s --steps 2 --eval_len 0 --val_every 0 --out_dir %s/rope", dir, dir, SMALL, dir, SMALL, dir);
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    snprintf(ck, sizeof(ck), "%s/new/checkpoint.bin", dir);
+    char rope_ck[600];
+    snprintf(rope_ck, sizeof(rope_ck), "%s/rope/checkpoint.bin", dir);
+    float s_sin = ckpt_embed_scale_of(ck), s_rope = ckpt_embed_scale_of(rope_ck);
+    check(r0 == 0 && s_sin == sqrtf(32.0f) && s_rope == 1.0f, "the checkpoint keeps the embedding's factor: sqrt(C) with --pe sinusoidal, 1 with RoPE",
+          "exit %d, %g %g", r0, s_sin, s_rope);
+    snprintf(old, sizeof(old), "%s/old/checkpoint.bin", dir);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/old", dir);
+    run_cmd(cmd, NULL, 0);
+    copy_without(ck, old, "meta.embed_scale");
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --steps 3 --threads %d", TRAINER, old, THREADS);
+    int r1 = run_cmd(cmd, out, sizeof(out));
+    float s_old = ckpt_embed_scale_of(old);
+    check(r1 == 0 && strstr(out, "was trained before --pe sinusoidal scaled the token embedding") && s_old == 1.0f,
+          "a sinusoidal checkpoint from before the factor resumes with the 1 it was trained with, and says so", "exit %d, %g", r1, s_old);
+    snprintf(bad, sizeof(bad), "%s/bad.bin", dir);
+    rewrite_tensor(ck, bad, "meta.embed_scale", 0, -1.0f, 0);
+    snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8 --out_dir %s/badrun", TRAINER, bad, dir);
+    int r2 = run_cmd(cmd, out, sizeof(out));
+    check(r2 == 1 && strstr(out, "meta.embed_scale is not one positive float"), "a damaged meta.embed_scale is refused", "exit %d", r2);
+}
+
 static void test_yarn_bounds(const char *ref_path) {
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
@@ -3072,6 +3116,7 @@ int main(int argc, char **argv) {
     if (wants("bad-inputs")) test_bad_inputs();
     if (wants("run-folders")) test_hostile_runs();
     if (wants("checkpoints")) test_checkpoint_adoption();
+    if (wants("checkpoints sinusoidal tape")) test_embed_scale();
     if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

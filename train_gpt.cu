@@ -331,7 +331,7 @@ static void gru_forward(GPT *g, Acts *a, int with_loss, floatX *state) {
     const Config *c = &g->cfg;
     int B = a->B, T = a->T, C = c->C, N = B * T;
     size_t BC = (size_t)B * C, G3 = 3 * (size_t)C, lsG = a->train ? (size_t)N * G3 : 0, CC = G3 * C;
-    LAUNCH_ELEMS(encoder_forward_kernel, (size_t)N * C, a->top, a->inputs, P(g, P_WTE), N, C);
+    LAUNCH_ELEMS(encoder_forward_kernel, (size_t)N * C, a->top, a->inputs, P(g, P_WTE), N, C, embed_scale(c));
     LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->resid, a->top, B, T, C, 0);
     for (int l = 0; l < c->L; l++) {
         floatX *x = a->resid + l * a->ls_C, *h = a->resid + (a->train ? (l + 1) * a->ls_C : 0);  // eval: in place
@@ -376,7 +376,7 @@ static void gru_backward(GPT *g, Acts *a, const float *weights, float dloss) {
         dx = swap;
     }
     LAUNCH_ELEMS(transpose_bt_kernel, (size_t)N * C, a->dres, dout, B, T, C, 1);  // d(embeddings)
-    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C);
+    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C, embed_scale(c));
 }
 
 // ----------------------------------------------------------------------------
@@ -534,7 +534,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         qrel_eval = (float *)device_grow(qrel_eval, &cap, (size_t)N * NH * bp.NB * sizeof(float));
         a->qrel = qrel_eval;
     }
-    LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C);
+    LAUNCH_ELEMS(encoder_forward_kernel, NC, a->resid, a->inputs, P(g, P_WTE), N, C, embed_scale(c));
     if (pe_sinusoidal(ps->pe))
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
                      sinusoidal_freqs(C, ps->ape_scale));
@@ -664,8 +664,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         rmsnorm_backward(a->dres, G(g, P_ATTN_NORM) + (size_t)l * C, a->dw_part, a->dC, x, P(g, P_ATTN_NORM) + (size_t)l * C,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
-    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C);
-    if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C);
+    scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C, embed_scale(c));
+    if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
     if (tupe) {  // through the projections, once for every layer's share
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);
         const float *p = g->params;

@@ -43,10 +43,14 @@ static void matmul_backward(float *dinp, float *dweight, const float *dout, cons
 }
 
 // ----------------------------------------------------------------------------
-// embedding: x (N,C) = wte[tokens]
+// embedding: x (N,C) = wte[tokens] * scale (embed_scale: sqrt(C) under the sinusoids, else 1)
 
-static void encoder_forward(float *x, const int *tokens, const float *wte, int N, int C) {
-    for (int i = 0; i < N; i++) memcpy(x + (size_t)i * C, wte + (size_t)tokens[i] * C, C * sizeof(float));
+static void encoder_forward(float *x, const int *tokens, const float *wte, int N, int C, float scale) {
+    for (int i = 0; i < N; i++) {
+        const float *row = wte + (size_t)tokens[i] * C;
+        float *xi = x + (size_t)i * C;
+        for (int c = 0; c < C; c++) xi[c] = row[c] * scale;
+    }
 }
 
 // Sinusoidal absolute positions (--pe sinusoidal, tape), added to x (B,T,C) at the pass's
@@ -91,12 +95,12 @@ static void learned_backward(float *dwpe, const float *dx, const PassPositions *
         }
 }
 
-// dwte[tokens[i]] += dx[i]; serial so repeated tokens accumulate in a fixed order
-static void encoder_backward(float *dwte, const float *dx, const int *tokens, int N, int C) {
+// dwte[tokens[i]] += dx[i] * scale; serial so repeated tokens accumulate in a fixed order
+static void encoder_backward(float *dwte, const float *dx, const int *tokens, int N, int C, float scale) {
     for (int i = 0; i < N; i++) {
         float *d = dwte + (size_t)tokens[i] * C;
         const float *g = dx + (size_t)i * C;
-        for (int c = 0; c < C; c++) d[c] += g[c];
+        for (int c = 0; c < C; c++) d[c] += g[c] * scale;
     }
 }
 
@@ -887,7 +891,7 @@ static float gru_forward(GPT *g, Acts *a, const int *inputs, const int *targets,
     int B = a->B, T = a->T, C = c->C, N = B * T;
     size_t lsG = a->train ? (size_t)N * 3 * C : 0, CC = 3 * (size_t)C * C;
     float **P = g->params;
-    encoder_forward(a->top, inputs, P[P_WTE], N, C);
+    encoder_forward(a->top, inputs, P[P_WTE], N, C, embed_scale(c));
     to_time_major(a->resid, a->top, B, T, C);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *h = a->resid + (a->train ? (l + 1) * a->ls_C : 0);  // eval: in place
@@ -919,7 +923,7 @@ static void gru_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         dx = swap;
     }
     to_batch_major(a->dres, dout, B, T, C);  // d(embeddings)
-    encoder_backward(G[P_WTE], a->dres, inputs, N, C);
+    encoder_backward(G[P_WTE], a->dres, inputs, N, C, embed_scale(c));
 }
 
 // ----------------------------------------------------------------------------
@@ -1081,7 +1085,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     const PassPositions *pp = &a->pos;
     int Tk = kv ? kv->len + T : T;  // keys of the pass
     a->bias = attn_bias_pass(ps, c->L, NH, Tk);  // its attention-score hook
-    encoder_forward(a->resid, inputs, P[P_WTE], N, C);
+    encoder_forward(a->resid, inputs, P[P_WTE], N, C, embed_scale(c));
     if (pe_sinusoidal(ps->pe)) sinusoidal_forward(a->resid, pp, B, T, C, ps->ape_scale);
     if (ps->pe == PE_LEARNED) {
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
@@ -1203,7 +1207,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         rmsnorm_backward(a->dres, G[P_ATTN_NORM] + (size_t)l * C, a->dC, x, P[P_ATTN_NORM] + (size_t)l * C,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
-    encoder_backward(G[P_WTE], a->dres, inputs, N, C);
+    encoder_backward(G[P_WTE], a->dres, inputs, N, C, embed_scale(c));
     if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
     if (ps->pe == PE_TUPE) {
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);  // the forward's projections again (small: T rows)

@@ -53,7 +53,8 @@ reference files):
                and key j <= i gets  - m_h * alpha * (i - j), m_h = alibi_slopes(NH)[h]
                over the QUERY heads h; alpha is the step's (per-layer allowed) alpha:
                alpha = 1 is plain ALiBi, a random alpha is ALiBi+PosAug;
-    3 "sinusoidal" no rotation; the residual stream starts as wte[tok_t] + PE(p_t),
+    3 "sinusoidal" no rotation; the residual stream starts as wte[tok_t] * sqrt(C) + PE(p_t)
+               (the tied embedding scaled as in Vaswani et al. 2017, Sec. 3.4),
                PE[p, 2k] = sin(p f_k), PE[p, 2k+1] = cos(p f_k), f_k = 10000^(-2k/C),
                p_t = alpha * t (+ offset) as for RoPE (so PosAug applies), angles
                formed in float32 like the C code (sinusoidal_pe); no parameters;
@@ -448,8 +449,8 @@ class LlamaRoPE(nn.Module):
         NH, NKV, hd = cfg.NH, cfg.NKV, cfg.hd
         dev = self.wte.device
         x = self.wte[idx]                                  # (B,T,C)
-        if pe is not None:
-            x = x + pe
+        if pe is not None:  # the sinusoids' papers scale the (tied) embedding by sqrt(C)
+            x = x * math.sqrt(cfg.C) + pe
         if self.pos_kind == "learned":
             assert T <= cfg.T, f"learned APE has {cfg.T} rows, got T = {T}"
             x = x + self.wpe[:T]

@@ -6,6 +6,8 @@
 //   meta.state     u64   [step, seed, data_epoch, data_shard, data_sample]
 //   meta.flags     int32 the run's flags as text, one byte per value (flags_to_ints): "name\tvalue\n"
 //                        per flag the run was given or adopted (llmc/config.h, ArgSpec.run)
+//   meta.embed_scale f32 [1] the token embedding's factor (embed_scale: sqrt(C) with the sinusoids;
+//                        a checkpoint without it was trained with 1)
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
@@ -240,12 +242,14 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     size_t nflags;
     int32_t *flags = flags_to_ints(c->run_flags, &nflags);
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 4 + groups * present);
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 5 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
     tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
     tw_add1(&w, "meta.state", TF_U64, 5, state);
     tw_add1(&w, "meta.flags", TF_I32, (int)nflags, flags);
     free(flags);
+    float es = embed_scale(c);
+    tw_add1(&w, "meta.embed_scale", TF_F32, 1, &es);
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)
         for (int i = 0; i < NP; i++) {
@@ -319,6 +323,9 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     if (st->qk_norm && !c->qk_norm) fail("checkpoint '%s' has QK-norm gains (trained with --qk_norm): pass --qk_norm", path);
     if (!st->qk_norm && c->qk_norm && mode != CK_INIT)
         fail("checkpoint '%s' has no QK-norm gains: add --qk_norm to its weights with --init_from (gains start at 1)", path);
+    if (mode != CK_INIT && checkpoint_embed_scale(&tf) != embed_scale(c))  // parse_args adopts it
+        fail("checkpoint '%s' was trained with the token embedding times %g, this run has %g", path,
+             checkpoint_embed_scale(&tf), embed_scale(c));
     if (st->wpe_rows != wpe_rows(c))
         fail("checkpoint '%s' has a learned position table of %d rows (--pe learned), this run %d (--pe, --pos, --seq_len, --rpe_max)",
              path, st->wpe_rows, wpe_rows(c));

@@ -20,6 +20,7 @@ typedef struct {
     int rel_clip;                        // eRPE's and Shaw's clip distance (0: the encoding's default)
     int t5_buckets, t5_max_distance;     // T5's bucket count and the distance its log buckets reach
     int learned_rows;                    // --pe learned: wpe's rows (0: the positions training reaches)
+    float ckpt_embed_scale;              // --resume's token-embedding factor (meta.embed_scale); 0: embed_scale's own
     int pos_layers, curriculum_dist;
     POS_PARAM_TABLE(POS_PARAM_FIELD)     // the schemes' numeric parameters (llmc/schedule.h)
     // optimization
@@ -573,6 +574,25 @@ static inline void adopt_checkpoint_model(Config *c, const TensorFile *tf, const
     c->rms_eps = cf[1];
 }
 
+// The token embedding's factor: the residual stream starts as wte[token] * embed_scale plus
+// the position terms. The sinusoids' papers scale the (tied) embedding by sqrt(C), so that the
+// unit-amplitude table does not drown it (Vaswani et al. 2017, Sec. 3.4); every other encoding
+// adds no table to it: 1. A resumed checkpoint keeps the factor it was trained with.
+static inline float embed_scale(const Config *c) {
+    if (c->ckpt_embed_scale > 0) return c->ckpt_embed_scale;
+    return c->arch != ARCH_GRU && pe_sinusoidal(c->pe) ? sqrtf((float)c->C) : 1.0f;
+}
+
+// The factor a checkpoint was trained with (meta.embed_scale): 1 when it has none, written
+// before the sinusoids scaled the embedding (it is then evaluated and resumed as trained).
+static inline float checkpoint_embed_scale(const TensorFile *tf) {
+    const TensorEntry *e = tf_find(tf, "meta.embed_scale");
+    if (!e) return 1.0f;
+    if (e->dtype != TF_F32 || e->numel != 1 || !(((const float *)e->data)[0] > 0) || !isfinite(((const float *)e->data)[0]))
+        fail("'%s' is corrupt: meta.embed_scale is not one positive float", tf->path);
+    return ((const float *)e->data)[0];
+}
+
 // The flags a checkpoint keeps (meta.flags: "name\tvalue\n" lines, one byte per int32) into
 // text. A checkpoint from before they were kept gets the scheme its header holds
 // (meta.config_i/f: --pos, --pe, --qk_norm, --alpha_range, --alpha); returns 0 then.
@@ -778,6 +798,12 @@ static inline void parse_args(Config *c, int argc, char **argv) {
     }
     if (ckpt && ckpt[0]) {
         adopt_checkpoint_model(c, &tf, set_by);
+        if (resume && resume[0]) {
+            c->ckpt_embed_scale = checkpoint_embed_scale(&tf);
+            if (!tf_find(&tf, "meta.embed_scale") && c->arch != ARCH_GRU && pe_sinusoidal(c->pe))
+                printf("note: '%s' was trained before --pe %s scaled the token embedding by sqrt(n_embd) (the papers' "
+                       "form): it keeps the factor 1 it was trained with; a new run gets sqrt(n_embd)\n", resume, PE_NAMES[c->pe]);
+        }
         tf_free(&tf);
     }
     if (!FLAG_VALUE(last, "--eval_len")) c->eval_len = c->T > 0 && c->T < 2048 ? 8 * c->T : 16384;  // a bad T is refused below

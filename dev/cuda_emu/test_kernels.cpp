@@ -609,19 +609,22 @@ static void test_small(void) {
         e[0] = rel(h, wh), e[1] = rel(dg, wg), e[2] = rel(du, wu);
         report("SwiGLU forward and backward, 1000 elements", names, e, 3);
     }
-    {  // embedding: rows of wte, and their gradient added back (grouped by token on the host; tokens repeat)
+    {  // embedding: rows of wte times sqrt(C) (the sinusoids' factor), and their gradient added back (grouped
+       // by token on the host; tokens repeat)
         int N = 40, C = 24, V = 7;
+        float scale = sqrtf((float)C);
         std::vector<int> tok(N);
         for (int i = 0; i < N; i++) tok[i] = (int)rng_below(&rng, V);
         std::vector<float> wte = randn((size_t)V * C), x((size_t)N * C, NAN), dx = randn((size_t)N * C), dwte = randn((size_t)V * C);
         std::vector<double> wx((size_t)N * C), wdw(dwte.begin(), dwte.end());
         for (int i = 0; i < N; i++)
-            for (int c = 0; c < C; c++) wx[i * C + c] = wte[tok[i] * C + c], wdw[tok[i] * C + c] += dx[i * C + c];
+            for (int c = 0; c < C; c++)
+                wx[i * C + c] = (double)wte[tok[i] * C + c] * scale, wdw[tok[i] * C + c] += (double)dx[i * C + c] * scale;
         size_t n = (size_t)N * C;
-        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_forward_kernel(x.data(), tok.data(), wte.data(), N, C); });
+        emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { encoder_forward_kernel(x.data(), tok.data(), wte.data(), N, C, scale); });
         std::vector<int> sc(SCATTER_INTS(N), -1);
         scatter_build(sc.data(), tok.data(), N, V);
-        scatter_add_rows(dwte.data(), dx.data(), sc.data(), N, C);
+        scatter_add_rows(dwte.data(), dx.data(), sc.data(), N, C, scale);
         const char *names[2] = {"x", "dwte"};
         e[0] = rel(x, wx), e[1] = rel(dwte, wdw);
         report("embedding forward and backward, repeated tokens", names, e, 2);
@@ -692,7 +695,7 @@ static void test_small(void) {
         pp = pos_pass(&ps, 1, B, pos0, T);
         emu_launch(dim3((n + 255) / 256), dim3(256), 0, [&] { learned_forward_kernel(xe.data(), wpe.data(), B, T, C, pp.p, pp.seq_stride); });
         scatter_build(sc.data(), key.data(), B * T, rows);
-        scatter_add_rows(dwpe.data(), dx.data(), sc.data(), B * T, C);
+        scatter_add_rows(dwpe.data(), dx.data(), sc.data(), B * T, C, 1.0f);
         const char *names[3] = {"x at alpha t + offset", "x at explicit positions", "dwpe"};
         e[0] = rel(x, wx), e[1] = rel(xe, wxe), e[2] = rel(dwpe, wdw);
         report("learned APE forward and backward", names, e, 3);
