@@ -223,16 +223,19 @@ static void fire_kinks_between(GPT *g, const PosStep *ps) {
     free(x);
 }
 
-// rpe: the positions of an RPE step with a draw per layer (explicit positions) instead
-// of alpha 3.7, offset 5.
-static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, const char *what) {
+// The positions of the pass: alpha 3.7, offset 5 (FD_ALPHA); an RPE step with a draw per
+// layer (FD_RPE, explicit positions); a PoSE step with --pose_scaling yarn (FD_POSE_YARN:
+// skipped positions, ramped frequencies and YaRN's factor on cos and sin, s = 8).
+enum { FD_ALPHA, FD_RPE, FD_POSE_YARN };
+static void test_finite_differences(int arch, int pe, int qk_norm, int positions, const char *what) {
     Config c;
     config_defaults(&c);
     c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2;
     c.arch = arch;
     c.pe = pe;
     c.qk_norm = qk_norm;
-    if (rpe) { c.pos_scheme = POS_RPE; c.rpe_max = 64; }  // a learned table then has 64 rows
+    if (positions == FD_RPE) { c.pos_scheme = POS_RPE; c.rpe_max = 64; }  // a learned table then has 64 rows
+    if (positions == FD_POSE_YARN) { c.pos_scheme = POS_POSE; c.pose_target = 64; c.pose_scaling = 3; c.total_batch = c.B; }
     round_vocab(&c);
     GPT g;
     gpt_alloc(&g, &c, 1);
@@ -257,10 +260,13 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int rpe, cons
     PosConfig pc = pos_config_of(&c);
     PosStep ps = pos_standard(&pc);
     pos_set_pe(&ps, pe, c.NH);
-    if (rpe) {
+    if (positions == FD_RPE) {
         pc.rpe_per_layer = 1;
         ps = pos_schedule_step(&pc, 3);
         pos_set_pe(&ps, pe, c.NH);
+    } else if (positions == FD_POSE_YARN) {
+        ps = pos_schedule_step(&pc, 3);
+        if (!(ps.mscale > 1.2f && ps.positions)) fail("internal: the PoSE + YaRN step has no factor or positions");
     } else if (!pe_has_wpe(pe)) {  // a learned table takes integer positions 0..T-1
         for (int l = 0; l < c.L; l++) ps.alpha[l] = 3.7f;
         ps.offset = 5.0f;
@@ -464,6 +470,43 @@ static void test_pose(const PosConfig *base) {
     check(ev.positions == NULL && ev.alpha[0] == 1.0f, "PoSE evaluates at standard positions", "");
 }
 
+// --pose_scaling: PoSE's skips paired with an interpolation of factor s = L_t / T, the same in
+// training and at evaluation, each equal to the evaluation-time --scaling of that factor:
+// linear divides the skipped positions by s (the positions carry it; alpha stays 1), ntk and
+// yarn change the frequencies (yarn also the factor on cos and sin).
+static void test_pose_scaling(const PosConfig *base) {
+    PosConfig pc = *base;
+    pc.scheme = POS_POSE;
+    pc.seq_len = 64;
+    pc.step_seqs = 8;
+    pc.pose_target = 512;  // s = 8
+    pc.rpe_eval_random = 0;
+    pc.pose_scaling = 0;
+    PosStep plain = pos_schedule_step(&pc, 7);
+    static float raw[8 * 64];
+    memcpy(raw, plain.positions, sizeof(raw));
+    for (int m = 1; m < POSE_SCALING_N; m++) {
+        pc.pose_scaling = m;
+        PosStep st = pos_schedule_step(&pc, 7), ev = pos_standard(&pc);
+        PosConfig rope = pc;
+        rope.scheme = POS_ROPE;
+        rope.pose_scaling = 0;
+        EvalScaling es = {POSE_SCALING_METHOD[m], 8.0f, 32.0f, 1.0f, YARN_TEMP_HF, 64};
+        PosStep want = pos_eval_step(&rope, &es, 512);
+        int ok = st.positions && !ev.positions && st.mscale == want.mscale && ev.mscale == want.mscale &&
+                 memcmp(st.inv_freq, want.inv_freq, sizeof(want.inv_freq)) == 0 &&
+                 memcmp(ev.inv_freq, want.inv_freq, sizeof(want.inv_freq)) == 0 && ev.alpha[0] == want.alpha[0];
+        for (int l = 0; l < MAX_LAYERS; l++) ok &= st.alpha[l] == 1.0f;
+        for (int i = 0; i < 8 * 64 && ok; i++) ok &= st.positions[i] == (m == 1 ? 0.125f * raw[i] : raw[i]);
+        int scaled = m == 1 ? want.alpha[0] == 0.125f : memcmp(want.inv_freq, plain.inv_freq, sizeof(want.inv_freq)) != 0;
+        if (m == 3) scaled &= want.mscale == (float)(0.1 * log(8.0) + 1.0);
+        char label[160];
+        snprintf(label, sizeof(label), "PoSE --pose_scaling %s: training steps and evaluation scaled as --scaling %s "
+                 "--scale_factor L_t / T", POSE_SCALING_NAMES[m], SCALE_NAMES[POSE_SCALING_METHOD[m]]);
+        check(ok && scaled, label, "mscale %g / %g", st.mscale, want.mscale);
+    }
+}
+
 // T5's buckets, worked by hand from its formula (16 exact, then 16 + floor(ln(n/16) / ln 8 * 16)):
 // n = 20: ln 1.25 / ln 8 * 16 = 1.72 -> 17; 64: 10.67 -> 26; 127: 15.94 -> 31; 128 and past: 31.
 static void test_bias_buckets(void) {
@@ -622,7 +665,10 @@ static void test_schemes(void) {
     if (wants("rpe"))
         check(eval_ok && ps.positions[0] == first && ps.positions[199] == last && last > 199,
               "RPE --rpe_eval random: 200 sorted distinct positions in [0, rpe_max), fixed per length", "last %g", last);
-    if (wants("pose")) test_pose(&pc);
+    if (wants("pose")) {
+        test_pose(&pc);
+        test_pose_scaling(&pc);
+    }
     pc.rpe_eval_random = 0;
     pc.scheme = POS_RFS;
     pc.rfs_scale = 1000.0f;
@@ -1737,6 +1783,53 @@ static void test_checkpoint_models(void) {
     check(ok, "DroPE from a checkpoint: --init_from --pe nope --qk_norm trains from step 0", "exit %d %d", r4, r5);
 }
 
+// --pose_scaling through the trainer: a PoSE model trained with linear, ntk or yarn evaluates
+// exactly as its weights do under --scaling pi, ntk or yarn with --scale_factor L_t / T (the
+// evaluation-time scaling test_scaling and dev/test_hf.py check against Hugging Face), and not
+// as they do without it; the checkpoint keeps the flag; an added --scaling is refused.
+static void test_pose_scaling_runs(void) {
+    const char *evals[POSE_SCALING_N] = {"", "pi", "ntk", "yarn"};
+    char flags[512], cmd[2048], out[8192], a[512], b[512], c0[512];
+    snprintf(flags, sizeof(flags), "--n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 --eval_len 128 "
+             "--eval_n 2 --indist_start 8 --threads %d", THREADS > 1 ? THREADS : 2);
+    for (int m = 1; m < POSE_SCALING_N; m++) {
+        const char *name = POSE_SCALING_NAMES[m];
+        snprintf(cmd, sizeof(cmd), "%s --pos pose --pose_target 256 --pose_scaling %s --steps 3 --warmup 1 %s --out_dir %s/pose_%s",
+                 TRAINER, name, flags, TMP, name);
+        int r1 = run_cmd(cmd, out, sizeof(out));
+        int shown = strstr(out, "x8, train and evaluation") != NULL;
+        snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 --scaling %s --scale_factor 8 %s "
+                 "--out_dir %s/pose_%s_as_scaling", TRAINER, TMP, name, evals[m], flags, TMP, name);
+        int r2 = run_cmd(cmd, out, sizeof(out));
+        snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 %s --out_dir %s/pose_%s_unscaled",
+                 TRAINER, TMP, name, flags, TMP, name);
+        int r3 = run_cmd(cmd, out, sizeof(out));
+        snprintf(a, sizeof(a), "%s/pose_%s/eval_L128.csv", TMP, name);
+        snprintf(b, sizeof(b), "%s/pose_%s_as_scaling/eval_L128_%s.csv", TMP, name, evals[m]);
+        snprintf(c0, sizeof(c0), "%s/pose_%s_unscaled/eval_L128.csv", TMP, name);
+        snprintf(cmd, sizeof(cmd), "%s/pose_%s/eval_L128.json", TMP, name);
+        char json[4096] = "", want[64];
+        FILE *f = fopen(cmd, "r");
+        if (f) {
+            json[fread(json, 1, sizeof(json) - 1, f)] = 0;
+            fclose(f);
+        }
+        snprintf(want, sizeof(want), "\"pose_scaling\": \"%s\"", name);
+        char label[160];
+        snprintf(label, sizeof(label), "--pose_scaling %s: its evaluation equals its weights under --scaling %s "
+                 "--scale_factor 8, not unscaled; recorded in the JSON", name, evals[m]);
+        check(r1 == 0 && r2 == 0 && r3 == 0 && shown && files_equal(a, b) && !files_equal(a, c0) && strstr(json, want),
+              label, "exit %d %d %d, header %d, equal %d, unscaled differs %d", r1, r2, r3, shown, files_equal(a, b),
+              !files_equal(a, c0));
+    }
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s/pose_yarn/checkpoint.bin --eval_len 128 --eval_n 2 "
+             "--indist_start 8 --scaling pi --eval_tag refused", TRAINER, TMP);
+    int r4 = run_cmd(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/pose_yarn/refused.json", TMP);
+    check(r4 != 0 && strstr(out, "--pose_scaling yarn") && strstr(out, "without --scaling") && access(a, F_OK) != 0,
+          "--eval_only --scaling on a --pose_scaling checkpoint is refused, naming both flags", "exit %d: %.300s", r4, out);
+}
+
 // --arch gru through the trainer: bit-exact resume, the same losses on 1 and 2 threads, an
 // evaluation that adopts the checkpoint's architecture, generation from its state.
 static void test_gru_runs(void) {
@@ -2272,6 +2365,9 @@ static void test_bad_inputs(void) {
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--pos rpe --rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
+        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope"},
+        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose --pe rope, got --pos pose --pe sinusoidal"},
+        {"PoSE scaling and --scaling", "--pos pose --pose_scaling yarn --scaling pi", "trained with --pose_scaling yarn"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
         {"passkey digits", "--passkey_digits 3", "--passkey_digits must be 0 or 5"},
@@ -3077,11 +3173,12 @@ int main(int argc, char **argv) {
     }
     if (wants("reference rope posaug")) test_reference(ref);
     for (int pe = 0; pe < PE_N; pe++)  // every encoding's gradient but NoPE's (no parameters of its own)
-        if (pe != PE_NOPE && wants(PE_NAMES[pe])) test_finite_differences(ARCH_TRANSFORMER, pe, 0, 0, PE_NAMES[pe]);
-    if (wants("qk-norm")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, 0, "QK-norm");
-    if (wants("rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, 1, "RoPE at RPE positions per layer");
-    if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, 1, "learned APE at RPE positions");
-    if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, 0, "GRU");
+        if (pe != PE_NOPE && wants(PE_NAMES[pe])) test_finite_differences(ARCH_TRANSFORMER, pe, 0, FD_ALPHA, PE_NAMES[pe]);
+    if (wants("qk-norm")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 1, FD_ALPHA, "QK-norm");
+    if (wants("rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, FD_RPE, "RoPE at RPE positions per layer");
+    if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, FD_RPE, "learned APE at RPE positions");
+    if (wants("pose")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, FD_POSE_YARN, "PoSE + YaRN");
+    if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, FD_ALPHA, "GRU");
     test_floors();  // each encoding with a floored tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
     if (wants("hook")) test_pass_positions();
@@ -3110,6 +3207,7 @@ int main(int argc, char **argv) {
     if (wants("run-folders")) test_run_folders();
     test_every_scheme_runs();  // each by its name
     if (wants("gru")) test_gru_runs();
+    if (wants("pose")) test_pose_scaling_runs();
     if (wants("loss-masks")) test_loss_masks();
     if (wants("eval")) test_task_eval();
     if (wants("checkpoints learned qk-norm bad-inputs")) test_checkpoint_models();

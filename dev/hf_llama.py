@@ -252,6 +252,16 @@ def read_checkpoint(path):
     return ci, [float(x) for x in t["meta.config_f"]], [int(x) for x in t["meta.state"]], params
 
 
+def checkpoint_flags(path):
+    """The flags a checkpoint's run was given ({"--name": "value"}, from meta.flags: one byte
+    per int32 of "name\tvalue\n" lines); {} for a checkpoint written before they were kept."""
+    t = tensorfile.read(path)
+    if "meta.flags" not in t:
+        return {}
+    text = bytes(int(b) for b in t["meta.flags"]).decode("utf-8", "replace")
+    return dict(line.split("\t", 1) for line in text.split("\n") if "\t" in line)
+
+
 def write_checkpoint(path, ci, cf, state, params):
     """A weights-only checkpoint (no AdamW moments): --eval_only, --generate, --init_from."""
     tensors = [("meta.config_i", np.array(ci, dtype=np.int32)), ("meta.config_f", np.array(cf, dtype=np.float32)),

@@ -422,6 +422,32 @@ def export_refuses_scaling_without_factor():
             "--scaling yarn needs --scale_factor")
 
 
+@test
+def export_carries_pose_scaling():
+    """A --pos pose --pose_scaling model exports with its interpolation at s = --pose_target / T:
+    the config equals the export of the same weights with that --scaling (whose losses
+    losses_match_transformers_* compare with transformers); --scaling on top is refused."""
+    for ps, sc in export_hf.POSE_SCALINGS.items():
+        ck = small_checkpoint("pose_" + ps, "--steps", 2, "--pos", "pose", "--pose_target", 256, "--pose_scaling", ps)
+        with open(os.path.join(export_hf_dir(ck, "pose_" + ps + "_hf"), "config.json")) as f:
+            got = json.load(f)
+        plain = path("pose_" + ps + "_weights.bin")  # the same weights, no --pose_scaling in its flags
+        hl.write_checkpoint(plain, *hl.read_checkpoint(ck))
+        with open(os.path.join(export_hf_dir(plain, "pose_" + ps + "_as", scaling=sc, scale_factor=8.0), "config.json")) as f:
+            want = json.load(f)
+        assert got == want and (got["rope_scaling"] or got["rope_theta"] != 10000.0), (ps, got["rope_scaling"])
+        refused(lambda: export_hf.export(ck, folder("pose_refused"), scaling="pi", scale_factor=8.0),
+                "--pose_scaling " + ps, "without --scaling")
+    refused(lambda: export_hf.export(ck, folder("pose_refused_t"), yarn_temperature="paper"), "--pose_scaling yarn")
+    return "linear, ntk, yarn at s = 8: the configs of --scaling pi, ntk, yarn"
+
+
+def export_hf_dir(ck, name, **kw):
+    d = folder(name)
+    export_hf.export(ck, d, **kw)
+    return d
+
+
 # Llama folders our model cannot hold: (name, config changes, tensor changes, words of the refusal)
 def _untied(t):
     t["lm_head.weight"] = t["model.embed_tokens.weight"] + 1

@@ -17,6 +17,7 @@ typedef struct {
     float alpha_min, alpha_max;
     char alpha_set[256];                 // discrete, cycle
     int rpe_layers, rpe_eval;
+    int pose_scaling;                    // PoSE's interpolation (POSE_SCALING_NAMES)
     int rel_clip;                        // eRPE's and Shaw's clip distance (0: the encoding's default)
     int t5_buckets, t5_max_distance;     // T5's bucket count and the distance its log buckets reach
     int learned_rows;                    // --pe learned: wpe's rows (0: the positions training reaches)
@@ -182,6 +183,9 @@ static const ArgSpec ARGS[] = {
     P("--alpha_set", ARG_STR, alpha_set, "alphas of --pos discrete and cycle (default 1,2,4,8)"),
     CHOICE("--rpe_layers", rpe_layers, RPE_LAYERS_NAMES, 2, "RPE: one draw for all layers (shared, default) or one per layer (independent)", RUN_SCHEME),
     CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
+    CHOICE("--pose_scaling", pose_scaling, POSE_SCALING_NAMES, POSE_SCALING_N, "PoSE: the RoPE interpolation its skips "
+           "train and evaluate with, factor --pose_target / --seq_len: none (default; this project's from-scratch "
+           "variant), linear, ntk, yarn (PoSE's three)", RUN_SCHEME),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent", RUN_SCHEME),
     CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform", RUN_SCHEME),
     S("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
@@ -440,7 +444,10 @@ static inline void validate_config(Config *c) {
             POS_SCHEME_NAMES[c->pos_scheme]);
     REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
             PE_NAMES[c->pe]);
-    if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps));  // eval-only: the checkpoint's
+    REQUIRE(!c->pose_scaling || (c->pos_scheme == POS_POSE && c->pe == PE_ROPE),
+            "--pose_scaling %s interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope, got --pos %s --pe %s",
+            POSE_SCALING_NAMES[c->pose_scaling], POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[c->pe]);
+    if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps), c->pose_scaling);  // eval-only: the checkpoint's
     REQUIRE(!pe_reads_distances(c->pe) || !pos_explicit(c->pos_scheme),
             "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
             PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
@@ -847,6 +854,7 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.rpe_eval_random = c->rpe_eval;
     p.rel = rel_shape_of(c);
     p.ape_scale = c->pe == PE_TAPE ? (float)c->C / (float)c->T : 1.0f;
+    p.pose_scaling = c->pose_scaling;
 #define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
     POS_PARAM_TABLE(POS_PARAM_COPY)
 #undef POS_PARAM_COPY

@@ -300,7 +300,7 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
         tf_free(&t.tf);
     }
     if (!c->eval_len) return;
-    if (c->eval_only) scaling_check(c->scaling, c->pe);  // the checkpoint's encoding (run_prepare adopted it)
+    if (c->eval_only) scaling_check(c->scaling, c->pe, c->pose_scaling);  // the checkpoint's encoding (run_prepare adopted it)
     double largest, total;
     shard_token_counts(c->val_data, &largest, &total);
     eval_data_check(c, total);
@@ -420,7 +420,7 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     EvalScaling es = eval_scaling_of(c);
     PosStep ps = pos_eval_step(&pc, &es, L);
     int pe = ps.pe;  // the trained model's encoding (NoPE after DroPE)
-    scaling_check(c->scaling, pe);
+    scaling_check(c->scaling, pe, c->pose_scaling);
     double *loss = (double *)xcalloc(L, sizeof(double)), *ent = (double *)xcalloc(L, sizeof(double));
     double *banded = (double *)xcalloc(L, sizeof(double)), *chunked = (double *)xcalloc(L, sizeof(double));
     float *buf = (float *)xmalloc(L * sizeof(float)), *ebuf = (float *)xmalloc(L * sizeof(float));
@@ -456,8 +456,9 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     }
     // the numbers first, then the files: a failing write loses no result
     print_loss_bars(loss, L, c->T, c->V);
+    const char *scaled = c->scaling ? SCALE_NAMES[c->scaling] : c->pose_scaling ? POSE_SCALING_NAMES[c->pose_scaling] : "";
     printf("eval %s (%s%s%s, L_eval %d, %d sequences, %.1fs): in-dist %.4f | OOD %.4f | cliff %.4f | entropy ratio %.3f\n",
-           c->eval_tag, c->arch == ARCH_GRU ? "gru" : POS_SCHEME_NAMES[c->pos_scheme], c->scaling ? " + " : "", c->scaling ? SCALE_NAMES[c->scaling] : "", L,
+           c->eval_tag, c->arch == ARCH_GRU ? "gru" : POS_SCHEME_NAMES[c->pos_scheme], scaled[0] ? " + " : "", scaled, L,
            c->eval_n, t_loss, cs.in_dist, cs.ood, cs.cliff, er);
     if (c->baseline[0]) printf("penalty vs %s: %+.2f%%\n", c->baseline, 100 * penalty);
     for (int i = 0; i < nC; i++)
@@ -516,10 +517,11 @@ static inline void run_evaluation(const Config *c, const EvalModel *m, const Tok
     json_string(f, c->model);
     fprintf(f, ", \"arch\": \"%s\", \"pos_scheme\": \"%s\", \"pe\": \"%s\", \"qk_norm\": %s, \"alpha_range\": [%g, %g], "
                "\"seed\": %lld, \"L_eval\": %d, \"train_window\": %d, \"n_sequences\": %d, \"indist_start\": %d, "
-               "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"variant\": \"full\", ",
+               "\"scaling\": \"%s\", \"scale_factor\": %g, \"yarn_temperature\": \"%s\", \"pose_scaling\": \"%s\", "
+               "\"variant\": \"full\", ",
             ARCH_NAMES[c->arch], POS_SCHEME_NAMES[c->pos_scheme], c->arch == ARCH_GRU ? "none" : PE_NAMES[pe], c->qk_norm ? "true" : "false", c->alpha_min, c->alpha_max, c->seed, L, c->T,
             c->eval_n, c->indist_start, SCALE_NAMES[c->scaling], c->scaling ? es.factor : 1.0,
-            YARN_TEMP_NAMES[c->yarn_temperature]);
+            YARN_TEMP_NAMES[c->yarn_temperature], POSE_SCALING_NAMES[c->pose_scaling]);
     // the data it was computed on: the shards' pattern, their tokens, a CRC-32 of the tokens
     // evaluated (int32, as read)
     fputs("\"val_data\": {\"files\": ", f);

@@ -37,7 +37,7 @@ enum { SHOW_NONE, SHOW_RANGE, SHOW_SET };
     X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",    \
       SHOW_NONE, 1)                                                                                                       \
     X(POS_POSE, "pose", "PoSE: each sequence in two chunks, the second's positions skipped by u ~ U{0..L_t - T} "        \
-      "(--pose_target L_t); p_t = t at evaluation", SHOW_NONE, 1)
+      "(--pose_target L_t); p_t = t at evaluation; --pose_scaling adds PoSE's interpolation", SHOW_NONE, 1)
 #define POS_ENUM(e, name, what, show, expl) e,
 #define POS_NAME(e, name, what, show, expl) name,
 #define POS_WHAT_OF(e, name, what, show, expl) what,
@@ -127,6 +127,7 @@ typedef struct {
     int rpe_eval_random;         // RPE: evaluation draws random positions too (else p_t = t)
     RelShape rel;                // eRPE, Shaw, T5: the buckets of distances
     float ape_scale;             // sinusoidal frequencies times this (tAPE: C / T; else 1)
+    int pose_scaling;            // PoSE: index into POSE_SCALING_NAMES (0: none)
     POS_PARAM_TABLE(POS_PARAM_FIELD)  // alpha_fixed, rpe_max, rfs_scale, curriculum_frac, ...
 } PosConfig;
 
@@ -310,20 +311,6 @@ static inline int pe_after_drop(int pe, long drope_step, long step) {
 
 static inline int pe_at_step(const PosConfig *pc, long step) { return pe_after_drop(pc->pe, pc->drope_step, step); }
 
-// Standard positions (alpha 1, offset 0, base B) with the encoding the trained model
-// ends with: evaluation, validation, generation, plain RoPE.
-static inline PosStep pos_standard(const PosConfig *pc) {
-    PosStep ps;
-    memset(&ps, 0, sizeof(ps));
-    for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
-    ps.mscale = 1.0f;
-    ps.rel = pc->rel;
-    ps.ape_scale = pc->ape_scale;
-    pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
-    pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
-    return ps;
-}
-
 // ----------------------------------------------------------------------------
 // Evaluation-time RoPE scaling, through the same hook (s = factor, w = training window).
 //   PI            p_t = t / s
@@ -337,9 +324,20 @@ static inline PosStep pos_standard(const PosConfig *pc) {
 enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_N };
 static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"};
 
+// PoSE's pairing (--pose_scaling): the interpolation PoSE's scripts train and evaluate with,
+// factor s = L_t / w (--pose_target / --seq_len), the same at every step and at evaluation.
+// A checkpoint stores the index: append, never reorder.
+#define POSE_SCALING_N 4
+static const char *POSE_SCALING_NAMES[POSE_SCALING_N] = {"none", "linear", "ntk", "yarn"};
+static const int POSE_SCALING_METHOD[POSE_SCALING_N] = {SCALE_NONE, SCALE_PI, SCALE_NTK, SCALE_YARN};
+
 // Evaluation-time scaling needs what it scales: PI the positions (not NoPE), the others
-// RoPE's frequencies.
-static inline void scaling_check(int scaling, int pe) {
+// RoPE's frequencies; a model trained with --pose_scaling has its own.
+static inline void scaling_check(int scaling, int pe, int pose_scaling) {
+    if (scaling && pose_scaling)
+        fail("--scaling %s: a model trained with --pose_scaling %s already scales its RoPE at evaluation (factor "
+             "--pose_target / --seq_len); evaluate it without --scaling", SCALE_NAMES[scaling],
+             POSE_SCALING_NAMES[pose_scaling]);
     if (scaling && (pe == PE_NOPE || (scaling != SCALE_PI && pe != PE_ROPE)))
         fail("--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[scaling],
              scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[pe]);
@@ -367,6 +365,66 @@ static inline void yarn_low_high(int hd, double base, int w, double beta_fast, d
     *high = (int)(hi > hd - 1 ? hd - 1 : hi < -1 ? -1 : hi);
 }
 
+// A scaling's change to a step (PI: alpha, the others: inv_freq and mscale), for a pass of
+// seq_len tokens (dynamic NTK reads it).
+static inline void scaling_apply(PosStep *ps, const PosConfig *pc, const EvalScaling *es, int seq_len) {
+    int hd = pc->head_dim;
+    double s = es->factor, B = pc->rope_base, expo = (double)hd / (hd - 2);
+    switch (es->method) {
+    case SCALE_PI:
+        for (int l = 0; l < MAX_LAYERS; l++) ps->alpha[l] = (float)(1.0 / s);
+        break;
+    case SCALE_NTK: pos_inv_freq(ps->inv_freq, hd, B * pow(s, expo)); break;
+    case SCALE_DYN_NTK:
+        if (seq_len > es->train_window) pos_inv_freq(ps->inv_freq, hd, B * pow(s * seq_len / es->train_window - (s - 1), expo));
+        break;
+    case SCALE_NTK_PARTS:
+    case SCALE_YARN: {
+        int low, high;
+        yarn_low_high(hd, B, es->train_window, es->beta_fast, es->beta_slow, &low, &high);
+        double span = high != low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
+        for (int j = 0; j < hd / 2; j++) {
+            double ramp = (j - low) / span, theta = pow(B, -2.0 * j / hd);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            ps->inv_freq[j] = (float)(theta / s * ramp + theta * (1 - ramp));
+        }
+        if (es->method == SCALE_YARN && s > 1) {
+            double m = 0.1 * log(s) + 1.0;
+            ps->mscale = (float)(es->temperature == YARN_TEMP_PAPER ? sqrt(m) : m);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+// PoSE's interpolation as a scaling: Hugging Face's defaults (YaRN's beta 32 and 1, its
+// temperature), w the training window.
+static inline EvalScaling pose_scaling_of(const PosConfig *pc) {
+    EvalScaling es = {POSE_SCALING_METHOD[pc->pose_scaling], (float)pc->pose_target / (float)pc->seq_len,
+                      32.0f, 1.0f, YARN_TEMP_HF, pc->seq_len};
+    return es;
+}
+
+// Standard positions (alpha 1, offset 0, base B) with the encoding the trained model
+// ends with: evaluation, validation, generation, plain RoPE. A PoSE model trained with
+// --pose_scaling keeps its interpolation here, so every pass (training included) has it.
+static inline PosStep pos_standard(const PosConfig *pc) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;
+    ps.mscale = 1.0f;
+    ps.rel = pc->rel;
+    ps.ape_scale = pc->ape_scale;
+    pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
+    pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
+    if (pc->scheme == POS_POSE && pc->pose_scaling) {
+        EvalScaling es = pose_scaling_of(pc);
+        scaling_apply(&ps, pc, &es, pc->seq_len);
+    }
+    return ps;
+}
+
 // Standard positions with the scaling applied, for a sequence of seq_len tokens
 // (RFS: its inference positions (2t+1) / (2 max(T, n)) * L).
 static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, int seq_len) {
@@ -382,34 +440,7 @@ static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, 
         Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL - 1 - (uint64_t)seq_len);
         pos_set_rpe(&ps, pc, &r, seq_len);
     }
-    int hd = pc->head_dim;
-    double s = es->factor, B = pc->rope_base, expo = (double)hd / (hd - 2);
-    switch (es->method) {
-    case SCALE_PI:
-        for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = (float)(1.0 / s);
-        break;
-    case SCALE_NTK: pos_inv_freq(ps.inv_freq, hd, B * pow(s, expo)); break;
-    case SCALE_DYN_NTK:
-        if (seq_len > es->train_window) pos_inv_freq(ps.inv_freq, hd, B * pow(s * seq_len / es->train_window - (s - 1), expo));
-        break;
-    case SCALE_NTK_PARTS:
-    case SCALE_YARN: {
-        int low, high;
-        yarn_low_high(hd, B, es->train_window, es->beta_fast, es->beta_slow, &low, &high);
-        double span = high != low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
-        for (int j = 0; j < hd / 2; j++) {
-            double ramp = (j - low) / span, theta = pow(B, -2.0 * j / hd);
-            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-            ps.inv_freq[j] = (float)(theta / s * ramp + theta * (1 - ramp));
-        }
-        if (es->method == SCALE_YARN && s > 1) {
-            double m = 0.1 * log(s) + 1.0;
-            ps.mscale = (float)(es->temperature == YARN_TEMP_PAPER ? sqrt(m) : m);
-        }
-        break;
-    }
-    default: break;
-    }
+    scaling_apply(&ps, pc, es, seq_len);
     return ps;
 }
 
@@ -477,12 +508,13 @@ static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
     if (pc->scheme == POS_POSE) {  // per sequence: chunk 1 is t < n1, chunk 2 is skipped by u
         Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
         int T = pc->seq_len, S = pc->step_seqs;
-        float *p = pos_buffer(S * T);
+        float *p = pos_buffer(S * T), a = ps.alpha[0];  // a: 1, or 1/s with --pose_scaling linear
         for (int s = 0; s < S; s++) {
             int n1 = 1 + (int)rng_below(&r, (uint32_t)((T + 1) / 2));          // U{1..(T+1)/2}
             int u = (int)rng_below(&r, (uint32_t)(pc->pose_target - T + 1));  // U{0..L_t - T}
-            for (int t = 0; t < T; t++) p[(size_t)s * T + t] = (float)(t < n1 ? t : t + u);
+            for (int t = 0; t < T; t++) p[(size_t)s * T + t] = a * (float)(t < n1 ? t : t + u);
         }
+        for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;  // the positions carry it
         ps.positions = p;
         ps.n_positions = T;
         ps.seq_stride = T;

@@ -49,6 +49,8 @@ static inline void print_run_header(const Config *c, const char *where) {
     if (c->pos_scheme == scheme) printf(" (%s %g)", &(flag)[2], (double)c->field);
     POS_PARAM_TABLE(POS_PARAM_SHOW)
 #undef POS_PARAM_SHOW
+    if (c->pose_scaling)
+        printf(" (%s x%g, train and evaluation)", POSE_SCALING_NAMES[c->pose_scaling], (double)c->pose_target / c->T);
     if (c->drope_step) printf(" | DroPE from step %d", c->drope_step);
     if (c->qk_norm) printf(" | QK-norm");
     printf(" | batch %d x %d (micro %d, accum %d) | %d steps | %.1f MFLOP per token | %s | out %s\n", c->total_batch, c->T,
