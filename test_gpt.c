@@ -3036,7 +3036,8 @@ static void test_gpu(const char *ref) {
         check_dump_binary(path, k);
         if (!written) continue;
         if (first_written < 0) first_written = k;
-        else if (second_written < 0) second_written = k;
+        else if (second_written < 0 && (GPU_CASES[k].T != GPU_CASES[first_written].T || GPU_CASES[k].hd != GPU_CASES[first_written].hd))
+            second_written = k;  // a case of another shape (--only may pick two of one)
     }
     if (second_written >= 0) {  // the layout comparison the flash-vs-naive GPU check relies on: two shapes
         char a[256], b2[256];
