@@ -78,14 +78,21 @@ ROPE = ["--pos", "rope"]
 
 
 def row(slug, label, flags=None, paper=None, baseline=False, group=None,
-        model=None, steps_scale=1.0, eval_factor=None, note=None):
+        model=None, steps_scale=1.0, eval_factor=None, note=None, init=None):
     """A table row. flags: trainer flags of the scheme. paper: dict of the paper's numbers
     (cliff, G, in_dist, and for Table 15 cliff2x, cliff4x). model: 'deep' / 'wide' shape
     (Table 9). steps_scale: steps and warmup times this (Table 11). eval_factor: L_eval in
-    units of the row's own window (default: the table's L_eval)."""
+    units of the row's own window (default: the table's L_eval). init: a fine-tune: the slug
+    of the row (same seed) whose checkpoint it starts from (--init_from, a new optimizer and
+    schedule), for FINE_TUNE of the preset's steps and warmup."""
     return dict(slug=slug, label=label, flags=flags or [], paper=paper or {}, baseline=baseline,
                 group=group, model=model, steps_scale=steps_scale,
-                eval_factor=eval_factor, note=note)
+                eval_factor=eval_factor, note=note, init=init)
+
+
+# A fine-tune row's share of the preset's steps and warmup: the PosAug paper's retrofit used the
+# last 10% of the budget; PoSE fine-tunes a trained model for a short run of its own.
+FINE_TUNE = 0.1
 
 
 def P(cliff=None, G=None, in_dist=None, **kw):
@@ -154,7 +161,18 @@ TABLES = {
                 row("random_base", "Random RoPE base [B0/8, 8 B0]", ["--pos", "random-base"],
                     P(1.09, -0.26, 4.05, delta=0.01)),
                 row("pose", "PoSE, target 8w (Zhu et al. 2023)", ["--pos", "pose", "--pose_target", W(8)],
-                    note="not in the paper: the nearest training-time rival"),
+                    note="not in the paper: the nearest training-time rival, from scratch without interpolation "
+                         "(this project's variant)"),
+                row("rope_ft", "Baseline + 10% more RoPE steps (fine-tune control)", ROPE, init="rope",
+                    note="not in the paper: the extra steps of the fine-tunes below, without a scheme"),
+                row("posaug_ft", "Baseline fine-tuned with PosAug [1/8, 8] (10%)", POSAUG, init="rope",
+                    note="the PosAug paper's retrofit (Section 5.6), from the baseline's end with a new schedule"),
+                row("pose_ft_linear", "Baseline fine-tuned with PoSE 8w + linear (10%)",
+                    ["--pos", "pose", "--pose_target", W(8), "--pose_scaling", "linear"], init="rope",
+                    note="PoSE's regime: a short fine-tune of a trained model, skips with linear interpolation s = 8"),
+                row("pose_ft_yarn", "Baseline fine-tuned with PoSE 8w + YaRN (10%)",
+                    ["--pos", "pose", "--pose_target", W(8), "--pose_scaling", "yarn"], init="rope",
+                    note="as above with YaRN (s = 8)"),
             ]),
     7: dict(title="Table 7. Lower-bound isolation (10.6M, ablation family, eval at 8K)",
             eval_w=4, gain_w=4, rows=[
@@ -307,6 +325,10 @@ def build_runs(args, spec, mode):
         if r["steps_scale"] != 1.0:
             extra += ["--steps", str(int(round(pre["steps"] * r["steps_scale"]))),
                       "--warmup", str(max(1, int(round(pre["warmup"] * r["steps_scale"]))))]
+        steps = int(round(pre["steps"] * r["steps_scale"]))
+        if r["init"]:
+            steps = max(1, int(round(pre["steps"] * FINE_TUNE)))
+            extra += ["--steps", str(steps), "--warmup", str(max(1, int(round(pre["warmup"] * FINE_TUNE))))]
         if args.table == 11:
             extra += ["--gain_window", str(pre["gain_window"])]
         if mode == "gpu" and args.ckpt_every:
@@ -314,6 +336,8 @@ def build_runs(args, spec, mode):
         flags = [str(f.k * w) if isinstance(f, W) else f for f in r["flags"]]
         for seed in args.seeds:
             rundir = os.path.join(args.out, "%s_seed%d" % (r["slug"], seed))
+            init = ["--init_from", os.path.join(args.out, "%s_seed%d" % (r["init"], seed), "checkpoint.bin")] \
+                if r["init"] else []
             base = [args.trainer] + model + data
             eval_base = [args.trainer] + model + data[2:] if args.train_data else base
             if spec.get("evals"):   # Table 15, pe-survey: train without evaluation, then --eval_only at k*w
@@ -326,10 +350,9 @@ def build_runs(args, spec, mode):
                     tags.append(tag)
             else:
                 L = (r["eval_factor"] or (8 if mode == "cpu" else spec["eval_w"])) * (w if r["eval_factor"] else w0)
-                train = base + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", str(L)]
+                train = base + init + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", str(L)]
                 evals, tags = [], ["eval_L%d" % L]
-            runs.append(Run(r, seed, rundir, train, evals, tags,
-                            int(round(pre["steps"] * r["steps_scale"]))))
+            runs.append(Run(r, seed, rundir, train, evals, tags, steps))
     # --baseline JSON for the non-baseline rows (same group, seed and evaluation tag)
     for run in runs:
         if run.r["baseline"] or spec.get("evals"):
@@ -652,9 +675,17 @@ def main(argv=None):
         if args.force or not (run.evals and trained(run)):   # Table 15: skip a finished training
             cmd = run.train
             if os.path.exists(run.ckpt) and not args.force:
+                if "--init_from" in cmd:                 # a fine-tune continues from its own checkpoint
+                    i = cmd.index("--init_from")
+                    cmd = cmd[:i] + cmd[i + 2:]
                 cmd = cmd + ["--resume", run.ckpt]       # interrupted (or evaluation missing): continue
             else:
                 cmd = cmd + ["--overwrite"]              # the row's own folder: a rerun replaces what is there
+            if "--init_from" in cmd and not os.path.exists(cmd[cmd.index("--init_from") + 1]):
+                print(" failed: it fine-tunes row '%s', whose checkpoint %s does not exist (run --rows %s first)"
+                      % (run.r["init"], cmd[cmd.index("--init_from") + 1], run.r["init"]), flush=True)
+                failed.append(run)
+                continue
             if run.baseline_json and not os.path.exists(run.baseline_json):
                 i = cmd.index("--baseline")
                 cmd = cmd[:i] + cmd[i + 2:]

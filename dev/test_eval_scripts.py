@@ -645,6 +645,30 @@ def ablate_pe_survey_plan():
     return "%d rows" % len(trains)
 
 
+@test
+def ablate_fine_tune_rows():
+    """Table 6's fine-tune rows start from the baseline's checkpoint of the same seed with 10% of
+    the steps and warmup (PoSE's regime, the PosAug paper's retrofit); a fine-tune whose
+    checkpoint is missing fails naming the row to run first, without training anything."""
+    out_dir = os.path.join(TMP, "t6ft")
+    rc, out, err = run_py("dev/ablate.py", "--table", "6", "--cpu", "--dry_run", "--seeds", "42,7", "--out", out_dir,
+                          "--rows", "rope,pose_ft_linear,posaug_ft")
+    check(rc == 0, "dry run: %d %s %s" % (rc, out[-800:], err[-800:]))
+    trains = [l for l in out.splitlines() if l.startswith("./train_gpt_cpu")]
+    ft = [l for l in trains if "--init_from" in l]
+    check(len(trains) == 6 and len(ft) == 4, "%d trainings, %d fine-tunes" % (len(trains), len(ft)))
+    for seed in (42, 7):
+        src = "--init_from %s/rope_seed%d/checkpoint.bin" % (out_dir, seed)
+        check(sum(src in l and "--seed %d " % seed in l for l in ft) == 2, "seed %d: %s" % (seed, ft))
+    check(all("--steps 60 --warmup 3" in l for l in ft), "10%% of 600 steps and 30 warmup: %s" % ft[:1])
+    check(any("--pos pose --pose_target 1024 --pose_scaling linear" in l for l in ft), "PoSE + linear: %s" % ft)
+    rc, out, err = run_py("dev/ablate.py", "--table", "6", "--cpu", "--rows", "posaug_ft", "--out", out_dir)
+    check(rc == 1 and "fine-tunes row 'rope'" in out and "run --rows rope first" in out
+          and not os.path.exists(os.path.join(out_dir, "posaug_ft_seed42", "log.jsonl")),
+          "missing baseline: %d %s %s" % (rc, out[-800:], err[-800:]))
+    return "%d fine-tunes over 2 seeds" % len(ft)
+
+
 # (script, arguments that parse, packages hidden (none named: all), the package the line names)
 MISSING_CASES = [
     ("dev/ablate.py", ["--table", "6", "--cpu", "--dry_run"], (), "numpy"),
