@@ -2891,19 +2891,68 @@ static int read_csv(const char *path, double *out, int max_rows, int cols) {
 
 // GPU evaluation vs CPU evaluation of the same checkpoint: every CSV column (the folders
 // numbered by build: a second evaluation into a folder would be refused as another run's)
-static void compare_gpu_eval(const char *gpu_bin, int build, const char *label, double tol) {
-    char cmd[2048], out[4096];
-    const char *eval = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
-    snprintf(cmd, sizeof(cmd), "%s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_cpu%d", SMALL, TMP, eval, TMP, build);
+// The evaluation (the forward-only attention: a KV cache for the chunked gain, windows for the
+// banded one, the entropy) GPU against CPU for every position term, one case per --pe: a
+// checkpoint of a few CPU steps with it, evaluated past its window by both. A --pe without a
+// row fails test_eval_cases_cover; the GRU's case is compare_gpu_eval_gru.
+static const struct {
+    int pe;
+    const char *flags;  // with --pe: what the encoding needs (integer positions, rows to 128)
+} EVAL_CASES[] = {
+    {PE_ROPE, "--pos posaug"}, {PE_NOPE, ""}, {PE_ALIBI, "--pos posaug"}, {PE_SINUSOIDAL, "--pos posaug"},
+    {PE_LEARNED, "--wpe_rows 128"}, {PE_ERPE, "--pos posaug"}, {PE_T5, "--pos posaug"}, {PE_TAPE, ""},
+    {PE_SHAW, ""}, {PE_TPE, "--pos posaug"}, {PE_TUPE, "--wpe_rows 128"}, {PE_KERPLE, "--pos posaug"},
+    {PE_FIRE, "--pos posaug"},
+};
+#define N_EVAL_CASES (int)(sizeof(EVAL_CASES) / sizeof(EVAL_CASES[0]))
+static const char *EVAL_CASE_FLAGS = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
+
+static void test_eval_cases_cover(void) {
+    char missing[512] = "";
+    for (int pe = 0; pe < PE_N; pe++) {
+        int found = 0;
+        for (int k = 0; k < N_EVAL_CASES; k++) found |= EVAL_CASES[k].pe == pe;
+        if (!found) snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " --pe %s", PE_NAMES[pe]);
+    }
+    char detail[600];
+    if (missing[0]) snprintf(detail, sizeof(detail), "none for%s", missing);
+    else snprintf(detail, sizeof(detail), "%d cases", N_EVAL_CASES);
+    check(!missing[0], "every --pe has a GPU-vs-CPU evaluation case (EVAL_CASES)", "%s", detail);
+}
+
+// Case k's checkpoint and CPU evaluation (always: the commands a GPU run would use are checked
+// here); returns 1 when both ran
+static int eval_case_cpu(int k) {
+    char cmd[2048], out[4096], label[160];
+    const char *pe = PE_NAMES[EVAL_CASES[k].pe];
+    snprintf(cmd, sizeof(cmd), "%s --n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
+             "--batch_size 2 --total_batch 4 --steps 3 --warmup 1 --val_every 0 --eval_len 0 --indist_start 8 "
+             "--threads %d --pe %s %s --out_dir %s/evc_%s", TRAINER, THREADS, pe, EVAL_CASES[k].flags, TMP, pe);
     int r1 = run_cmd(cmd, out, sizeof(out));
-    snprintf(cmd, sizeof(cmd), "%s %s --resume %s/full/checkpoint.bin %s --out_dir %s/eval_gpu%d", gpu_bin, SMALL_FLAGS,
-             TMP, eval, TMP, build);
+    if (r1 == 0) {
+        snprintf(cmd, sizeof(cmd), "%s --resume %s/evc_%s/checkpoint.bin %s --threads %d --out_dir %s/evc_%s_cpu", TRAINER,
+                 TMP, pe, EVAL_CASE_FLAGS, THREADS, TMP, pe);
+        r1 = run_cmd(cmd, out, sizeof(out));
+    }
+    snprintf(label, sizeof(label), "evaluation case --pe %s: a CPU checkpoint, evaluated at 4x its window", pe);
+    check(r1 == 0, label, "exit %d%s%.400s", r1, r1 ? ": " : "", r1 ? out : "");
+    return r1 == 0;
+}
+
+// Case k's evaluation on a GPU build against the CPU's: every column of the CSV
+static void compare_gpu_eval(const char *gpu_bin, int build, const char *name, int k, double tol) {
+    char cmd[2048], out[4096];
+    const char *pe = PE_NAMES[EVAL_CASES[k].pe];
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/evc_%s/checkpoint.bin %s --out_dir %s/evc_%s_gpu%d", gpu_bin, TMP, pe,
+             EVAL_CASE_FLAGS, TMP, pe, build);
     int r2 = run_cmd(cmd, out, sizeof(out));
-    if (r1 || r2) { check(0, label, "exit codes %d %d: %s", r1, r2, out); return; }
+    char label[200];
+    snprintf(label, sizeof(label), "%s: evaluation of --pe %s", name, pe);
+    if (r2) { check(0, label, "exit %d: %s", r2, out); return; }
     static double a[128 * 5], b[128 * 5];
     char pa[256], pb[256];
-    snprintf(pa, sizeof(pa), "%s/eval_cpu%d/eval_L128.csv", TMP, build);
-    snprintf(pb, sizeof(pb), "%s/eval_gpu%d/eval_L128.csv", TMP, build);
+    snprintf(pa, sizeof(pa), "%s/evc_%s_cpu/eval_L128.csv", TMP, pe);
+    snprintf(pb, sizeof(pb), "%s/evc_%s_gpu%d/eval_L128.csv", TMP, pe, build);
     int na = read_csv(pa, a, 128, 5), nb = read_csv(pb, b, 128, 5);
     const char *cols[5] = {"position", "loss", "loss_banded", "loss_chunked", "entropy"};
     for (int c = 1; c < 5; c++) {
@@ -2913,9 +2962,8 @@ static void compare_gpu_eval(const char *gpu_bin, int build, const char *label, 
             den += b[i * 5 + c] * b[i * 5 + c];
         }
         double e = sqrt(num) / (sqrt(den) + 1e-30);
-        char l[200];
-        snprintf(l, sizeof(l), "%s: evaluation column %s", label, cols[c]);
-        check(na == 128 && nb == 128 && e < tol, l, "rel err %.2e (tol %.0e)", e, tol);
+        snprintf(label, sizeof(label), "%s: evaluation of --pe %s, column %s", name, pe, cols[c]);
+        check(na == 128 && nb == 128 && e < tol, label, "rel err %.2e (tol %.0e)", e, tol);
     }
 }
 
@@ -3045,6 +3093,11 @@ static void test_gpu(const char *ref) {
         snprintf(b2, sizeof(b2), "%s/cpu_case%d_inproc.bin", TMP, second_written);
         check(dumps_same_layout(a, a) && !dumps_same_layout(a, b2), "dumps_same_layout tells equal layouts from different shapes", "");
     }
+    int eval_ok[N_EVAL_CASES] = {0};
+    if (wants("gpu eval")) {
+        test_eval_cases_cover();
+        for (int k = 0; k < N_EVAL_CASES; k++) eval_ok[k] = eval_case_cpu(k);
+    }
     for (int b = 0; b < 2; b++) {
         char label[256];
         snprintf(label, sizeof(label), "%s", names[b]);
@@ -3087,7 +3140,8 @@ static void test_gpu(const char *ref) {
         }
         if (!wants("gpu eval")) continue;
         // bf16: the H200 gave 1.3-1.5e-4 on the loss columns at 357ceb0 (entropy 1.6e-7)
-        compare_gpu_eval(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
+        for (int k = 0; k < N_EVAL_CASES; k++)
+            if (eval_ok[k]) compare_gpu_eval(gpu_cmd[b], b, names[b], k, b == 0 ? 1e-5 : 1e-3);
         compare_gpu_eval_gru(gpu_cmd[b], b, names[b], b == 0 ? 1e-5 : 1e-3);
     }
 }

@@ -3,8 +3,8 @@
 # command that fits one call of the device tool (10 minutes at most):
 #
 #     bash dev/gpu_check.sh $OUT              # the device tool's run: $OUT comes back
-#     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdefgh
-#     GPU_CHECK_DRY=1 bash dev/gpu_check.sh DIR abcdefghivrop  # make test: the plan, no GPU
+#     bash dev/gpu_check.sh [DIR [STEPS]]     # DIR default gpu_check; STEPS default abcdrehgf
+#     GPU_CHECK_DRY=1 bash dev/gpu_check.sh DIR abcdefghivrRop  # make test: the plan, no GPU
 #
 # Seconds each took on an H200 (2026-11-26) in brackets:
 #   a  build: nvidia-smi (GPU, driver, clocks), nvcc, make all cuda (CPU trainer, test_gpt,
@@ -12,9 +12,9 @@
 #   b  ./test_gpt: GPU vs CPU on every case of its GPU_CASES table, both builds, both
 #      training attention paths [37-43 alone, 87 beside c and d, with 13 cases; the 10 since
 #      are small ones: the PE survey's, KERPLE's, FIRE's]
-#   c  compute-sanitizer memcheck on short runs of both builds, five configurations (the
-#      third and fourth with --attention flash: tensor cores in the bf16 build; the last two
-#      the learned biases' kernels) [6-7 each, side by side]
+#   c  compute-sanitizer memcheck on short runs of both builds, the configurations of
+#      dev/memcheck_runs.txt, which together launch every kernel of llmc/cuda (make test's
+#      gpu-coverage suite checks it) [6-7 each, side by side]
 #   d  --init_from on the GPU, and --eval_only adoption of a checkpoint's scheme, GPU vs CPU [51]
 #   e  10M preset (w 2048) throughput: ./train_gpt (--attention naive, then flash) against
 #      PyTorch eager, same GPU; then a 16K evaluation of 20 sequences, timed [29]
@@ -25,10 +25,10 @@
 #      and flash attention [6]
 #   v  (only when named) every dev/cuda kernel variant's validation, no benchmark: g
 #      without the timings, for a rerun after a kernel fix [18]
-#   r  (only when named) compute-sanitizer racecheck on the shared-memory kernels through
-#      dev/cuda's validation (the evaluation and flash attention, RMSNorm; both builds), and
-#      synccheck on a short trainer step (both attention paths, both builds) [149: the
-#      flash backward on CUDA cores under racecheck 147-149, the others 6-34; synccheck 16-18]
+#   r  compute-sanitizer racecheck on the shared-memory kernels through dev/cuda's
+#      validation (the evaluation and flash attention, RMSNorm; both builds), and synccheck
+#      on a short trainer step (both attention paths, both builds) [6-34 each; synccheck 16-18]
+#   R  (only when named) r with the flash backward on CUDA cores under racecheck too [147-149]
 #   o  (only when named) the CUDA trainer's host code: test_gpt's run-folder, resume,
 #      bad-input and adoption tests (HOST_ONLY=1 TRAINER=./train_gpt), crash safety with
 #      Ctrl-C; bit-identical resume needs a run that repeats to the bit [96-99]
@@ -48,7 +48,14 @@
 # shellcheck disable=SC2086  # flag strings ($C10M, $cfg, ...) are split on purpose
 set -uo pipefail
 DIR=${1:-gpu_check}
-STEPS=${2:-abcdefgh}
+STEPS=${2:-abcdrehgf}  # run in the order a b c d v r o e h g f i p (below)
+# Seconds each step took on the H200 and the H100 (2026-11-26; b, c and r estimated since: b
+# gained 13 evaluation cases per build, c 10 memcheck runs, r lost the two racecheck runs of
+# the flash backward on CUDA cores, 147-149 s, to step R). The dry run adds up the default
+# plan (b, c, d and v side by side: the longest of them) and fails past PLAN_LIMIT, one call
+# of the device tool with the build; keep these when a run measures a step.
+declare -A STEP_S=([a]=80 [b]=120 [c]=45 [d]=51 [v]=18 [r]=40 [R]=150 [o]=99 [e]=29 [f]=21 [g]=157 [h]=31 [i]=6 [p]=15)
+PLAN_DEFAULT=abcdrehgf PLAN_LIMIT=540
 BUDGET=${BUDGET:-560}
 mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd)
 SELF=dev/$(basename "$0")
@@ -104,7 +111,7 @@ dry_check() {
         python3)
             [ "${rest[0]}" = -c ] && { dry_verdict 0 "inline Python: $what"; return; }
             [ -f "${rest[0]}" ] && python3 -m py_compile "${rest[0]}" 2> /dev/null
-            dry_verdict $? "${rest[0]} exists and compiles: $what" ;;
+            dry_verdict $? "${rest[0]} exists and compiles: $what" && dry_python "${rest[@]}" ;;
         bash)
             [ -f "${rest[0]}" ] && bash -n "${rest[0]}"
             dry_verdict $? "${rest[0]} exists and parses: $what" ;;
@@ -126,6 +133,34 @@ dry_check() {
             fi ;;
         *) dry_verdict 1 "no program found in: $what" ;;
     esac
+}
+
+# dry_python SCRIPT ARGS...: SCRIPT imported by a Python that has its packages (PyTorch from
+# make bench's .venv-bench, numpy from .venv; its deferred imports checked), and each --flag
+# of ARGS in its --help; a note where no Python here has them (CI has no PyTorch)
+dry_python() {
+    local script=$1 py="" p a unlisted=()
+    shift
+    local mod
+    mod=$(basename "$script" .py)
+    for p in .venv-bench/bin/python .venv/bin/python; do
+        [ -x "$p" ] || continue
+        if "$p" -c "import sys; sys.path[:0] = ['$(dirname "$script")']; m = __import__('$mod'); \
+getattr(m, 'missing', None) and m.missing.check()" > /dev/null 2>&1; then
+            py=$p
+            break
+        fi
+    done
+    if [ -z "$py" ]; then
+        echo "note: no Python here imports $script with its packages (make bench makes .venv-bench): not imported" >> "$DRY_LOG"
+        return 0
+    fi
+    local help
+    help=$("$py" "$script" --help 2>&1)
+    for a in "$@"; do
+        [[ $a == --* ]] && ! grep -qE -- "(^|[][ ,])$a([][ =,]|$)" <<< "$help" && unlisted+=("$a")
+    done
+    dry_verdict $((${#unlisted[@]} > 0)) "$script imports with $py and its --help lists every flag given${unlisted[*]:+ (not: ${unlisted[*]})}"
 }
 
 # run LIMIT CMD...: CMD under timeout (LIMIT seconds, cut to the budget left); its output
@@ -296,26 +331,26 @@ step_c() {
     step_start "c compute-sanitizer"
     local san san_bad
     find_sanitizer || return
-    local short="--steps 2 --eval_len 256 --eval_n 2 --val_every 0 --gain_window 32"
     local n=0 cfg bin labels=()
-    # the ten runs side by side (each slow under the tool, none timed), then read in order: the
-    # last two run the learned biases' generic kernels (a term per distance on the flash path,
-    # one per query and key on the naive path and in the evaluation)
-    for cfg in "" "--pe learned --pos rpe --qk_norm" "--pos rpe --rpe_layers independent --rpe_eval random --attention flash" \
-        "--pe kerple --pos posaug --attention flash" "--pe fire --pos posaug --attention naive"; do
+    # the runs of dev/memcheck_runs.txt (together they launch every kernel of llmc/cuda:
+    # dev/cuda_emu/coverage.sh) on both builds, side by side (each slow under the tool, none
+    # timed), then read in order
+    while IFS= read -r cfg; do
+        [[ -z $cfg || $cfg == \#* ]] && continue
         for bin in ./train_gpt_fp32 ./train_gpt; do
             n=$((n + 1))
-            labels+=("$bin ${cfg:-(default tiny)}")
-            run_to 200 "$tmp/san$n" "$san" --tool memcheck --error-exitcode 9 $bin $short $cfg --out_dir "$tmp/san$n.d" &
+            labels+=("$bin $cfg")
+            run_to 200 "$tmp/san$n" "$san" --tool memcheck --error-exitcode 9 $bin $cfg --out_dir "$tmp/san$n.d" < /dev/null &
         done
-    done
+    done < dev/memcheck_runs.txt
     wait
     san_results "$tmp/san" "${labels[@]}" || return
     step_end $((san_bad + san_na > 0)) "$((n - san_bad - san_na)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)$(no_verdict)"
 }
 
+step_R() { step_r full; }  # step r with the two slow racecheck runs (about 150 s)
 step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the attention kernels
-    step_start "r racecheck+synccheck"
+    step_start "r racecheck+synccheck${1:+ (full)}"
     local san san_bad san_na
     find_sanitizer || return
     local short="--steps 1 --batch_size 2 --total_batch 2 --eval_len 256 --eval_n 1 --val_every 0 --gain_window 32"
@@ -324,8 +359,11 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     # than 100 s on an H200, and with --kernel-name it failed inside cuBLAS ("Internal
     # Sanitizer Error", 27a9a82), so it runs the trainer's shared-memory kernels through
     # dev/cuda's validation (which includes them from llmc/cuda/; no cuBLAS in these versions)
-    for v in "attention_bin 2" "attention_bin 5" "attention_bin 6" "attention_backward_bin 2" "attention_backward_bin 3" \
-        "attention_fp32_bin 2" "attention_fp32_bin 5" "attention_backward_fp32_bin 2" "rmsnorm_bin 1" "rmsnorm_fp32_bin 1"; do
+    local list=("attention_bin 2" "attention_bin 5" "attention_bin 6" "attention_backward_bin 3" "attention_fp32_bin 2"
+        "attention_fp32_bin 5" "rmsnorm_bin 1" "rmsnorm_fp32_bin 1")
+    # the flash backward on CUDA cores (v2, both builds) takes 147-149 s under racecheck: step R only
+    [ "${1:-}" = full ] && list+=("attention_backward_bin 2" "attention_backward_fp32_bin 2")
+    for v in "${list[@]}"; do
         n=$((n + 1))
         labels+=("racecheck dev/cuda/$v (validation)")
         run_to 150 "$tmp/r$n" "$san" --tool racecheck --error-exitcode 9 ./dev/cuda/${v% *} ${v#* } --no-bench &
@@ -555,10 +593,13 @@ par=""
 if [ -z "${GPU_CHECK_CHILD:-}" ]; then
     for s in b c d v; do [[ $STEPS == *$s* ]] && par+=$s; done
 fi
-for s in a b c d v r o e f g h i p; do  # r after the side-by-side ones: racecheck starves them
+cut=""
+# r after the side-by-side ones (racecheck starves them); the speed rows (e, h) before g and f
+for s in a b c d v r R o e h g f i p; do
     [[ $STEPS == *$s* ]] || continue
     if ((BUDGET - SECONDS < 20)); then
-        echo "$s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
+        echo "$s: FAILED, not started: the time budget ($BUDGET s) is spent" | tee -a "$SUM"
+        cut+=$s
         continue
     fi
     if [[ -n $par && $par == *$s* ]]; then
@@ -568,8 +609,17 @@ for s in a b c d v r o e f g h i p; do  # r after the side-by-side ones: raceche
     "step_$s"
 done
 echo "total $SECONDS s" >> "$SUM"
+[ -n "$cut" ] && echo "FAILED: steps $cut cut by the budget" | tee -a "$SUM"
 if [ -n "$DRY" ]; then
     [ -n "${GPU_CHECK_CHILD:-}" ] && exit 0
+    # the default plan's time, from STEP_S: one call of the device tool must hold it
+    est=0 par_s=0
+    for ((i = 0; i < ${#PLAN_DEFAULT}; i++)); do
+        s=${PLAN_DEFAULT:i:1}
+        if [[ bcdv == *$s* ]]; then ((STEP_S[$s] > par_s)) && par_s=${STEP_S[$s]}; else est=$((est + STEP_S[$s])); fi
+    done
+    est=$((est + par_s))
+    dry_verdict $((est > PLAN_LIMIT)) "the default plan ($PLAN_DEFAULT) takes about $est s by STEP_S, at most $PLAN_LIMIT"
     cat "$DRY_LOG"
     echo "$(grep -c '^PASS' "$DRY_LOG") passed, $(grep -c '^FAIL' "$DRY_LOG") failed"
     ! grep -q '^FAIL' "$DRY_LOG"
@@ -577,3 +627,4 @@ if [ -n "$DRY" ]; then
 fi
 echo
 cat "$SUM"
+[ -z "$cut" ]

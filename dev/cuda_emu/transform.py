@@ -10,7 +10,7 @@ dropped), so the launches in llmc/cuda/ are rewritten too; --skip drops the name
 (run.sh compiles the result inside namespaces).
 
 Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
-`emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); })`, or emu_launch_serial
+`emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); }, "kernel")`, or emu_launch_serial
 (the threads one after another, much faster) for a kernel with no barrier and no warp
 operation (shuffles, WMMA), in its body or in the __device__ functions it calls;
 `extern __shared__ [__align__(N)] float x[];` (or unsigned char) becomes a pointer to the
@@ -128,8 +128,9 @@ def main():
         # a kernel defined elsewhere (another cut of run.sh) runs threaded: always correct
         together = "(rows)" in cfg[0] if name == "kernel" else name in threaded or name not in defined
         out.append(src[i:start])
-        out.append("%s(dim3(%s), dim3(%s), %s, [&] { %s(%s); })" % ("emu_launch" if together else "emu_launch_serial",
-                   cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0", callee, src[e + 4:q]))
+        label = "#kernel" if name == "kernel" else '"%s"' % name  # in LAUNCH_ROWS/ELEMS: the macro's argument
+        out.append("%s(dim3(%s), dim3(%s), %s, [&] { %s(%s); }, %s)" % ("emu_launch" if together else "emu_launch_serial",
+                   cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0", callee, src[e + 4:q], label))
         i = q + 1
     out.append(src[i:])
     sys.stdout.write(re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(float|unsigned char) ([a-z_]+)\[\];",
