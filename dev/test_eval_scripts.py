@@ -660,7 +660,8 @@ def ablate_fine_tune_rows():
     for seed in (42, 7):
         src = "--init_from %s/rope_seed%d/checkpoint.bin" % (out_dir, seed)
         check(sum(src in l and "--seed %d " % seed in l for l in ft) == 2, "seed %d: %s" % (seed, ft))
-    check(all("--steps 60 --warmup 3" in l for l in ft), "10%% of 600 steps and 30 warmup: %s" % ft[:1])
+    check(all("--steps 60 --warmup 3 --lr 0.0003 --min_lr 0.0003" in l for l in ft),
+          "10%% of 600 steps and 30 warmup, at the final rate: %s" % ft[:1])
     check(any("--pos pose --pose_target 1024 --pose_scaling linear" in l for l in ft), "PoSE + linear: %s" % ft)
     rc, out, err = run_py("dev/ablate.py", "--table", "6", "--cpu", "--rows", "posaug_ft", "--out", out_dir)
     check(rc == 1 and "fine-tunes row 'rope'" in out and "run --rows rope first" in out
