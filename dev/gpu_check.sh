@@ -123,6 +123,10 @@ dry_check() {
                 dry_verdict 1 "$prog is not built by step a (make $BUILD): $what"
             elif [ ! -x "$prog" ]; then
                 dry_verdict 1 "$prog is missing (step a failed?): $what"
+            elif [[ $prog == ./dev/cuda/* ]]; then  # they parse their arguments before looking for a GPU
+                out=$(timeout 20 "$prog" "${rest[@]}" 2>&1)
+                grep -q "no CUDA device" <<< "$out"
+                dry_verdict $? "$prog accepts the arguments: $what${out:+ -> $(head -n1 <<< "$out")}"
             elif [[ $prog == ./train_gpt || $prog == ./train_gpt_fp32 ]]; then
                 out=$(timeout 20 "$prog" "${rest[@]}" 2>&1)
                 # parsed: it went on to look for a GPU, or for a file an earlier step writes
@@ -434,6 +438,16 @@ step_d() {
     run 120 $g $ev --out_dir "$d/eval_gpu" || bad=1
     grep -m1 '^loaded' "$tmp/out" | detail
     run 120 ./train_gpt_cpu $ev --out_dir "$d/eval_cpu" || bad=1
+    if [ -n "$DRY" ]; then  # the CPU side for real, on checkpoints the CPU trainer makes in place of the GPU's
+        local r=0
+        ./train_gpt_cpu --steps 20 --eval_len 0 --out_dir "$d/rope" > "$tmp/dry_d" 2>&1 &&
+            ./train_gpt_cpu $init --out_dir "$d/drope_cpu" >> "$tmp/dry_d" 2>&1 &&
+            ./train_gpt_cpu --pe learned --pos rpe --qk_norm --steps 20 --eval_len 0 --out_dir "$d/learned" >> "$tmp/dry_d" 2>&1 &&
+            ./train_gpt_cpu $ev --out_dir "$d/eval_cpu" >> "$tmp/dry_d" 2>&1 || r=1
+        local why=""
+        ((r)) && why=": $(tail -n1 "$tmp/dry_d")"
+        dry_verdict $r "step d's CPU commands run (on CPU-made checkpoints)$why"
+    fi
     local cmp
     cmp=$(python3 - "$d" <<'PY' 2>&1
 import csv, json, sys
