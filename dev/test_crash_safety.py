@@ -340,6 +340,11 @@ def eval_interrupted_keeps_the_old_set():
     p = piped(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--overwrite", "--passkey_lengths", "1024"])
     if read_until(p, r"^eval eval_L96 ") is None:
         raise AssertionError("the second evaluation ended before its loss line (exit %s)" % p.wait())
+    # the CSV is written just after that line (microseconds): interrupt once it is held, during
+    # the passkey (seconds), not in between (a race the signal could win or lose)
+    held, t0 = os.path.join(out, "eval_L96.csv.tmp"), time.time()
+    while not os.path.exists(held) and p.poll() is None and time.time() - t0 < 60:
+        time.sleep(0.005)
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=TIMEOUT)
     left = tmp_files(out)
