@@ -2897,12 +2897,11 @@ static int read_csv(const char *path, double *out, int max_rows, int cols) {
 // row fails test_eval_cases_cover; the GRU's case is compare_gpu_eval_gru.
 static const struct {
     int pe;
-    const char *flags;  // with --pe: what the encoding needs (integer positions, rows to 128)
+    const char *flags;  // after SMALL's (--pos posaug) and --pe: what the encoding needs (integer positions, rows to 128)
 } EVAL_CASES[] = {
-    {PE_ROPE, "--pos posaug"}, {PE_NOPE, ""}, {PE_ALIBI, "--pos posaug"}, {PE_SINUSOIDAL, "--pos posaug"},
-    {PE_LEARNED, "--wpe_rows 128"}, {PE_ERPE, "--pos posaug"}, {PE_T5, "--pos posaug"}, {PE_TAPE, ""},
-    {PE_SHAW, ""}, {PE_TPE, "--pos posaug"}, {PE_TUPE, "--wpe_rows 128"}, {PE_KERPLE, "--pos posaug"},
-    {PE_FIRE, "--pos posaug"},
+    {PE_ROPE, ""}, {PE_NOPE, "--pos rope"}, {PE_ALIBI, ""}, {PE_SINUSOIDAL, ""},
+    {PE_LEARNED, "--pos rope --wpe_rows 128"}, {PE_ERPE, ""}, {PE_T5, ""}, {PE_TAPE, "--pos rope"},
+    {PE_SHAW, "--pos rope"}, {PE_TPE, ""}, {PE_TUPE, "--pos rope --wpe_rows 128"}, {PE_KERPLE, ""}, {PE_FIRE, ""},
 };
 #define N_EVAL_CASES (int)(sizeof(EVAL_CASES) / sizeof(EVAL_CASES[0]))
 static const char *EVAL_CASE_FLAGS = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
@@ -2925,9 +2924,8 @@ static void test_eval_cases_cover(void) {
 static int eval_case_cpu(int k) {
     char cmd[2048], out[4096], label[160];
     const char *pe = PE_NAMES[EVAL_CASES[k].pe];
-    snprintf(cmd, sizeof(cmd), "%s --n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 "
-             "--batch_size 2 --total_batch 4 --steps 3 --warmup 1 --val_every 0 --eval_len 0 --indist_start 8 "
-             "--threads %d --pe %s %s --out_dir %s/evc_%s", TRAINER, THREADS, pe, EVAL_CASES[k].flags, TMP, pe);
+    snprintf(cmd, sizeof(cmd), "%s --steps 3 --warmup 1 --val_every 0 --pe %s %s --out_dir %s/evc_%s", SMALL, pe,
+             EVAL_CASES[k].flags, TMP, pe);
     int r1 = run_cmd(cmd, out, sizeof(out));
     if (r1 == 0) {
         snprintf(cmd, sizeof(cmd), "%s --resume %s/evc_%s/checkpoint.bin %s --threads %d --out_dir %s/evc_%s_cpu", TRAINER,
@@ -2940,6 +2938,17 @@ static int eval_case_cpu(int k) {
 }
 
 // Case k's evaluation on a GPU build against the CPU's: every column of the CSV
+// ||a - b|| / ||b|| over column c of two CSVs read into rows of `cols` numbers
+static double column_rel_err(const double *a, const double *b, int rows, int cols, int c) {
+    double num = 0, den = 0;
+    for (int i = 0; i < rows; i++) {
+        double d = a[i * cols + c] - b[i * cols + c];
+        num += d * d;
+        den += b[i * cols + c] * b[i * cols + c];
+    }
+    return sqrt(num) / (sqrt(den) + 1e-30);
+}
+
 static void compare_gpu_eval(const char *gpu_bin, int build, const char *name, int k, double tol) {
     char cmd[2048], out[4096];
     const char *pe = PE_NAMES[EVAL_CASES[k].pe];
@@ -2956,12 +2965,7 @@ static void compare_gpu_eval(const char *gpu_bin, int build, const char *name, i
     int na = read_csv(pa, a, 128, 5), nb = read_csv(pb, b, 128, 5);
     const char *cols[5] = {"position", "loss", "loss_banded", "loss_chunked", "entropy"};
     for (int c = 1; c < 5; c++) {
-        double num = 0, den = 0;
-        for (int i = 0; i < 128; i++) {
-            num += (a[i * 5 + c] - b[i * 5 + c]) * (a[i * 5 + c] - b[i * 5 + c]);
-            den += b[i * 5 + c] * b[i * 5 + c];
-        }
-        double e = sqrt(num) / (sqrt(den) + 1e-30);
+        double e = column_rel_err(a, b, 128, 5, c);
         snprintf(label, sizeof(label), "%s: evaluation of --pe %s, column %s", name, pe, cols[c]);
         check(na == 128 && nb == 128 && e < tol, label, "rel err %.2e (tol %.0e)", e, tol);
     }
@@ -2984,12 +2988,7 @@ static void compare_gpu_eval_gru(const char *gpu_bin, int build, const char *lab
     snprintf(pa, sizeof(pa), "%s/gru_eval_cpu%d/eval_L96.csv", TMP, build);
     snprintf(pb, sizeof(pb), "%s/gru_eval_gpu%d/eval_L96.csv", TMP, build);
     int na = read_csv(pa, a, 96, 3), nb = read_csv(pb, b, 96, 3);
-    double num = 0, den = 0;
-    for (int i = 0; i < 96; i++) {
-        num += (a[i * 3 + 1] - b[i * 3 + 1]) * (a[i * 3 + 1] - b[i * 3 + 1]);
-        den += b[i * 3 + 1] * b[i * 3 + 1];
-    }
-    double e = sqrt(num) / (sqrt(den) + 1e-30);
+    double e = column_rel_err(a, b, 96, 3, 1);
     check(na == 96 && nb == 96 && e < tol, l, "rel err %.2e (tol %.0e)", e, tol);
 }
 

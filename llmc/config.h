@@ -806,8 +806,9 @@ static inline void parse_args(Config *c, int argc, char **argv) {
     if (ckpt && ckpt[0]) {
         adopt_checkpoint_model(c, &tf, set_by);
         if (resume && resume[0]) {
+            float own = embed_scale(c);  // the encoding's factor (ckpt_embed_scale is not set yet)
             c->ckpt_embed_scale = checkpoint_embed_scale(&tf);
-            if (!tf_find(&tf, "meta.embed_scale") && c->arch != ARCH_GRU && pe_sinusoidal(c->pe))
+            if (!tf_find(&tf, "meta.embed_scale") && own != 1.0f)
                 printf("note: '%s' was trained before --pe %s scaled the token embedding by sqrt(n_embd) (the papers' "
                        "form): it keeps the factor 1 it was trained with; a new run gets sqrt(n_embd)\n", resume, PE_NAMES[c->pe]);
         }
