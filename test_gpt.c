@@ -2798,6 +2798,34 @@ static void test_embed_scale(void) {
     check(r2 == 1 && strstr(out, "meta.embed_scale is not one positive float"), "a damaged meta.embed_scale is refused", "exit %d", r2);
 }
 
+// A TUPE checkpoint from before its released code's form (no LayerNorm on wpe, no query
+// bias, a relative bias per layer) is refused by name, for --resume, evaluation and
+// --init_from alike, and --init_from leaves no run folder.
+static void test_tupe_old_checkpoint(void) {
+    char cmd[4096], out[16384], dir[512], ck[600], old[600];
+    snprintf(dir, sizeof(dir), "%s/tupe_old", TMP);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s && %s --steps 2 --eval_len 0 --val_every 0 --pe tupe --pos rope --wpe_rows 64 --out_dir %s/new",
+             dir, dir, SMALL, dir);
+    int r0 = run_cmd(cmd, out, sizeof(out));
+    snprintf(ck, sizeof(ck), "%s/new/checkpoint.bin", dir);
+    snprintf(old, sizeof(old), "%s/old.bin", dir);
+    if (r0 == 0) copy_without(ck, old, "param.tupe_ln_");
+    const char *how[3] = {"--resume %s --steps 3", "--resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
+                          "--init_from %s --pe tupe --wpe_rows 64 --steps 3 --eval_len 0"};
+    int refused = 0;
+    for (int i = 0; i < 3; i++) {
+        char flags[800];
+        snprintf(flags, sizeof(flags), how[i], old);
+        snprintf(cmd, sizeof(cmd), "%s %s --threads %d --out_dir %s/run%d", TRAINER, flags, THREADS, dir, i);
+        int r = run_cmd(cmd, out, sizeof(out));
+        char run[600];
+        snprintf(run, sizeof(run), "%s/run%d", dir, i);
+        refused += r == 1 && strstr(out, "made before TUPE followed its released code") && access(run, F_OK) != 0;
+    }
+    check(r0 == 0 && refused == 3, "a TUPE checkpoint of the old form is refused by name (--resume, --eval_only, --init_from), no folder made",
+          "exit %d, %d of 3 refused", r0, refused);
+}
+
 static void test_yarn_bounds(const char *ref_path) {
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
@@ -3269,6 +3297,7 @@ int main(int argc, char **argv) {
     if (wants("run-folders")) test_hostile_runs();
     if (wants("checkpoints")) test_checkpoint_adoption();
     if (wants("checkpoints sinusoidal tape")) test_embed_scale();
+    if (wants("checkpoints tupe")) test_tupe_old_checkpoint();
     if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

@@ -64,6 +64,7 @@ typedef struct {
     float *pair, *tupe_D;  // train, a term per query and key (NH,T,T): --pe tupe's untied one (all layers') or a
                            //   learned bias's (one layer's); dX summed over b (for TUPE, and the layers)
     float *dpq, *dpk;      // (T,NH*hd) TUPE's projected positions' gradients
+    float *dpn;            // (T,C) TUPE's normalized position rows' gradient
     floatX *dres, *dC, *dq, *dk, *dv, *datty, *datt, *dgate, *dup, *dh;  // backward scratch, one layer
     floatX *qraw, *kraw, *dqraw, *dkraw;  // --qk_norm: projections before the norm, their gradients
     float *rstdq, *rstdk;
@@ -112,6 +113,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(lse, flash * nl * N * c->NH), VIEW(dsum, flash * N * c->NH), VIEW(dw_part, train * (N + 7) / 8 * widest),
         VIEW(bias_diag, tb * N * c->NH), VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH),
         VIEW(pair, tt * c->NH * T * T), VIEW(tupe_D, tt * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
+        VIEW(dpn, tu * T * C),
         VIEW(inputs, acts_ints(N, train)),  // then targets and the scatters, in one upload
         // the forward's, per layer when training
         VIEW(resid, (train ? L + 1 : 1) * N * C), VIEW(n1, tr * nl * N * C), VIEW(q, tr * nl * N * QD),
@@ -486,22 +488,29 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
 }
 
 // TUPE's untied positions in a pass (--pe tupe): the projected positions pq, pk (n, NH*hd)
-// of positions 0..n-1 and their term pair (NH, T, n) for the pass's queries at q_offset + t,
-// on the device (valid until the next tupe_pass).                 mirrors tupe_pass
+// of positions 0..n-1 (from the normalized rows p (n, C), their means and 1/std mr (n, 2))
+// and their term pair (NH, T, n) for the pass's queries at q_offset + t, on the device (valid
+// until the next tupe_pass).                                      mirrors tupe_pass
 typedef struct {
-    float *pq, *pk, *pair;
+    float *pq, *pk, *p, *mr, *pair;
 } TupePass;
+
+static TupeWeights tupe_weights(const GPT *g) {
+    const float *p = g->params;
+    TupeWeights w = {p + g->offsets[P_WPE], p + g->offsets[P_TUPE_LN_W], p + g->offsets[P_TUPE_LN_B],
+                     p + g->offsets[P_TUPE_UQ], p + g->offsets[P_TUPE_UK], p + g->offsets[P_TUPE_BQ]};
+    return w;
+}
 
 static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int q_offset) {
     static float *buf, *pair_eval;
     static size_t cap, pair_cap;
     const Config *c = &g->cfg;
-    int QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
+    int C = c->C, QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
     tupe_positions_check(pp, a->B, rows, n);
-    buf = (float *)device_grow(buf, &cap, 2 * (size_t)n * QD * sizeof(float));
-    TupePass tp = {buf, buf + (size_t)n * QD, a->pair};
-    const float *p = g->params;
-    tupe_project(tp.pq, tp.pk, p + g->offsets[P_WPE], p + g->offsets[P_TUPE_UQ], p + g->offsets[P_TUPE_UK], n, c->C, QD);
+    buf = (float *)device_grow(buf, &cap, (size_t)n * (2 * QD + C + 2) * sizeof(float));
+    TupePass tp = {buf, buf + (size_t)n * QD, buf + 2 * (size_t)n * QD, buf + (size_t)n * (2 * QD + C), a->pair};
+    tupe_project(tp.pq, tp.pk, tp.p, tp.mr, tupe_weights(g), n, C, QD);
     if (!a->train) {
         pair_eval = (float *)device_grow(pair_eval, &pair_cap, (size_t)c->NH * a->T * n * sizeof(float));
         tp.pair = pair_eval;
@@ -542,7 +551,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
         if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);
     }
-    TupePass tp = {NULL, NULL, NULL};
+    TupePass tp = {NULL, NULL, NULL, NULL, NULL};
     if (ps->pe == PE_TUPE) {
         if (a->train && c->attention == ATTN_FLASH)
             fail("--attention flash does not take --pe tupe's untied positions yet: use --attention naive");
@@ -668,9 +677,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
     if (tupe) {  // through the projections, once for every layer's share
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);
-        const float *p = g->params;
-        tupe_backward(G(g, P_WPE), G(g, P_TUPE_UQ), G(g, P_TUPE_UK), a->dpq, a->dpk, a->tupe_D, tp.pq, tp.pk,
-                      p + g->offsets[P_WPE], p + g->offsets[P_TUPE_UQ], p + g->offsets[P_TUPE_UK], T, NH, hd, C);
+        TupeGrads tg = {G(g, P_WPE), G(g, P_TUPE_LN_W), G(g, P_TUPE_LN_B), G(g, P_TUPE_UQ), G(g, P_TUPE_UK), G(g, P_TUPE_BQ)};
+        tupe_backward(tg, a->dpq, a->dpk, a->dpn, a->tupe_D, tp.pq, tp.pk, tp.p, tp.mr, tupe_weights(g), T, NH, hd, C);
     }
 }
 
@@ -1092,8 +1100,8 @@ static void gpu_memory_check(const Config *c, int train) {
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
             dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
-        if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, and its projected positions
-            dev.eval += fl * c->NH * (double)c->eval_len * (c->eval_len + 2.0 * (c->C / c->NH));
+        if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, its projected and normalized positions
+            dev.eval += fl * (double)c->eval_len * (c->NH * (c->eval_len + 2.0 * (c->C / c->NH)) + c->C + 2);
         if (pe_bias_per_query(c->pe))  // a learned bias's term of each query and key of a full pass
             dev.eval += fl * c->NH * (double)c->eval_len * c->eval_len;
         shard_token_counts(c->val_data, &largest, &total);

@@ -1012,12 +1012,15 @@ static void rel_keys_backward(GPT *g, Acts *a, int l, const AttnBias *ab, const 
                  P[P_TPE_W2] + lw, NB, hd);
 }
 
-// TUPE (--pe tupe, Ke et al. 2020): the untied positions' term of query position t and key
-// position s in head h, scale * pq_h[t] . pk_h[s], pq = wpe U^Q / sqrt(2) and pk = wpe U^K
-// (rows 0..n-1: positions p_t = t), the same in every layer. The queries are scaled by
-// 1/sqrt(2) too, so each logit is (q . k + (wpe_t U^Q) . (wpe_s U^K)) / sqrt(2 hd).
+// TUPE (--pe tupe, Ke et al. 2020, as its released code): the untied positions' term of query
+// position t and key position s in head h, scale * pq_h[t] . pk_h[s], with p = LayerNorm(wpe)
+// (tupe_ln_w, tupe_ln_b), pq = (p U^Q + b^Q) / sqrt(2) and pk = p U^K (rows 0..n-1: positions
+// p_t = t), the same in every layer. The queries are scaled by 1/sqrt(2) too, so each logit is
+// (q . k + (p_t U^Q + b^Q) . (p_s U^K)) / sqrt(2 hd). (U^K's bias would add a constant to each
+// query's row, which the softmax ignores: the code's stays 0, this model has none.)
 typedef struct {
     float *pq, *pk;  // (n, NH*hd), valid until the next tupe_pass
+    float *p, *mr;   // (n, C) the normalized rows, (n, 2) their means and 1/std
 } TupePass;
 
 // The pass's projected positions for its n keys (positions 0..n-1; the queries' are the last
@@ -1026,13 +1029,17 @@ static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int w
     static float *buf;
     static size_t cap;
     const Config *c = &g->cfg;
-    int QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
+    int C = c->C, QD = c->NH * g->hd, rows = g->shapes[P_WPE].shape[0];
+    float **P = g->params;
     tupe_positions_check(pp, a->B, rows, n);
-    buf = (float *)grow_buffer(buf, &cap, 2 * (size_t)n * QD * sizeof(float));
-    TupePass tp = {buf, buf + (size_t)n * QD};
-    matmul_forward(tp.pq, g->params[P_WPE], g->params[P_TUPE_UQ], n, c->C, QD);
-    matmul_forward(tp.pk, g->params[P_WPE], g->params[P_TUPE_UK], n, c->C, QD);
-    for (size_t i = 0; i < (size_t)n * QD; i++) tp.pq[i] *= TUPE_QSCALE;
+    buf = (float *)grow_buffer(buf, &cap, (size_t)n * (2 * QD + C + 2) * sizeof(float));
+    TupePass tp = {buf, buf + (size_t)n * QD, buf + 2 * (size_t)n * QD, buf + (size_t)n * (2 * QD + C)};
+#pragma omp parallel for
+    for (int t = 0; t < n; t++)
+        tupe_ln_row(tp.p + (size_t)t * C, tp.mr + 2 * t, P[P_WPE] + (size_t)t * C, P[P_TUPE_LN_W], P[P_TUPE_LN_B], C);
+    matmul_forward(tp.pq, tp.p, P[P_TUPE_UQ], n, C, QD);
+    matmul_forward(tp.pk, tp.p, P[P_TUPE_UK], n, C, QD);
+    for (size_t i = 0; i < (size_t)n * QD; i++) tp.pq[i] = (tp.pq[i] + P[P_TUPE_BQ][i % QD]) * TUPE_QSCALE;
     if (with_pair) {  // training: the whole (NH,n,n) term once, for every layer
         float scale = 1.0f / sqrtf((float)g->hd);
 #pragma omp parallel for collapse(2)
@@ -1048,10 +1055,13 @@ static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int w
 
 // Its backward after every layer's (a->pairg holding dX per sequence): D = sum over b of
 // pairg; dpq = scale D pk / sqrt(2), dpk = scale D^T pq (pq holding the 1/sqrt(2)); then
-// tupe_uq, tupe_uk and wpe's rows 0..T-1 through the projections.
+// tupe_uq, tupe_uk, tupe_bq and the normalized rows dp through the projections, and wpe's
+// rows 0..T-1, tupe_ln_w and tupe_ln_b through the LayerNorm.
 static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
+    static float *dp;
+    static size_t cap;
     const Config *c = &g->cfg;
-    int T = a->T, NH = c->NH, hd = g->hd, QD = NH * hd;
+    int T = a->T, NH = c->NH, hd = g->hd, QD = NH * hd, C = c->C;
     float scale = 1.0f / sqrtf((float)hd), *D = a->pairg;
     sum_over_batch(D, a->B, (size_t)NH * T * T);
 #pragma omp parallel for collapse(2)
@@ -1066,8 +1076,18 @@ static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
             a->dpk[(size_t)t * QD + o] = gk * scale;
         }
     float **P = g->params, **G = g->grads;
-    matmul_backward(G[P_WPE], G[P_TUPE_UQ], a->dpq, P[P_WPE], P[P_TUPE_UQ], T, c->C, QD, 1);
-    matmul_backward(G[P_WPE], G[P_TUPE_UK], a->dpk, P[P_WPE], P[P_TUPE_UK], T, c->C, QD, 1);
+    dp = (float *)grow_buffer(dp, &cap, (size_t)T * C * sizeof(float));
+    matmul_backward(dp, G[P_TUPE_UQ], a->dpq, tp->p, P[P_TUPE_UQ], T, C, QD, 0);
+    matmul_backward(dp, G[P_TUPE_UK], a->dpk, tp->p, P[P_TUPE_UK], T, C, QD, 1);
+    for (int o = 0; o < QD; o++) G[P_TUPE_BQ][o] += tupe_column_grad(a->dpq, NULL, NULL, T, QD, o);
+#pragma omp parallel for
+    for (int t = 0; t < T; t++)
+        tupe_ln_row_backward(G[P_WPE] + (size_t)t * C, dp + (size_t)t * C, P[P_WPE] + (size_t)t * C, P[P_TUPE_LN_W],
+                             tp->mr + 2 * t, C);
+    for (int k = 0; k < C; k++) {
+        G[P_TUPE_LN_W][k] += tupe_column_grad(dp, P[P_WPE], tp->mr, T, C, k);
+        G[P_TUPE_LN_B][k] += tupe_column_grad(dp, NULL, NULL, T, C, k);
+    }
 }
 
 // Forward over inputs (B,T); returns the mean loss when targets are given. Per-position
@@ -1091,7 +1111,7 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
         learned_forward(a->resid, P[P_WPE], pp, B, T, C);
     }
-    TupePass tp = {NULL, NULL};
+    TupePass tp = {NULL, NULL, NULL, NULL};
     if (ps->pe == PE_TUPE) tp = tupe_pass(g, a, pp, Tk, a->train);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);

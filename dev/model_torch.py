@@ -29,8 +29,12 @@ and after them, only when present (EXTRA_NAMES):
     tpe_w1     (L, H)           pos_kind "tpe" (H = TPE_HIDDEN = 32)
     tpe_b1     (L, H)           pos_kind "tpe"
     tpe_w2     (L, hd, H)       pos_kind "tpe"
-    tupe_uq    (NH*hd, C)       pos_kind "tupe" (with wpe (T, C) and attn_bias (L, NH, 32))
+    tupe_uq    (NH*hd, C)       pos_kind "tupe" (with wpe (T, C) and attn_bias (1, NH, 32))
     tupe_uk    (NH*hd, C)       pos_kind "tupe"
+    tupe_ln_w  (C)              pos_kind "tupe": the position table's LayerNorm gain
+    tupe_ln_b  (C)              pos_kind "tupe": its bias
+    tupe_bq    (NH*hd)          pos_kind "tupe": U^Q's bias (U^K's would add a constant per
+                                query row, which the softmax ignores: none)
     kerple_r1  (L, NH)          pos_kind "kerple"
     kerple_r2  (L, NH)          pos_kind "kerple"
     fire_w1    (L, 32)          pos_kind "fire" (FIRE_HIDDEN = 32)
@@ -77,10 +81,12 @@ reference files):
                the C code forms them);
     10 "tupe"  TUPE-R (Ke et al. 2020): no rotation, nothing added to the embedding; the
                logit of query i and key j <= i is
-               (q_i . k_j + (wpe[i] U^Q_h) . (wpe[j] U^K_h)) / sqrt(2 hd) + attn_bias[l, h,
-               t5_bucket(i - j)], U^Q = tupe_uq, U^K = tupe_uk (NH*hd, C) per head and shared
-               by the layers, wpe (T, C) shared by heads and layers; integer positions (alpha
-               is ignored, as for "learned").
+               (q_i . k_j + (p_i U^Q_h + b^Q_h) . (p_j U^K_h)) / sqrt(2 hd) +
+               attn_bias[0, h, t5_bucket(i - j)], p = LayerNorm(wpe) (gain tupe_ln_w, bias
+               tupe_ln_b, eps 1e-5), U^Q = tupe_uq, U^K = tupe_uk (NH*hd, C) and U^Q's bias
+               tupe_bq per head; all of it, the relative bias too, computed once and
+               shared by the layers, as TUPE's released code; integer positions (alpha is
+               ignored, as for "learned").
     11 "kerple" KERPLE's log variant (Chi et al. 2022): no rotation; the scaled logit of query
                i and key j <= i gets -kerple_r1[l, h] * ln(1 + kerple_r2[l, h] * alpha_l (i - j)),
                r1, r2 (L, NH) learned and held at or above 0.01 after every step (FLOORS, as
@@ -112,7 +118,8 @@ import torch.nn.functional as F
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
 EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2", "tupe_uq",
-               "tupe_uk", "kerple_r1", "kerple_r2", "fire_w1", "fire_b1", "fire_w2", "fire_c",
+               "tupe_uk", "tupe_ln_w", "tupe_ln_b", "tupe_bq", "kerple_r1", "kerple_r2", "fire_w1",
+               "fire_b1", "fire_w2", "fire_c",
                "fire_thresh"]  # after PARAM_NAMES, when present
 FLOORS = {"kerple_r1": 0.01, "kerple_r2": 0.01, "fire_c": 0.01, "fire_thresh": 0.01}  # the least value kept after each step
 DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "tupe_uq", "tupe_uk", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
@@ -300,7 +307,8 @@ class LlamaRoPE(nn.Module):
             self.k_norm = e(L, NKV * hd)
         self.rel_clip = (16 if pos_kind == "shaw" else cfg.T - 1) if rel_clip is None else rel_clip
         if pos_kind in ("erpe", "t5", "tupe"):
-            self.attn_bias = e(L, NH, self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS)
+            nb = self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS
+            self.attn_bias = e(1 if pos_kind == "tupe" else L, NH, nb)  # TUPE: one table for every layer
         if pos_kind == "shaw":
             self.rel_key = e(L, self.rel_clip + 1, hd)
         if pos_kind == "tpe":
@@ -310,6 +318,9 @@ class LlamaRoPE(nn.Module):
         if pos_kind == "tupe":
             self.tupe_uq = e(NH * hd, C)
             self.tupe_uk = e(NH * hd, C)
+            self.tupe_ln_w = e(C)
+            self.tupe_ln_b = e(C)
+            self.tupe_bq = e(NH * hd)
         if pos_kind == "kerple":
             self.kerple_r1 = e(L, NH)
             self.kerple_r2 = e(L, NH)
@@ -335,9 +346,9 @@ class LlamaRoPE(nn.Module):
         """
         cfg = self.cfg
         for name, p in self.named_parameters():
-            if name.endswith("norm"):
+            if name.endswith("norm") or name == "tupe_ln_w":
                 w = torch.ones(p.shape, dtype=torch.float32)
-            elif name == "attn_bias":  # no bias at init
+            elif name in ("attn_bias", "tupe_ln_b", "tupe_bq"):  # no bias at init
                 w = torch.zeros(p.shape, dtype=torch.float32)
             elif name in ("tpe_w1", "tpe_b1"):  # T-PE's hidden units: N(0, 1)
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32)
@@ -397,9 +408,8 @@ class LlamaRoPE(nn.Module):
         elif self.pos_kind in ("erpe", "t5"):
             bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, a, self.pos_kind, self.rel_clip)]
                                 for l, a in enumerate(self._alphas(alpha))])
-        elif self.pos_kind == "tupe":  # T5's buckets of i - j (integer positions: alpha ignored)
-            bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, 1.0, "t5", self.rel_clip)]
-                                for l in range(self.cfg.L)])
+        elif self.pos_kind == "tupe":  # T5's buckets of i - j (integer positions: alpha ignored), one table
+            bias = self.attn_bias[0][:, rel_buckets(T, 1.0, "t5", self.rel_clip)].expand(self.cfg.L, -1, -1, -1)
         elif self.pos_kind == "shaw":
             relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
         elif self.pos_kind == "tpe":
@@ -455,8 +465,9 @@ class LlamaRoPE(nn.Module):
             assert T <= cfg.T, f"learned APE has {cfg.T} rows, got T = {T}"
             x = x + self.wpe[:T]
         if self.pos_kind == "tupe":  # the untied positions' term, shared by the layers
-            pq = F.linear(self.wpe[:T], self.tupe_uq).view(T, NH, hd).transpose(0, 1)  # (NH,T,hd)
-            pk = F.linear(self.wpe[:T], self.tupe_uk).view(T, NH, hd).transpose(0, 1)
+            p = F.layer_norm(self.wpe[:T], (cfg.C,), self.tupe_ln_w, self.tupe_ln_b, eps=1e-5)
+            pq = F.linear(p, self.tupe_uq, self.tupe_bq).view(T, NH, hd).transpose(0, 1)  # (NH,T,hd)
+            pk = F.linear(p, self.tupe_uk).view(T, NH, hd).transpose(0, 1)
             untied = (pq @ pk.transpose(-2, -1)) / math.sqrt(2 * hd)                   # (NH,T,T)
         for l in range(cfg.L):
             n1 = rmsnorm(x, self.attn_norm[l], cfg.rms_eps)

@@ -27,9 +27,12 @@ in the model's init, keys only) or tpe (no rotation; the logits get q_i . r_l(ln
 (i - j))) / sqrt(hd), r_l = tpe_w2 tanh(tpe_w1 u + tpe_b1), the extra parameters tpe_w1,
 tpe_b1 (L, 32) drawn N(0, 1) and tpe_w2 (L, hd, 32) drawn last as 0.2 N(0, 1), keys of order 1,
 not the init's 0.02, whose first AdamW steps bf16 flips) or tupe (TUPE-R: no rotation;
-the logits are (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / sqrt(2 hd) plus T5's bias; wpe (T, C),
-tupe_uq and tupe_uk (NH*hd, C), drawn last as N(0, 1) and N(0, 1/C) (an untied term of
-order 1, not the model's ~1e-5 at init), attn_bias 0.5 N(0, 1); alphas ignored). --qk_norm (any kind; its file uses rope): q and
+the logits are (q_i . k_j + (p_i U^Q + b^Q) . (p_j U^K)) / sqrt(2 hd) plus T5's bias,
+p = LayerNorm(wpe); wpe (T, C), tupe_uq and tupe_uk (NH*hd, C), drawn last as N(0, 1) and
+N(0, 1/C) (an untied term of order 1, not the model's ~1e-5 at init), then the LayerNorm's
+gain 1 + 0.1 N(0, 1) and bias 0.1 N(0, 1) (tupe_ln_w, tupe_ln_b (C)) and the query
+projection's bias 0.5 N(0, 1) (tupe_bq (NH*hd)); attn_bias (1, NH, 32), one table for every
+layer, 0.5 N(0, 1); alphas ignored). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -55,7 +58,8 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
     tokens      int32   (steps, micro, B, T+1)  inputs [..., :T], targets [..., 1:]
     <name>      float32 initial parameters (wte, attn_norm, ..., final_norm; stacked),
                         then those present of wpe, q_norm, k_norm, attn_bias, rel_key,
-                        tpe_w1, tpe_b1, tpe_w2, tupe_uq, tupe_uk
+                        tpe_w1, tpe_b1, tpe_w2, tupe_uq, tupe_uk, tupe_ln_w, tupe_ln_b,
+                        tupe_bq
     logits      float32 (B, T, V)   check pass: tokens[0,0], alpha = check_alpha
     loss        float32 (1)         its mean cross-entropy
     grad.<name> float32             gradient of that loss (no accumulation scaling)
@@ -251,6 +255,10 @@ def main():
             model.wpe.copy_(torch.randn(model.wpe.shape, generator=gen, dtype=torch.float32))
             for p in (model.tupe_uq, model.tupe_uk):
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) / math.sqrt(cfg.C))
+            # the LayerNorm's gain and bias and the query projection's bias away from 1 and 0
+            for p, base, scale in ((model.tupe_ln_w, 1.0, 0.1), (model.tupe_ln_b, 0.0, 0.1),
+                                   (model.tupe_bq, 0.0, 0.5)):
+                p.copy_(base + scale * torch.randn(p.shape, generator=gen, dtype=torch.float32))
     if args.pos_kind == "fire":       # L between positions: the alphas' query positions a * t never equal it
         with torch.no_grad():
             model.fire_thresh.fill_(cfg.T - 1.5)

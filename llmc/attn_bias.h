@@ -171,24 +171,26 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
 }
 
 // The encodings of this kind, one row each: PE_*, its term and gradient, whether the term
-// reads the query's position, its buckets per head nb (an expression of rs, 0 without a
-// table), and the tensors it reads (BP_BIT of each).
+// reads the query's position, whether one set of tensors serves every layer (shared: their
+// first dimension is 1, not L, and each layer's gradient adds into it, layer after layer),
+// its buckets per head nb (an expression of rs, 0 without a table), and the tensors it reads
+// (BP_BIT of each).
 #define BIAS_FN_TABLE(X)                                                                                       \
-    X(PE_ERPE, erpe_term, erpe_grad, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                      \
-    X(PE_T5, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                          \
-    X(PE_TUPE, t5_term, t5_grad, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                        \
-    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                      \
-    X(PE_FIRE, fire_term, fire_grad, 1, 0,                                                                    \
+    X(PE_ERPE, erpe_term, erpe_grad, 0, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                   \
+    X(PE_T5, t5_term, t5_grad, 0, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                       \
+    X(PE_TUPE, t5_term, t5_grad, 0, 1, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                     \
+    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                   \
+    X(PE_FIRE, fire_term, fire_grad, 1, 0, 0,                                                                 \
       BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))
 
 // Encoding pe's row (per_query, tensors), or NULL without one; its table's buckets per head
 // (an expression of rs: 0 without a table)
 typedef struct {
-    int pe, per_query;
+    int pe, per_query, shared;
     unsigned tensors;
 } BiasFnRow;
 static inline const BiasFnRow *bias_fn_row(int pe) {
-#define BIAS_FN_ROW(e, term, grad, per_query, nb, tensors) {e, per_query, tensors},
+#define BIAS_FN_ROW(e, term, grad, per_query, shared, nb, tensors) {e, per_query, shared, tensors},
     static const BiasFnRow rows[] = {BIAS_FN_TABLE(BIAS_FN_ROW)};
 #undef BIAS_FN_ROW
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
@@ -197,9 +199,10 @@ static inline const BiasFnRow *bias_fn_row(int pe) {
 }
 static inline int pe_bias_fn(int pe) { return bias_fn_row(pe) != NULL; }
 static inline int pe_bias_per_query(int pe) { return pe_bias_fn(pe) && bias_fn_row(pe)->per_query; }
+static inline int pe_bias_shared(int pe) { return pe_bias_fn(pe) && bias_fn_row(pe)->shared; }
 static inline unsigned pe_bias_tensors(int pe) { return pe_bias_fn(pe) ? bias_fn_row(pe)->tensors : 0u; }
 static inline int pe_bias_fn_buckets(int pe, RelShape rs) {
-#define BIAS_FN_NB(e, term, grad, per_query, nb, tensors) if (pe == e) return nb;
+#define BIAS_FN_NB(e, term, grad, per_query, shared, nb, tensors) if (pe == e) return nb;
     BIAS_FN_TABLE(BIAS_FN_NB)
 #undef BIAS_FN_NB
     (void)rs;
@@ -208,7 +211,7 @@ static inline int pe_bias_fn_buckets(int pe, RelShape rs) {
 
 AB_HOST_DEVICE static inline float bias_fn_term(const BiasFn *f, int h, float qpos, float dist) {
     switch (f->pe) {
-#define BIAS_FN_TERM(e, term, grad, per_query, nb, tensors) \
+#define BIAS_FN_TERM(e, term, grad, per_query, shared, nb, tensors) \
     case e: return term(f, h, qpos, dist);
         BIAS_FN_TABLE(BIAS_FN_TERM)
 #undef BIAS_FN_TERM
@@ -218,7 +221,7 @@ AB_HOST_DEVICE static inline float bias_fn_term(const BiasFn *f, int h, float qp
 
 AB_HOST_DEVICE static inline void bias_fn_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
     switch (f->pe) {
-#define BIAS_FN_GRAD(e, term, grad, per_query, nb, tensors) \
+#define BIAS_FN_GRAD(e, term, grad, per_query, shared, nb, tensors) \
     case e: grad(f, h, qpos, dist, dy, g); return;
         BIAS_FN_TABLE(BIAS_FN_GRAD)
 #undef BIAS_FN_GRAD
@@ -299,6 +302,43 @@ AB_HOST_DEVICE static inline float tupe_pair_at(const float *pq, const float *pk
     float dot = 0.0f;
     for (int c = 0; c < hd; c++) dot += pq[c] * pk[c];
     return dot * scale;
+}
+
+// TUPE's position path before its projections, as its released code: p = LayerNorm(wpe's
+// row) with the gain tupe_ln_w and bias tupe_ln_b (eps 1e-5, the code's); mr keeps the row's
+// mean and 1/std for the backward.
+#define TUPE_LN_EPS 1e-5f
+AB_HOST_DEVICE static inline void tupe_ln_row(float *p, float *mr, const float *x, const float *w, const float *b, int C) {
+    float m = 0.0f, v = 0.0f;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= (float)C;
+    for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    float r = 1.0f / sqrtf(v / (float)C + TUPE_LN_EPS);
+    for (int c = 0; c < C; c++) p[c] = (x[c] - m) * r * w[c] + b[c];
+    mr[0] = m;
+    mr[1] = r;
+}
+
+// Its backward for one row, x^ = (x - m) r and g = dp w: dx += r (g - mean(g) - x^ mean(g x^))
+AB_HOST_DEVICE static inline void tupe_ln_row_backward(float *dx, const float *dp, const float *x, const float *w,
+                                                       const float *mr, int C) {
+    float m = mr[0], r = mr[1], mg = 0.0f, mgx = 0.0f;
+    for (int c = 0; c < C; c++) {
+        mg += dp[c] * w[c];
+        mgx += dp[c] * w[c] * (x[c] - m) * r;
+    }
+    mg /= (float)C;
+    mgx /= (float)C;
+    for (int c = 0; c < C; c++) dx[c] += r * (dp[c] * w[c] - mg - (x[c] - m) * r * mgx);
+}
+
+// Sums over rows 0..n-1 of column c, in order: the gain's gradient sum of dp x^ (x given) or
+// a bias's sum of d (x NULL), of a (n, W) gradient
+AB_HOST_DEVICE static inline float tupe_column_grad(const float *d, const float *x, const float *mr, int n, int W, int c) {
+    float acc = 0.0f;
+    for (int t = 0; t < n; t++)
+        acc += d[(size_t)t * W + c] * (x ? (x[(size_t)t * W + c] - mr[2 * t]) * mr[2 * t + 1] : 1.0f);
+    return acc;
 }
 
 // Layer l's hook as the kernels take it (by value; every pointer on the kernel's side).

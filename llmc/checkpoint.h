@@ -17,7 +17,7 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned and tupe (with tupe_uq, tupe_uk), q_norm and k_norm with --qk_norm, rel_key or
+// --pe learned and tupe (with tupe_uq, tupe_uk, tupe_ln_w, tupe_ln_b, tupe_bq), q_norm and k_norm with --qk_norm, rel_key or
 // tpe_* with relative keys (PE_KEY_TABLE, llmc/attn_bias.h), a learned bias's tensors
 // (BIAS_PARAM_TABLE there) with the encoding that reads them; --arch gru has wte, final_norm
 // and the gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*,
@@ -57,7 +57,10 @@
     X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
     X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                     \
     X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
-    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)
+    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
+    X(TUPE_LN_W, "tupe_ln_w", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
+    X(TUPE_LN_B, "tupe_ln_b", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)                        \
+    X(TUPE_BQ, "tupe_bq", 1, tu ? c->NH * hd : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)
 #define PARAM_TABLE(X) CORE_PARAM_TABLE(X) BIAS_PARAM_TABLE(X)
 
 enum { INIT_NORMAL, INIT_UNIFORM, INIT_CONST };
@@ -140,8 +143,8 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
     unsigned bias = gru ? 0 : pe_bias_tensors(c->pe);
-    for (int k = 0; k < BP_N; k++)  // a learned bias's tensors: those its encoding reads
-        if (!(bias >> k & 1)) t[P_BIAS0 + k][1] = 0;
+    for (int k = 0; k < BP_N; k++)  // a learned bias's tensors: those its encoding reads, one layer's when shared
+        t[P_BIAS0 + k][1] = !(bias >> k & 1) ? 0 : pe_bias_shared(c->pe) ? 1 : t[P_BIAS0 + k][1];
     for (int i = 0; i < NP; i++) {
         s[i].ndim = t[i][0];
         s[i].numel = 1;
@@ -164,10 +167,11 @@ static inline BiasFn bias_fn_layer(const BiasPass *bp, int l, const Config *c, c
     f.alpha = bp->alpha[l];
     f.per_query = pe_bias_per_query(bp->pe);
     for (int k = 0; k < BP_N; k++) {
-        size_t n = shapes[P_BIAS0 + k].numel / c->L;  // one layer's floats
+        int layers = shapes[P_BIAS0 + k].shape[0];  // L, or 1 when shared
+        size_t n = layers ? shapes[P_BIAS0 + k].numel / layers : 0, at = layers == 1 ? 0 : (size_t)l * n;  // one layer's floats
         if (!n) continue;
-        f.w[k] = w[P_BIAS0 + k] + (size_t)l * n;
-        f.dw[k] = dw ? dw[P_BIAS0 + k] + (size_t)l * n : NULL;
+        f.w[k] = w[P_BIAS0 + k] + at;
+        f.dw[k] = dw ? dw[P_BIAS0 + k] + at : NULL;
         f.off[k] = f.P;
         f.n_w[k] = (int)n;
         f.P += (int)n;
@@ -284,6 +288,10 @@ static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], Trai
     st->alpha_fixed = cf[4];
     if (st->pos_scheme < 0 || st->pos_scheme >= POS_N_SCHEMES || st->pe < 0 || st->pe >= PE_N)
         fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, st->pos_scheme, st->pe);
+    if (st->pe == PE_TUPE && !tf_find(tf, "param.tupe_ln_w"))
+        fail("'%s' is a --pe tupe model made before TUPE followed its released code (a LayerNorm on the position "
+             "table, a bias on its query projection, one relative bias for every layer): it cannot be loaded; train it "
+             "again with this version", tf->path);
 }
 
 static inline void checkpoint_peek(const char *path, TrainState *st) {

@@ -804,28 +804,46 @@ static void test_tpe(int n, int hd, float alpha) {
     report(what, names, errs, 4);
 }
 
-// TUPE (--pe tupe): the projected positions, their term (after a cache of q_offset keys), the
-// queries' scale, and the backward (dX summed over b, the projections' and wpe's gradients),
-// against float64
+// TUPE (--pe tupe): the LayerNorm of the position rows, the projected positions, their term
+// (after a cache of q_offset keys), the queries' scale, and the backward (dX summed over b,
+// the projections', their bias's, the LayerNorm's and wpe's gradients), against float64
 static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
     int QD = NH * hd, n = q_offset + Tq;
     double sc = 1.0 / sqrt((double)hd), qs = 1.0 / sqrt(2.0);
     std::vector<float> wpe = randn((size_t)n * C), uq = randn((size_t)QD * C, 0.2f), uk = randn((size_t)QD * C, 0.2f);
+    std::vector<float> lnw = randn(C, 0.3f), lnb = randn(C, 0.3f), bq = randn(QD, 0.5f);
+    for (float &v : lnw) v += 1.0f;
+    TupeWeights w = {wpe.data(), lnw.data(), lnb.data(), uq.data(), uk.data(), bq.data()};
     std::vector<float> pq((size_t)n * QD, NAN), pk((size_t)n * QD, NAN), pair((size_t)NH * Tq * n, NAN);
-    std::vector<double> wpq((size_t)n * QD, 0), wpk((size_t)n * QD, 0), wpair((size_t)NH * Tq * n, 0);
+    std::vector<float> p((size_t)n * C, NAN), mr((size_t)2 * n, NAN);
+    std::vector<double> wp((size_t)n * C), xh((size_t)n * C), rs(n), wpq((size_t)n * QD, 0), wpk((size_t)n * QD, 0),
+        wpair((size_t)NH * Tq * n, 0);
+    for (int t = 0; t < n; t++) {  // the LayerNorm in float64
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += wpe[(size_t)t * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (wpe[(size_t)t * C + c] - m) * (wpe[(size_t)t * C + c] - m);
+        rs[t] = 1.0 / sqrt(v / C + TUPE_LN_EPS);
+        for (int c = 0; c < C; c++) {
+            xh[(size_t)t * C + c] = (wpe[(size_t)t * C + c] - m) * rs[t];
+            wp[(size_t)t * C + c] = xh[(size_t)t * C + c] * lnw[c] + lnb[c];
+        }
+    }
     for (int t = 0; t < n; t++)
-        for (int o = 0; o < QD; o++)
+        for (int o = 0; o < QD; o++) {
             for (int c = 0; c < C; c++) {
-                wpq[(size_t)t * QD + o] += (double)wpe[(size_t)t * C + c] * uq[(size_t)o * C + c] * qs;
-                wpk[(size_t)t * QD + o] += (double)wpe[(size_t)t * C + c] * uk[(size_t)o * C + c];
+                wpq[(size_t)t * QD + o] += wp[(size_t)t * C + c] * uq[(size_t)o * C + c];
+                wpk[(size_t)t * QD + o] += wp[(size_t)t * C + c] * uk[(size_t)o * C + c];
             }
+            wpq[(size_t)t * QD + o] = (wpq[(size_t)t * QD + o] + bq[o]) * qs;
+        }
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < Tq; t++)
             for (int s = 0; s <= q_offset + t; s++)
                 for (int c = 0; c < hd; c++)
                     wpair[((size_t)h * Tq + t) * n + s] +=
                         wpq[(size_t)(q_offset + t) * QD + h * hd + c] * wpk[(size_t)s * QD + h * hd + c] * sc;
-    tupe_project(pq.data(), pk.data(), wpe.data(), uq.data(), uk.data(), n, C, QD);
+    tupe_project(pq.data(), pk.data(), p.data(), mr.data(), w, n, C, QD);
     tupe_pair(pair.data(), pq.data(), pk.data(), NH, Tq, n, q_offset, hd);
     std::vector<float> x = randn(100), x0 = x;
     scale_array(x.data(), TUPE_QSCALE, x.size());
@@ -834,14 +852,17 @@ static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
     // the backward at T = n (training: no cache)
     size_t nn = (size_t)NH * n * n;
     std::vector<float> ds = randn((size_t)B * nn), D = randn(nn), dpq((size_t)n * QD), dpk((size_t)n * QD);
+    std::vector<float> dp((size_t)n * C);
     std::vector<double> wD(D.begin(), D.end());
     for (size_t i = 0; i < nn; i++)
         if ((int)(i % n) <= (int)((i / n) % n))
             for (int b = 0; b < B; b++) wD[i] += (double)ds[(size_t)b * nn + i] / sc;
     tupe_pair_grad(D.data(), ds.data(), B, NH, n, hd);
     std::vector<float> dwpe = randn((size_t)n * C), duq = randn((size_t)QD * C), duk = randn((size_t)QD * C);
+    std::vector<float> dlnw = randn(C), dlnb = randn(C), dbq = randn(QD);
     std::vector<double> wdwpe(dwpe.begin(), dwpe.end()), wduq(duq.begin(), duq.end()), wduk(duk.begin(), duk.end());
-    std::vector<double> gq((size_t)n * QD, 0), gk((size_t)n * QD, 0);
+    std::vector<double> wdlnw(dlnw.begin(), dlnw.end()), wdlnb(dlnb.begin(), dlnb.end()), wdbq(dbq.begin(), dbq.end());
+    std::vector<double> gq((size_t)n * QD, 0), gk((size_t)n * QD, 0), gp((size_t)n * C, 0);
     for (int t = 0; t < n; t++)
         for (int o = 0; o < QD; o++)
             for (int s = 0; s <= t; s++) {
@@ -850,21 +871,39 @@ static void test_tupe(int B, int NH, int hd, int C, int Tq, int q_offset) {
                 gk[(size_t)s * QD + o] += d * pq[(size_t)t * QD + o] * sc;
             }
     for (int t = 0; t < n; t++)
-        for (int o = 0; o < QD; o++)
+        for (int o = 0; o < QD; o++) {
+            wdbq[o] += gq[(size_t)t * QD + o];
             for (int c = 0; c < C; c++) {
-                wduq[(size_t)o * C + c] += gq[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
-                wduk[(size_t)o * C + c] += gk[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
-                wdwpe[(size_t)t * C + c] += gq[(size_t)t * QD + o] * uq[(size_t)o * C + c] + gk[(size_t)t * QD + o] * uk[(size_t)o * C + c];
+                wduq[(size_t)o * C + c] += gq[(size_t)t * QD + o] * wp[(size_t)t * C + c];
+                wduk[(size_t)o * C + c] += gk[(size_t)t * QD + o] * wp[(size_t)t * C + c];
+                gp[(size_t)t * C + c] +=
+                    gq[(size_t)t * QD + o] * uq[(size_t)o * C + c] + gk[(size_t)t * QD + o] * uk[(size_t)o * C + c];
             }
-    tupe_backward(dwpe.data(), duq.data(), duk.data(), dpq.data(), dpk.data(), D.data(), pq.data(), pk.data(), wpe.data(),
-                  uq.data(), uk.data(), n, NH, hd, C);
-    const char *names[8] = {"pq", "pk", "pair", "scale", "D", "duq", "duk", "dwpe"};
-    double errs[8] = {rel(pq, wpq), rel(pk, wpk), rel(pair, wpair), rel(x, wx), rel(D, wD), rel(duq, wduq), rel(duk, wduk),
-                      rel(dwpe, wdwpe)};
+        }
+    for (int t = 0; t < n; t++) {  // through the LayerNorm
+        double mg = 0, mgx = 0;
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)t * C + c;
+            wdlnw[c] += gp[i] * xh[i];
+            wdlnb[c] += gp[i];
+            mg += gp[i] * lnw[c] / C;
+            mgx += gp[i] * lnw[c] * xh[i] / C;
+        }
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)t * C + c;
+            wdwpe[i] += rs[t] * (gp[i] * lnw[c] - mg - xh[i] * mgx);
+        }
+    }
+    TupeGrads g = {dwpe.data(), dlnw.data(), dlnb.data(), duq.data(), duk.data(), dbq.data()};
+    tupe_backward(g, dpq.data(), dpk.data(), dp.data(), D.data(), pq.data(), pk.data(), p.data(), mr.data(), w, n, NH, hd,
+                  C);
+    const char *names[11] = {"p", "pq", "pk", "pair", "scale", "D", "duq", "duk", "dbq", "dln", "dwpe"};
+    double errs[11] = {rel(p, wp), rel(pq, wpq), rel(pk, wpk), rel(pair, wpair), rel(x, wx), rel(D, wD), rel(duq, wduq),
+                       rel(duk, wduk), rel(dbq, wdbq), std::max(rel(dlnw, wdlnw), rel(dlnb, wdlnb)), rel(dwpe, wdwpe)};
     char what[128];
     snprintf(what, sizeof(what), "TUPE's untied positions: B %d NH %d hd %d C %d, %d queries after %d keys", B, NH, hd, C, Tq,
              q_offset);
-    report(what, names, errs, 8);
+    report(what, names, errs, 11);
 }
 
 // A learned bias (llmc/attn_bias.h's BIAS_FN_TABLE) through the generic kernels: its term

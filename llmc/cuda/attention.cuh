@@ -148,20 +148,34 @@ static void tpe_backward(float *dw1, float *db1, float *dw2, const float *drk, c
     cudaCheck(cudaGetLastError());
 }
 
-// TUPE (--pe tupe): the projected positions pq = wpe U^Q / sqrt(2), pk = wpe U^K (n, QD) of
-// wpe's first n rows, fp32 from the fp32 weights; one thread per (row, output).
-//                                                    mirrors tupe_pass's projections
-__global__ void tupe_project_kernel(float *pq, float *pk, const float *wpe, const float *uq, const float *uk, int n, int C,
-                                    int QD) {
+// TUPE (--pe tupe), its weights and their gradients on the device: the position table wpe,
+// its LayerNorm's gain and bias, the projections U^Q, U^K and U^Q's bias
+typedef struct {
+    const float *wpe, *ln_w, *ln_b, *uq, *uk, *bq;
+} TupeWeights;
+typedef struct {
+    float *wpe, *ln_w, *ln_b, *uq, *uk, *bq;
+} TupeGrads;
+
+// The normalized rows p (n, C) of wpe's first n, their means and 1/std mr (n, 2): one
+// thread per row.                                       mirrors tupe_pass's LayerNorm
+__global__ void tupe_ln_kernel(float *p, float *mr, TupeWeights w, int n, int C) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) tupe_ln_row(p + (size_t)t * C, mr + 2 * t, w.wpe + (size_t)t * C, w.ln_w, w.ln_b, C);
+}
+
+// The projected positions pq = (p U^Q + b^Q) / sqrt(2), pk = p U^K (n, QD), fp32 from the
+// fp32 weights; one thread per (row, output).          mirrors tupe_pass's projections
+__global__ void tupe_project_kernel(float *pq, float *pk, const float *p, TupeWeights w, int n, int C, int QD) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)n * QD) return;
-    const float *row = wpe + (i / QD) * C, *wq = uq + (i % QD) * C, *wk = uk + (i % QD) * C;
+    const float *row = p + (i / QD) * C, *wq = w.uq + (i % QD) * C, *wk = w.uk + (i % QD) * C;
     float aq = 0.0f, ak = 0.0f;
     for (int c = 0; c < C; c++) {
         aq += row[c] * wq[c];
         ak += row[c] * wk[c];
     }
-    pq[i] = aq * TUPE_QSCALE;
+    pq[i] = (aq + w.bq[i % QD]) * TUPE_QSCALE;
     pk[i] = ak;
 }
 
@@ -208,35 +222,56 @@ __global__ void tupe_proj_grad_kernel(float *dpq, float *dpk, const float *D, co
     dpk[i] = gk * scale;
 }
 
-// Step 3: the projections' gradients, dU^Q[o][c] += sum over t of dpq[t][o] wpe[t][c] (and
+// Step 3: the projections' gradients, dU^Q[o][c] += sum over t of dpq[t][o] p[t][c] (and
 // U^K's), one thread per element of U.
-__global__ void tupe_du_kernel(float *duq, float *duk, const float *dpq, const float *dpk, const float *wpe, int T, int C,
+__global__ void tupe_du_kernel(float *duq, float *duk, const float *dpq, const float *dpk, const float *p, int T, int C,
                                int QD) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)QD * C) return;
     int o = (int)(i / C), c = (int)(i % C);
     float aq = 0.0f, ak = 0.0f;
     for (int t = 0; t < T; t++) {
-        aq += dpq[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
-        ak += dpk[(size_t)t * QD + o] * wpe[(size_t)t * C + c];
+        aq += dpq[(size_t)t * QD + o] * p[(size_t)t * C + c];
+        ak += dpk[(size_t)t * QD + o] * p[(size_t)t * C + c];
     }
     duq[i] += aq;
     duk[i] += ak;
 }
 
-// ... and wpe's rows: dwpe[t][c] += sum over o of dpq[t][o] U^Q[o][c] + dpk[t][o] U^K[o][c]
-__global__ void tupe_dwpe_kernel(float *dwpe, const float *dpq, const float *dpk, const float *uq, const float *uk, int T, int C,
-                                 int QD) {
+// ... and the normalized rows': dp[t][c] = sum over o of dpq[t][o] U^Q[o][c] + dpk[t][o] U^K[o][c]
+__global__ void tupe_dp_kernel(float *dp, const float *dpq, const float *dpk, TupeWeights w, int T, int C, int QD) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)T * C) return;
     int t = (int)(i / C), c = (int)(i % C);
     float acc = 0.0f;
-    for (int o = 0; o < QD; o++) acc += dpq[(size_t)t * QD + o] * uq[(size_t)o * C + c] + dpk[(size_t)t * QD + o] * uk[(size_t)o * C + c];
-    dwpe[i] += acc;
+    for (int o = 0; o < QD; o++)
+        acc += dpq[(size_t)t * QD + o] * w.uq[(size_t)o * C + c] + dpk[(size_t)t * QD + o] * w.uk[(size_t)o * C + c];
+    dp[i] = acc;
 }
 
-static void tupe_project(float *pq, float *pk, const float *wpe, const float *uq, const float *uk, int n, int C, int QD) {
-    tupe_project_kernel<<<ceil_div((size_t)n * QD, 256), 256>>>(pq, pk, wpe, uq, uk, n, C, QD);
+// Step 4: wpe's rows through the LayerNorm, one thread per row  mirrors tupe_backward's rows
+__global__ void tupe_ln_backward_kernel(float *dwpe, const float *dp, const float *mr, TupeWeights w, int T, int C) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < T) tupe_ln_row_backward(dwpe + (size_t)t * C, dp + (size_t)t * C, w.wpe + (size_t)t * C, w.ln_w, mr + 2 * t, C);
+}
+
+// ... and the sums over the rows, in order: the gain's and the bias's (a thread per channel),
+// U^Q's bias's (a thread per output)                  mirrors tupe_backward's sums
+__global__ void tupe_sums_kernel(TupeGrads g, const float *dp, const float *dpq, const float *mr, TupeWeights w, int T, int C,
+                                 int QD) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < C) {
+        g.ln_w[i] += tupe_column_grad(dp, w.wpe, mr, T, C, i);
+        g.ln_b[i] += tupe_column_grad(dp, NULL, NULL, T, C, i);
+    } else if (i < C + QD)
+        g.bq[i - C] += tupe_column_grad(dpq, NULL, NULL, T, QD, i - C);
+}
+
+// the normalized rows p and mr, then pq, pk (n rows)
+static void tupe_project(float *pq, float *pk, float *p, float *mr, TupeWeights w, int n, int C, int QD) {
+    tupe_ln_kernel<<<ceil_div((size_t)n, 128), 128>>>(p, mr, w, n, C);
+    cudaCheck(cudaGetLastError());
+    tupe_project_kernel<<<ceil_div((size_t)n * QD, 256), 256>>>(pq, pk, p, w, n, C, QD);
     cudaCheck(cudaGetLastError());
 }
 
@@ -257,15 +292,20 @@ static void tupe_pair_grad(float *D, const floatX *datt, int B, int NH, int T, i
     cudaCheck(cudaGetLastError());
 }
 
-// steps 2 and 3 into dwpe (rows 0..T-1), duq, duk; dpq, dpk (T, QD) scratch
-static void tupe_backward(float *dwpe, float *duq, float *duk, float *dpq, float *dpk, const float *D, const float *pq,
-                          const float *pk, const float *wpe, const float *uq, const float *uk, int T, int NH, int hd, int C) {
+// steps 2 to 4 into g (wpe's rows 0..T-1) from D and the pass's pq, pk, p, mr; dpq, dpk (T,
+// QD) and dp (T, C) scratch
+static void tupe_backward(TupeGrads g, float *dpq, float *dpk, float *dp, const float *D, const float *pq, const float *pk,
+                          const float *p, const float *mr, TupeWeights w, int T, int NH, int hd, int C) {
     int QD = NH * hd;
     tupe_proj_grad_kernel<<<ceil_div((size_t)T * QD, 256), 256>>>(dpq, dpk, D, pq, pk, T, NH, hd, 1.0f / sqrtf((float)hd));
     cudaCheck(cudaGetLastError());
-    tupe_du_kernel<<<ceil_div((size_t)QD * C, 256), 256>>>(duq, duk, dpq, dpk, wpe, T, C, QD);
+    tupe_du_kernel<<<ceil_div((size_t)QD * C, 256), 256>>>(g.uq, g.uk, dpq, dpk, p, T, C, QD);
     cudaCheck(cudaGetLastError());
-    tupe_dwpe_kernel<<<ceil_div((size_t)T * C, 256), 256>>>(dwpe, dpq, dpk, uq, uk, T, C, QD);
+    tupe_dp_kernel<<<ceil_div((size_t)T * C, 256), 256>>>(dp, dpq, dpk, w, T, C, QD);
+    cudaCheck(cudaGetLastError());
+    tupe_ln_backward_kernel<<<ceil_div((size_t)T, 128), 128>>>(g.wpe, dp, mr, w, T, C);
+    cudaCheck(cudaGetLastError());
+    tupe_sums_kernel<<<ceil_div((size_t)(C + QD), 128), 128>>>(g, dp, dpq, mr, w, T, C, QD);
     cudaCheck(cudaGetLastError());
 }
 
