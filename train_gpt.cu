@@ -601,7 +601,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
                     C, c->rms_eps);
         matmul_forward(gate, n2, P(g, P_W_GATE) + (size_t)l * F * C, N, C, F);
         matmul_forward(up, n2, P(g, P_W_UP) + (size_t)l * F * C, N, C, F);
-        LAUNCH_ELEMS(swiglu_forward_kernel, NF, h, gate, up, NF);
+        swiglu_forward(h, gate, up, NF);
         matmul_forward(xn, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C);
         LAUNCH_ELEMS(residual_forward_kernel, NC, xn, xn, mid, NC);
     }
@@ -630,7 +630,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
         floatX *mid = a->mid + l * a->ls_C, *n2 = a->n2 + l * a->ls_C;
         floatX *gate = a->gate + l * a->ls_F, *up = a->up + l * a->ls_F, *h = a->h + l * a->ls_F;
         matmul_backward(a->dh, G(g, P_W_DOWN) + (size_t)l * C * F, a->dres, h, P(g, P_W_DOWN) + (size_t)l * C * F, N, F, C, 0);
-        LAUNCH_ELEMS(swiglu_backward_kernel, NF, a->dgate, a->dup, a->dh, gate, up, NF);
+        swiglu_backward(a->dgate, a->dup, a->dh, gate, up, NF);
         matmul_backward(a->dC, G(g, P_W_GATE) + (size_t)l * F * C, a->dgate, n2, P(g, P_W_GATE) + (size_t)l * F * C, N, C, F, 0);
         matmul_backward(a->dC, G(g, P_W_UP) + (size_t)l * F * C, a->dup, n2, P(g, P_W_UP) + (size_t)l * F * C, N, C, F, 1);
         rmsnorm_backward(a->dres, G(g, P_MLP_NORM) + (size_t)l * C, a->dw_part, a->dC, mid, P(g, P_MLP_NORM) + (size_t)l * C,

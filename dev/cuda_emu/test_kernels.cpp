@@ -593,9 +593,14 @@ static void test_small(void) {
         e[0] = rel(att, wp), e[1] = rel(datt, wd), e[2] = rel(table_grad(tb, diag, B, NH, T), wdt);
         report("naive attention: ALiBi and a learned table, causal softmax and its backward, T 20", names, e, 3);
     }
-    {  // SwiGLU forward and backward
-        size_t n = 1000;
-        std::vector<float> g = randn(n, 3.0f), u = randn(n), dh = randn(n), h(n, NAN), dg(n, NAN), du(n, NAN);
+    // SwiGLU forward and backward, each variant of llmc/cuda/swiglu.cuh through its launcher;
+    // 1003 elements: v2's and v3's scalar tail; every variant's bits equal v1's
+    std::vector<float> sw_v1[3];
+    for (int v = 1; v <= 3; v++) {
+        size_t n = 1003;
+        Rng sr = rng_make(5, 5);  // the same inputs for every variant
+        std::vector<float> g(n), u(n), dh(n), h(n, NAN), dg(n, NAN), du(n, NAN);
+        for (size_t i = 0; i < n; i++) g[i] = 3.0f * rng_normal(&sr), u[i] = rng_normal(&sr), dh[i] = rng_normal(&sr);
         std::vector<double> wh(n), wg(n), wu(n);
         for (size_t i = 0; i < n; i++) {
             double sg = 1 / (1 + exp(-(double)g[i]));
@@ -603,11 +608,16 @@ static void test_small(void) {
             wg[i] = dh[i] * u[i] * sg * (1 + g[i] * (1 - sg));
             wu[i] = dh[i] * g[i] * sg;
         }
-        emu_launch(dim3(4), dim3(256), 0, [&] { swiglu_forward_kernel(h.data(), g.data(), u.data(), n); });
-        emu_launch(dim3(4), dim3(256), 0, [&] { swiglu_backward_kernel(dg.data(), du.data(), dh.data(), g.data(), u.data(), n); });
-        const char *names[3] = {"h", "dgate", "dup"};
-        e[0] = rel(h, wh), e[1] = rel(dg, wg), e[2] = rel(du, wu);
-        report("SwiGLU forward and backward, 1000 elements", names, e, 3);
+        swiglu_forward(h.data(), g.data(), u.data(), n, v);
+        swiglu_backward(dg.data(), du.data(), dh.data(), g.data(), u.data(), n, v);
+        if (v == 1) sw_v1[0] = h, sw_v1[1] = dg, sw_v1[2] = du;
+        bool same = memcmp(h.data(), sw_v1[0].data(), n * 4) == 0 && memcmp(dg.data(), sw_v1[1].data(), n * 4) == 0 &&
+                    memcmp(du.data(), sw_v1[2].data(), n * 4) == 0;
+        const char *names[4] = {"h", "dgate", "dup", "bits differ from v1"};
+        e[0] = rel(h, wh), e[1] = rel(dg, wg), e[2] = rel(du, wu), e[3] = same ? 0.0 : 1.0;
+        char what[96];
+        snprintf(what, sizeof(what), "SwiGLU v%d forward and backward, %zu elements", v, n);
+        report(what, names, e, 4);
     }
     {  // embedding: rows of wte times sqrt(C) (the sinusoids' factor), and their gradient added back (grouped
        // by token on the host; tokens repeat)
