@@ -10,7 +10,7 @@
 //   stage_micro        the host copies a micro-batch's tokens and groups the embeddings'
 //                      gradient rows (llmc/cuda/encoder.cuh)
 //   gpt_forward        embedding, then per layer: RMSNorm, Q/K/V, RoPE at the step's
-//                      positions (THE POSAUG HOOK: rope_kernel in llmc/cuda/positions.cuh;
+//                      positions (THE POSAUG HOOK: rope_cos_sin in llmc/cuda/positions.cuh;
 //                      alpha is drawn by pos_schedule_step() in llmc/schedule.h), attention
 //                      (with the attention-score hook's bias, llmc/attn_bias.h: ALiBi, a
 //                      learned table), output projection, residual, RMSNorm, SwiGLU MLP,

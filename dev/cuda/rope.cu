@@ -5,13 +5,14 @@
 // of 1e5 rad).
 // cos and sin are scaled by mscale; sign -1 is the backward (rotation by -angle).
 //
-//   v1  train_gpt.cu's rope_kernel: one thread per (b,t,h,j) pair, a sincosf per pair
+//   v1  one thread per (b,t,h,j) pair, a sincosf per pair
 //   v2  one thread per (b,t, VEC consecutive j): VEC sincosf reused across all H heads;
 //       128-bit loads/stores (bf16x8 / float4) of both halves
 //   v3  one block per TT=4 positions: the cos/sin table of those positions computed once
 //       into shared memory (sincosf per (t,j), shared by every sequence and head), then
 //       the block streams (b, t, h, VEC-group) items with 128-bit loads/stores; positions
 //       shared by the sequences only
+// All three live in llmc/cuda/positions.cuh; nothing here is a copy.
 //
 // Validation (on fresh random inputs, CPU reference = rope_rotate of train_gpt_cpu.c):
 // training shapes at alpha 1, large angles at alpha 8 over T = 16384 (angles up to 131064
@@ -54,105 +55,20 @@ static void rope_cpu(float *x, int B, int T, int H, int hd, const float *p, int 
 }
 
 // ----------------------------------------------------------------------------
-// v1: the trainer's own kernel (llmc/cuda/, included above)
-
-// ----------------------------------------------------------------------------
-// v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads
-__global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, const float *pos, int seq_stride, PosStep ps,
-                               float sign) {
-    int half = hd / 2, nv = half / XVEC;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,nv)
-    if (i >= (size_t)B * T * nv) return;
-    int jv = (int)(i % nv);
-    size_t bt = i / nv;
-    float p = pos[(bt / T) * seq_stride + bt % T];
-    float cs[XVEC], sn[XVEC];
-#pragma unroll
-    for (int k = 0; k < XVEC; k++) {
-        float angle = __fmul_rn(p, ps.inv_freq[jv * XVEC + k]);
-        float s, c;
-        sincosf(angle, &s, &c);
-        cs[k] = c * ps.mscale;
-        sn[k] = s * (sign * ps.mscale);
-    }
-    floatX *row = x + bt * H * hd + jv * XVEC;
-    for (int h = 0; h < H; h++, row += hd) {
-        Pack128<floatX> a = load128(row), b = load128(row + half), oa, ob;
-#pragma unroll
-        for (int k = 0; k < XVEC; k++) {
-            float x0 = to_f(a.v[k]), x1 = to_f(b.v[k]);
-            oa.v[k] = to_x(x0 * cs[k] - x1 * sn[k]);
-            ob.v[k] = to_x(x1 * cs[k] + x0 * sn[k]);
-        }
-        store128(row, oa);
-        store128(row + half, ob);
-    }
-}
-
-// ----------------------------------------------------------------------------
-// v3: one block per ROPE_TT positions; their cos/sin table lives in shared memory
-#define ROPE_TT 4
-__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const float *pos, PosStep ps, float sign) {
-    __shared__ float cs[ROPE_TT][MAX_HALF_HD], sn[ROPE_TT][MAX_HALF_HD];
-    int half = hd / 2, nv = half / XVEC, t0 = blockIdx.x * ROPE_TT;
-    for (int e = threadIdx.x; e < ROPE_TT * half; e += blockDim.x) {
-        int tt = e / half, j = e % half;
-        float angle = t0 + tt < T ? __fmul_rn(pos[t0 + tt], ps.inv_freq[j]) : 0.0f;
-        float s, c;
-        sincosf(angle, &s, &c);
-        cs[tt][j] = c * ps.mscale;
-        sn[tt][j] = s * (sign * ps.mscale);
-    }
-    __syncthreads();
-    int count = B * ROPE_TT * H * nv;  // items (b, tt, h, jv), jv fastest: consecutive threads, consecutive memory
-    for (int i = threadIdx.x; i < count; i += blockDim.x) {
-        int jv = i % nv, r = i / nv;
-        int h = r % H;
-        r /= H;
-        int tt = r % ROPE_TT, b = r / ROPE_TT, t = t0 + tt;
-        if (t >= T) continue;
-        floatX *row = x + (((size_t)b * T + t) * H + h) * hd + jv * XVEC;
-        const float *c = cs[tt] + jv * XVEC, *s = sn[tt] + jv * XVEC;
-        Pack128<floatX> a = load128(row), bb = load128(row + half), oa, ob;
-#pragma unroll
-        for (int k = 0; k < XVEC; k++) {
-            float x0 = to_f(a.v[k]), x1 = to_f(bb.v[k]);
-            oa.v[k] = to_x(x0 * c[k] - x1 * s[k]);
-            ob.v[k] = to_x(x1 * c[k] + x0 * s[k]);
-        }
-        store128(row, oa);
-        store128(row + half, ob);
-    }
-}
-
-// ----------------------------------------------------------------------------
-// launchers
+// the versions: llmc/cuda/positions.cuh's variants (ROPE_VARIANT is the trainer's),
+// launched by its rope_launch
 
 #define NV 3
 static const char *const VERSIONS[NV + 1] = {
-    "", "train_gpt.cu's rope_kernel: one thread per pair, sincosf per (b,t,h,j)",
+    "", "one thread per pair, sincosf per (b,t,h,j)",
     "one thread per (b,t,8 pairs): sincosf once per (b,t,j) for all heads, 128-bit loads/stores",
     "block per 4 positions: cos/sin table in shared memory (sincosf once per (t,j)), 128-bit loads/stores"};
 
+// whether version v itself runs a call (rope_launch would run a lower one otherwise); the
+// device buffers are 16-byte aligned
 static bool supported(int v, int hd, int seq_stride) {
-    if (hd % 2 || hd / 2 > MAX_HALF_HD || (v == 3 && seq_stride)) return false;
-    if (v >= 2) return (hd / 2) % XVEC == 0;  // both halves start on a 16-byte boundary
-    return true;
-}
-
-// pos (device): one layer's positions, (B,T) with seq_stride T or (T) shared with 0
-static void rope_run(int v, floatX *x, int B, int T, int H, int hd, const float *pos, int seq_stride, const PosStep *ps,
-                     float sign) {
-    if (v == 1) {
-        size_t n = (size_t)B * T * H * (hd / 2);
-        rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, pos, seq_stride, *ps, sign);
-    } else if (v == 2) {
-        size_t n = (size_t)B * T * (hd / 2 / XVEC);
-        rope_kernel_v2<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, pos, seq_stride, *ps, sign);
-    } else {
-        rope_kernel_v3<<<ceil_div(T, ROPE_TT), 256>>>(x, B, T, H, hd, pos, *ps, sign);
-    }
-    cudaCheck(cudaGetLastError());
+    static floatX aligned[XVEC] __attribute__((aligned(16)));
+    return hd % 2 == 0 && hd / 2 <= MAX_HALF_HD && rope_variant_for(v, aligned, hd, seq_stride) == v;
 }
 
 static PosStep make_pos(int hd, float mscale) {
@@ -218,7 +134,7 @@ int main(int argc, char **argv) {
             }
             printf("   v%d:\n", v);
             upload_x(d, x);  // in place: the kernel overwrites its input
-            rope_run(v, d, c.B, c.T, c.H, c.hd, dpos, ss, &ps, c.sign);
+            rope_launch(v, d, c.B, c.T, c.H, c.hd, dpos, ss, &ps, c.sign);
             cudaCheck(cudaDeviceSynchronize());
             vd.ran[v] = 1;
             if (!check_close("x", download_x(d, n), ref, FX_TOL)) vd.failed[v] = 1;
@@ -248,7 +164,7 @@ int main(int argc, char **argv) {
             cudaCheck(cudaMemcpy(dpos, pos.data(), T * sizeof(float), cudaMemcpyHostToDevice));
             for (int v = first; v <= last; v++) {
                 if (vd.failed[v] || !supported(v, hd, 0)) continue;
-                float us = bench_us([&] { rope_run(v, d, B, T, H, hd, dpos, 0, &ps, 1.0f); });
+                float us = bench_us([&] { rope_launch(v, d, B, T, H, hd, dpos, 0, &ps, 1.0f); });
                 char label[32];
                 snprintf(label, sizeof(label), " (alpha %g)", alpha);
                 report_bandwidth("rope", v, label, us, bytes);

@@ -389,22 +389,29 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
             want[r * hd + j + hd / 2] = w * c + u * s;
         }
     }
-    size_t pairs = n / 2;
     int ss = pp.seq_stride;
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(x.data(), B, T, H, hd, p1, ss, ps, 1.0f); });
-    double e_fwd = rel(x, want);
-    ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
-    std::vector<float> y = x0;
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, p1, ss, ps, 1.0f); });
-    emu_launch(dim3((pairs + 255) / 256), dim3(256), 0, [&] { rope_kernel(y.data(), B, T, H, hd, p1, ss, ps, -1.0f); });
-    double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
-    const char *names[2] = {"forward", "backward after forward"};
-    double errs[2] = {e_fwd, e_back};
-    char what[160];
-    snprintf(what, sizeof(what), "RoPE B %d T %d H %d hd %d, %s", B, T, H, hd,
-             mode == 1 ? "explicit positions from pos0 3" : mode == 2 ? "positions per sequence"
-             : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
-    report(what, names, errs, 2);
+    std::vector<float> x1;  // v1's output: every variant gives its bits
+    for (int v = 1; v <= 3; v++) {
+        int runs = rope_variant_for(v, x.data(), hd, ss);
+        if (runs != v) continue;  // the call takes a lower variant, tested already
+        x = x0;
+        ps.mscale = 1.25f;
+        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
+        if (v == 1) x1 = x;
+        double e_fwd = rel(x, want), e_bits = memcmp(x.data(), x1.data(), n * sizeof(float)) ? 1.0 : 0.0;
+        ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
+        std::vector<float> y = x0;
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, -1.0f);
+        double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
+        const char *names[3] = {"forward", "backward after forward", "bits differ from v1"};
+        double errs[3] = {e_fwd, e_back, e_bits};
+        char what[160];
+        snprintf(what, sizeof(what), "RoPE v%d B %d T %d H %d hd %d, %s", v, B, T, H, hd,
+                 mode == 1 ? "explicit positions from pos0 3" : mode == 2 ? "positions per sequence"
+                 : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
+        report(what, names, errs, 3);
+    }
 }
 
 // ---- sinusoidal positions: x += (sin, cos)(p * f_k) ----

@@ -1,4 +1,4 @@
-// llmc/cuda/positions.cuh: the position hook on the GPU. rope_kernel is PosAug's: angle =
+// llmc/cuda/positions.cuh: the position hook on the GPU. RoPE's kernels are PosAug's: angle =
 // p[b][t] * theta_j in fp32, from the pass's positions, which the host fills each pass
 // (pos_pass in llmc/schedule.h, after pos_schedule_step() picked the step's alpha or
 // positions). Also the absolute encodings (sinusoidal, learned) at the same positions.
@@ -10,10 +10,34 @@
 // angle = p[b * seq_stride + t] * inv_freq[j] in fp32 with the CPU's rounding, then an
 // accurate sincosf (the project is never built with --use_fast_math: __sinf/__cosf are
 // wrong on unreduced angles of 1e5 radians). p: one layer's pass positions on the device
-// (seq_stride 0: every sequence shares them).
-// x (B,T,H,hd) rotated in place; sign -1 is the backward.     mirrors rope_rotate
-__global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
-                            float sign) {
+// (seq_stride 0: every sequence shares them). x (B,T,H,hd) rotated in place; sign -1 is
+// the backward.                                                mirrors rope_rotate
+//
+// Its variants, kernels rope_kernel_v<N>; dev/cuda/rope.cu validates and times each from
+// here, and ROPE_VARIANT picks the trainer's (a call a variant cannot take runs the next
+// lower one: rope_variant_for):
+//   1  one thread per (b, t, h, j) pair, a sincosf per pair
+//   2  one thread per (b, t, a 128-bit pack of j): the pack's sincosf serve every head;
+//      hd/2 a multiple of the pack
+//   3  one block per ROPE_TT positions: their cos/sin computed once into shared memory for
+//      every sequence and head, then 128-bit loads and stores; positions shared by the
+//      sequences only
+// All three round each angle, cosine and product the same way: the same bits. On the H200
+// (doc/gpu_runs.md, f9f8805), as shares of the copy bandwidth (bf16 build): v1 0.17, v2
+// 0.60, v3 0.64.
+#define ROPE_VARIANT 3
+#define ROPE_TT 4
+
+// the cosine and sine of pair j at position p, scaled by mscale (sine times the sign)
+__device__ __forceinline__ void rope_cos_sin(float p, int j, const PosStep &ps, float sign, float *c, float *s) {
+    float angle = __fmul_rn(p, ps.inv_freq[j]);
+    sincosf(angle, s, c);
+    *c *= ps.mscale;
+    *s *= sign * ps.mscale;
+}
+
+__global__ void rope_kernel_v1(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
+                               float sign) {
     int half = hd / 2;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
     if (i >= (size_t)B * T * H * half) return;
@@ -21,15 +45,82 @@ __global__ void rope_kernel(floatX *x, int B, int T, int H, int hd, const float 
     size_t bth = i / half;
     size_t bt = bth / H;
     int t = (int)(bt % T), b = (int)(bt / T);
-    float angle = __fmul_rn(p[(size_t)b * seq_stride + t], ps.inv_freq[j]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    c *= ps.mscale;
-    s *= sign * ps.mscale;
+    float c, s;
+    rope_cos_sin(p[(size_t)b * seq_stride + t], j, ps, sign, &c, &s);
     floatX *v = x + bth * hd;
     float x0 = to_f(v[j]), x1 = to_f(v[j + half]);
     v[j] = to_x(x0 * c - x1 * s);
     v[j + half] = to_x(x1 * c + x0 * s);
+}
+
+// one pack of both halves at row (its first half), rotated by the pack's cos/sin
+__device__ __forceinline__ void rope_pack(floatX *row, int half, const float *c, const float *s) {
+    Pack128<floatX> a = load128(row), b = load128(row + half), oa, ob;
+#pragma unroll
+    for (int k = 0; k < XVEC; k++) {
+        float x0 = to_f(a.v[k]), x1 = to_f(b.v[k]);
+        oa.v[k] = to_x(x0 * c[k] - x1 * s[k]);
+        ob.v[k] = to_x(x1 * c[k] + x0 * s[k]);
+    }
+    store128(row, oa);
+    store128(row + half, ob);
+}
+
+// v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads
+__global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
+                               float sign) {
+    int half = hd / 2, nv = half / XVEC;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,nv)
+    if (i >= (size_t)B * T * nv) return;
+    int jv = (int)(i % nv);
+    size_t bt = i / nv;
+    float c[XVEC], s[XVEC];
+#pragma unroll
+    for (int k = 0; k < XVEC; k++)
+        rope_cos_sin(p[(bt / T) * seq_stride + bt % T], jv * XVEC + k, ps, sign, &c[k], &s[k]);
+    floatX *row = x + bt * H * hd + jv * XVEC;
+    for (int h = 0; h < H; h++, row += hd) rope_pack(row, half, c, s);
+}
+
+// v3: one block per ROPE_TT positions (shared by the sequences); their cos/sin table in shared memory
+__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const float *p, PosStep ps, float sign) {
+    __shared__ float cs[ROPE_TT][MAX_HALF_HD], sn[ROPE_TT][MAX_HALF_HD];
+    int half = hd / 2, nv = half / XVEC, t0 = blockIdx.x * ROPE_TT;
+    for (int e = threadIdx.x; e < ROPE_TT * half; e += blockDim.x) {
+        int tt = e / half, j = e % half;
+        rope_cos_sin(t0 + tt < T ? p[t0 + tt] : 0.0f, j, ps, sign, &cs[tt][j], &sn[tt][j]);
+    }
+    __syncthreads();
+    int count = B * ROPE_TT * H * nv;  // items (b, tt, h, jv), jv fastest: consecutive threads, consecutive memory
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        int jv = i % nv, r = i / nv;
+        int h = r % H;
+        r /= H;
+        int tt = r % ROPE_TT, b = r / ROPE_TT, t = t0 + tt;
+        if (t < T)
+            rope_pack(x + (((size_t)b * T + t) * H + h) * hd + jv * XVEC, half, cs[tt] + jv * XVEC, sn[tt] + jv * XVEC);
+    }
+}
+
+// The variant that runs a call asking for v: v3 needs positions shared by the sequences,
+// v2 and v3 a whole number of packs per half and x on 16 bytes; else the next lower one.
+static inline int rope_variant_for(int v, const floatX *x, int hd, int seq_stride) {
+    if (v >= 3 && seq_stride) v = 2;
+    if (v >= 2 && ((hd / 2) % XVEC || ((uintptr_t)x & 15))) v = 1;
+    return v;
+}
+
+// variant v (as rope_variant_for allows) of one rotation
+static void rope_launch(int v, floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, const PosStep *ps,
+                        float sign) {
+    v = rope_variant_for(v, x, hd, seq_stride);
+    if (v == 1)
+        rope_kernel_v1<<<ceil_div((size_t)B * T * H * (hd / 2), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, sign);
+    else if (v == 2)
+        rope_kernel_v2<<<ceil_div((size_t)B * T * (hd / 2 / XVEC), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, sign);
+    else
+        rope_kernel_v3<<<ceil_div((size_t)T, ROPE_TT), 256>>>(x, B, T, H, hd, p, *ps, sign);
+    cudaCheck(cudaGetLastError());
 }
 
 // The pass's positions (pos_pass) on the device: uploaded when they differ from the last
@@ -47,9 +138,7 @@ static const float *d_pos_layer(const PassPositions *pp, int l) { return d_posit
 
 static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, float sign) {
     if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
-    size_t n = (size_t)B * T * H * (hd / 2);
-    rope_kernel<<<ceil_div(n, 256), 256>>>(x, B, T, H, hd, d_pos_layer(pp, l), pp->seq_stride, *ps, sign);
-    cudaCheck(cudaGetLastError());
+    rope_launch(ROPE_VARIANT, x, B, T, H, hd, d_pos_layer(pp, l), pp->seq_stride, ps, sign);
 }
 
 // ----------------------------------------------------------------------------
