@@ -90,17 +90,20 @@ __global__ void swiglu_backward_kernel_v2(floatX *dgate, floatX *dup, const floa
 
 // v3: SWIGLU_U packs per thread: block b covers packs [b*U*blockDim, (b+1)*U*blockDim), pack
 // base + j*blockDim + threadIdx.x; loads first, then math and stores.
-__global__ void swiglu_forward_kernel_v3(floatX *h, const floatX *gate, const floatX *up, size_t n) {
-    size_t np = n / XVEC, base = (size_t)blockIdx.x * blockDim.x * SWIGLU_U + threadIdx.x;
-    Pack128<floatX> g[SWIGLU_U], u[SWIGLU_U];
+// v3's loads of one tensor: its SWIGLU_U packs of this thread (those below np)
+__device__ __forceinline__ void swiglu_v3_load(Pack128<floatX> *dst, const floatX *src, size_t base, size_t np) {
 #pragma unroll
     for (int j = 0; j < SWIGLU_U; j++) {
         size_t p = base + (size_t)j * blockDim.x;
-        if (p < np) {
-            g[j] = load128(gate + p * XVEC);
-            u[j] = load128(up + p * XVEC);
-        }
+        if (p < np) dst[j] = load128(src + p * XVEC);
     }
+}
+
+__global__ void swiglu_forward_kernel_v3(floatX *h, const floatX *gate, const floatX *up, size_t n) {
+    size_t np = n / XVEC, base = (size_t)blockIdx.x * blockDim.x * SWIGLU_U + threadIdx.x;
+    Pack128<floatX> g[SWIGLU_U], u[SWIGLU_U];
+    swiglu_v3_load(g, gate, base, np);
+    swiglu_v3_load(u, up, base, np);
 #pragma unroll
     for (int j = 0; j < SWIGLU_U; j++) {
         size_t p = base + (size_t)j * blockDim.x;
@@ -119,15 +122,9 @@ __global__ void swiglu_backward_kernel_v3(floatX *dgate, floatX *dup, const floa
                                           const floatX *up, size_t n) {
     size_t np = n / XVEC, base = (size_t)blockIdx.x * blockDim.x * SWIGLU_U + threadIdx.x;
     Pack128<floatX> d[SWIGLU_U], g[SWIGLU_U], u[SWIGLU_U];
-#pragma unroll
-    for (int j = 0; j < SWIGLU_U; j++) {
-        size_t p = base + (size_t)j * blockDim.x;
-        if (p < np) {
-            d[j] = load128(dh + p * XVEC);
-            g[j] = load128(gate + p * XVEC);
-            u[j] = load128(up + p * XVEC);
-        }
-    }
+    swiglu_v3_load(d, dh, base, np);
+    swiglu_v3_load(g, gate, base, np);
+    swiglu_v3_load(u, up, base, np);
 #pragma unroll
     for (int j = 0; j < SWIGLU_U; j++) {
         size_t p = base + (size_t)j * blockDim.x;
