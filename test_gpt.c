@@ -2965,7 +2965,6 @@ static int eval_case_cpu(int k) {
     return r1 == 0;
 }
 
-// Case k's evaluation on a GPU build against the CPU's: every column of the CSV
 // ||a - b|| / ||b|| over column c of two CSVs read into rows of `cols` numbers
 static double column_rel_err(const double *a, const double *b, int rows, int cols, int c) {
     double num = 0, den = 0;
@@ -2977,6 +2976,7 @@ static double column_rel_err(const double *a, const double *b, int rows, int col
     return sqrt(num) / (sqrt(den) + 1e-30);
 }
 
+// Case k's evaluation on a GPU build against the CPU's: every column of the CSV
 static void compare_gpu_eval(const char *gpu_bin, int build, const char *name, int k, double tol) {
     char cmd[2048], out[4096];
     const char *pe = PE_NAMES[EVAL_CASES[k].pe];

@@ -680,6 +680,7 @@ typedef struct {
                                   //   (all layers') or a learned bias's (one layer's); the logits' gradient
                                   //   (B,NH,T,T), for TUPE summed over the layers
     float *dpq, *dpk;             // (T,NH*hd) TUPE's projected positions' gradients
+    float *dpn;                   // (T,C) TUPE's normalized position rows' gradient
     // --arch gru, time-major: resid[l] is layer l's input (T,B,C); the blocks' views are empty
     float *gates;     // (L,T,B,3C) r, z, n
     float *ghn;       // (L,T,B,C) Whn h + bhn
@@ -726,7 +727,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
         VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD), VIEW(dgate, tr * train * N * F),
         VIEW(dup, tr * train * N * F), VIEW(dh, tr * train * N * F), VIEW(bias_diag, tb * B * c->NH * T),
         VIEW(qrel, rk * N * c->NH), VIEW(rel_g, rk * N * c->NH), VIEW(pair, tt * c->NH * T * T),
-        VIEW(pairg, tt * B * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD),
+        VIEW(pairg, tt * B * c->NH * T * T), VIEW(dpq, tu * T * QD), VIEW(dpk, tu * T * QD), VIEW(dpn, tu * T * C),
         // --qk_norm
         VIEW(qraw, qk * nl * N * QD), VIEW(kraw, qk * nl * N * KD), VIEW(rstdq, qk * nl * N), VIEW(rstdk, qk * nl * N),
         VIEW(dqraw, tq * N * QD), VIEW(dkraw, tq * N * KD),
@@ -1058,8 +1059,6 @@ static TupePass tupe_pass(GPT *g, Acts *a, const PassPositions *pp, int n, int w
 // tupe_uq, tupe_uk, tupe_bq and the normalized rows dp through the projections, and wpe's
 // rows 0..T-1, tupe_ln_w and tupe_ln_b through the LayerNorm.
 static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
-    static float *dp;
-    static size_t cap;
     const Config *c = &g->cfg;
     int T = a->T, NH = c->NH, hd = g->hd, QD = NH * hd, C = c->C;
     float scale = 1.0f / sqrtf((float)hd), *D = a->pairg;
@@ -1075,8 +1074,7 @@ static void tupe_backward(GPT *g, Acts *a, const TupePass *tp) {
             a->dpq[(size_t)t * QD + o] = gq * scale * TUPE_QSCALE;
             a->dpk[(size_t)t * QD + o] = gk * scale;
         }
-    float **P = g->params, **G = g->grads;
-    dp = (float *)grow_buffer(dp, &cap, (size_t)T * C * sizeof(float));
+    float **P = g->params, **G = g->grads, *dp = a->dpn;
     matmul_backward(dp, G[P_TUPE_UQ], a->dpq, tp->p, P[P_TUPE_UQ], T, C, QD, 0);
     matmul_backward(dp, G[P_TUPE_UK], a->dpk, tp->p, P[P_TUPE_UK], T, C, QD, 1);
     for (int o = 0; o < QD; o++) G[P_TUPE_BQ][o] += tupe_column_grad(a->dpq, NULL, NULL, T, QD, o);

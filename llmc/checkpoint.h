@@ -17,11 +17,12 @@
 
 // Parameters: one contiguous buffer per kind (weights, grads, moments), a named view per
 // tensor, stacked over layers. Tensors a model does not have are numel 0: wpe exists with
-// --pe learned and tupe (with tupe_uq, tupe_uk, tupe_ln_w, tupe_ln_b, tupe_bq), q_norm and k_norm with --qk_norm, rel_key or
-// tpe_* with relative keys (PE_KEY_TABLE, llmc/attn_bias.h), a learned bias's tensors
-// (BIAS_PARAM_TABLE there) with the encoding that reads them; --arch gru has wte, final_norm
-// and the gru_* tensors (torch.nn.GRU's weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*,
-// gates in the order r, z, n) instead of the blocks.
+// --pe learned and tupe (with tupe_uq, tupe_uk, tupe_ln_w, tupe_ln_b, tupe_bq), q_norm and
+// k_norm with --qk_norm, rel_key or tpe_* with relative keys (PE_KEY_TABLE,
+// llmc/attn_bias.h), a learned bias's tensors (BIAS_PARAM_TABLE there) with the encoding
+// that reads them; --arch gru has wte, final_norm and the gru_* tensors (torch.nn.GRU's
+// weight_ih_l*, weight_hh_l*, bias_ih_l*, bias_hh_l*, gates in the order r, z, n) instead of
+// the blocks.
 //
 // The one table of them, in contract order (the checkpoint's and the init's): name (P_<name>
 // is its index), its name in files, shape (ndim, then up to three sizes in terms of the config
@@ -168,7 +169,8 @@ static inline BiasFn bias_fn_layer(const BiasPass *bp, int l, const Config *c, c
     f.per_query = pe_bias_per_query(bp->pe);
     for (int k = 0; k < BP_N; k++) {
         int layers = shapes[P_BIAS0 + k].shape[0];  // L, or 1 when shared
-        size_t n = layers ? shapes[P_BIAS0 + k].numel / layers : 0, at = layers == 1 ? 0 : (size_t)l * n;  // one layer's floats
+        size_t n = layers ? shapes[P_BIAS0 + k].numel / layers : 0;  // one layer's floats
+        size_t at = layers == 1 ? 0 : (size_t)l * n;
         if (!n) continue;
         f.w[k] = w[P_BIAS0 + k] + at;
         f.dw[k] = dw ? dw[P_BIAS0 + k] + at : NULL;

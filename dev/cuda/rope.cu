@@ -64,11 +64,9 @@ static const char *const VERSIONS[NV + 1] = {
     "one thread per (b,t,8 pairs): sincosf once per (b,t,j) for all heads, 128-bit loads/stores",
     "block per 4 positions: cos/sin table in shared memory (sincosf once per (t,j)), 128-bit loads/stores"};
 
-// whether version v itself runs a call (rope_launch would run a lower one otherwise); the
-// device buffers are 16-byte aligned
-static bool supported(int v, int hd, int seq_stride) {
-    static floatX aligned[XVEC] __attribute__((aligned(16)));
-    return hd % 2 == 0 && hd / 2 <= MAX_HALF_HD && rope_variant_for(v, aligned, hd, seq_stride) == v;
+// whether version v itself runs a rotation of x (rope_launch would run a lower one otherwise)
+static bool supported(int v, const floatX *x, int hd, int seq_stride) {
+    return hd % 2 == 0 && hd / 2 <= MAX_HALF_HD && rope_variant_for(v, x, hd, seq_stride) == v;
 }
 
 static PosStep make_pos(int hd, float mscale) {
@@ -127,7 +125,7 @@ int main(int argc, char **argv) {
         printf("  case %s: B=%d T=%d H=%d hd=%d alpha=%g offset=%g mscale=%g sign=%+g (max angle %.0f rad)\n", c.name,
                c.B, c.T, c.H, c.hd, c.alpha, c.offset, c.mscale, c.sign, pos.back() * ps.inv_freq[0]);
         for (int v = first; v <= last; v++) {
-            if (!supported(v, c.hd, ss)) {
+            if (!supported(v, d, c.hd, ss)) {
                 printf("   v%d: not supported for hd=%d%s\n", v, c.hd, ss ? " with positions per sequence" : "");
                 vd.skipped[v] = 1;
                 continue;
@@ -163,7 +161,7 @@ int main(int argc, char **argv) {
             std::vector<float> pos = case_positions(bc, &ss);
             cudaCheck(cudaMemcpy(dpos, pos.data(), T * sizeof(float), cudaMemcpyHostToDevice));
             for (int v = first; v <= last; v++) {
-                if (vd.failed[v] || !supported(v, hd, 0)) continue;
+                if (vd.failed[v] || !supported(v, d, hd, 0)) continue;
                 float us = bench_us([&] { rope_launch(v, d, B, T, H, hd, dpos, 0, &ps, 1.0f); });
                 char label[32];
                 snprintf(label, sizeof(label), " (alpha %g)", alpha);

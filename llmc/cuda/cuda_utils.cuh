@@ -67,6 +67,12 @@ __device__ __forceinline__ void store128(T *p, const Pack128<T> &r) {
 }
 #define XVEC (Pack128<floatX>::N)  // floatX elements per 128 bits: 8 (bf16) or 4 (fp32)
 
+// whether every pointer given is on 16 bytes, as a pack's load and store need
+static inline bool aligned128(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL,
+                              const void *e = NULL) {
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & 15) == 0;
+}
+
 // A grow-only device buffer of at least `bytes` (its old contents are not kept)
 static void *device_grow(void *p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return p;

@@ -106,7 +106,7 @@ __global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const flo
 // v2 and v3 a whole number of packs per half and x on 16 bytes; else the next lower one.
 static inline int rope_variant_for(int v, const floatX *x, int hd, int seq_stride) {
     if (v >= 3 && seq_stride) v = 2;
-    if (v >= 2 && ((hd / 2) % XVEC || ((uintptr_t)x & 15))) v = 1;
+    if (v >= 2 && ((hd / 2) % XVEC || !aligned128(x))) v = 1;
     return v;
 }
 

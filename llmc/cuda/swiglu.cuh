@@ -136,9 +136,6 @@ __global__ void swiglu_backward_kernel_v3(floatX *dgate, floatX *dup, const floa
 // The launchers: variant v (default SWIGLU_VARIANT) over n elements. v2 and v3 read 128-bit
 // packs, so a pointer off 16 bytes (a layer's slice when N*F is not a multiple of the pack)
 // takes v1: the same bits.
-static inline bool aligned128(const void *a, const void *b, const void *c, const void *d = NULL, const void *e = NULL) {
-    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & 15) == 0;
-}
 
 static void swiglu_forward(floatX *h, const floatX *gate, const floatX *up, size_t n, int v = SWIGLU_VARIANT) {
     if (!aligned128(h, gate, up)) v = 1;
