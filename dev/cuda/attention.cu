@@ -27,10 +27,16 @@
 //       head dimension zero-padded to 32, 64 or 128), S = Q K^T and O += P V on tensor cores
 //       (WMMA 16x16x16, fp32 accumulation), online softmax by lane pairs in fp32, the output
 //       accumulator in shared memory; also writes lse (checked at 1e-5). Any even hd up to 128.
+//       The trainer's forward variant 1 (flash_tc_forward_kernel_v1).
+//   v7  the same entry with forward variant 2 (flash_tc_forward_kernel_v2; bf16 only), FA2-
+//       class: mma.sync m16n8k16 with S, P and O in registers (P's accumulators reused as A
+//       fragments), Q in registers, K/V tiles of 64 double-buffered by cp.async, ldmatrix
+//       (.trans for V), 4 warps x 16 rows, exp2 with the scale folded. hd 32, 64 or 128.
 //
 // Validation on random q, k, v against the CPU reference (attention_forward of
 // train_gpt_cpu.c), outputs poisoned with NaN first: GQA (NH 6, NKV 2), a T that is not
 // a multiple of any tile (1000), MQA with hd 128, hd 48 (the deep preset; v5 and v6 only).
+// v7 runs the hd 64 and 128 cases (it takes hd 32, 64, 128; the trainer runs v6's kernel for other hd).
 // v1 also checks its probability matrix.
 // Benchmark: the 10M preset, B=16 T=2048 NH=NKV=6 hd=64. TFLOP/s counts the causal work
 // (4 * B * NH * hd * T(T+1)/2), the same for every version (v1 computes the full T x T).
@@ -105,7 +111,7 @@ static void lse_cpu(float *lse, const float *q, const float *k, int B, int T, in
 // ----------------------------------------------------------------------------
 // v1 (attention_forward: llmc/cuda/attention.cuh), v2 (attention_forward_online:
 // llmc/cuda/attention_eval.cuh; its KV-cache offset, window and entropy inputs unused here),
-// v5 and v6 (flash_attention.cuh): the trainer's own code, included above
+// v5, v6 and v7 (flash_attention.cuh): the trainer's own code, included above
 
 // ----------------------------------------------------------------------------
 // v3: flash-style on CUDA cores. Block (query tile, h, b) of FA3_BQ threads, one query row
@@ -369,14 +375,15 @@ __global__ void __launch_bounds__(FA4_WARPS * 32) attention_forward_kernel_v4(bf
 // ----------------------------------------------------------------------------
 // launchers
 
-#define NV 6
+#define NV 7
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's training path: cuBLAS scores + softmax_forward_kernel on (B,NH,T,T) + cuBLAS P V",
     "train_gpt.cu's evaluation kernel: 16 query rows per block, K/V tiles of 32 in shared memory, online softmax",
     "flash-style on CUDA cores: thread per query row, K/V tiles of 32 in shared memory, online softmax",
     "flash-style on tensor cores: bf16 WMMA, 4 warps x 16 rows, K/V tiles of 64, online softmax (bf16 only)",
     "train_gpt.cu's --attention flash forward, fp32 build: thread per query row, K/V tiles of 32, softmax per 16 keys, lse kept",
-    "train_gpt.cu's --attention flash forward, bf16 build: tensor cores (WMMA), 4 warps x 16 rows, K/V tiles of 64, lse kept"};
+    "train_gpt.cu's --attention flash forward, bf16 build, variant 1: tensor cores (WMMA), 4 warps x 16 rows, K/V tiles of 64, lse kept",
+    "train_gpt.cu's --attention flash forward, bf16 build, variant 2: mma.sync, S/P/O in registers, cp.async double-buffered K/V"};
 
 static bool supported(int v, int hd, const char **why) {
     *why = "";
@@ -384,8 +391,13 @@ static bool supported(int v, int hd, const char **why) {
     if (v == 3 && hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
     if ((v == 5 || v == 6) && hd > FLASH_MAX_HD) { *why = "hd > 128"; return false; }
 #ifdef ENABLE_FP32
-    if (v == 6) { *why = "bf16 tensor cores (bf16 build only)"; return false; }
+    if (v == 6 || v == 7) { *why = "bf16 tensor cores (bf16 build only)"; return false; }
 #else
+    if (v == 7) {
+        if (hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
+        size_t bytes = hd == 32 ? FmmaSmem<32>::bytes : hd == 64 ? FmmaSmem<64>::bytes : FmmaSmem<128>::bytes;
+        if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
+    }
     if (v == 6) {
         size_t bytes = hd <= 32 ? FtcSmem<32>::fwd : hd <= 64 ? FtcSmem<64>::fwd : FtcSmem<128>::fwd;
         if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
@@ -419,14 +431,14 @@ static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX 
 }
 #endif
 
-// att (B,NH,T,T) only for v1, lse (B,NH,T) only for v5 and v6
+// att (B,NH,T,T) only for v1, lse (B,NH,T) only for v5, v6 and v7
 static void attention_run(int ver, floatX *y, floatX *att, float *lse, const floatX *q, const floatX *k, const floatX *v,
                           int B, int T, int NH, int NKV, int hd) {
     if (ver == 5) {
         flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{});
-    } else if (ver == 6) {
+    } else if (ver == 6 || ver == 7) {
 #ifndef ENABLE_FP32
-        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{});
+        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{}, ver - 5);
 #endif
     } else if (ver == 1) {
         attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, AttnBias{});
@@ -504,7 +516,7 @@ int main(int argc, char **argv) {
             cudaCheck(cudaDeviceSynchronize());
             bool ok = check_close("y", download_x(d_y, nq), y_ref, FX_TOL);
             if (ver == 1) ok &= check_close("att (probs)", download_x(d_att, natt), att_ref, FX_TOL);
-            if (ver == 5 || ver == 6) ok &= check_close("lse", download_f(d_lse, nl), lse_ref, F32_TOL);
+            if (ver >= 5) ok &= check_close("lse", download_f(d_lse, nl), lse_ref, F32_TOL);
             if (!ok) vd.failed[ver] = 1;
         }
         cudaCheck(cudaFree(d_q));

@@ -114,6 +114,8 @@ static int emu_traced(const char *name) {
     return f != NULL;
 }
 
+static void emu_cp_check_done();  // below, with cp.async
+
 // kernel<<<grid, block, smem>>>(...) becomes emu_launch(grid, block, smem, [&] { kernel(...); }, "kernel")
 template <class F>
 static void emu_launch(dim3 grid, dim3 block, size_t smem, F body, const char *name = nullptr) {
@@ -139,6 +141,7 @@ static void emu_launch(dim3 grid, dim3 block, size_t smem, F body, const char *n
                         threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
                         blockIdx = dim3(x, y, z);
                         body();
+                        emu_cp_check_done();
                         bar.arrive_and_drop();  // an exited thread no longer holds the block's barriers
                     });
                 for (std::thread &t : threads) t.join();
@@ -272,6 +275,105 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// ----------------------------------------------------------------------------
+// llmc/cuda/mma.cuh's PTX, emulated with the register layouts of the PTX ISA, exactly: a
+// kernel that puts an element in the wrong lane, register or half gets wrong numbers here
+// as on the GPU. g = lane / 4, c = lane % 4 (groupID and threadID_in_group).
+//   mma m16n8k16 .row.col bf16: A (16x16) element (r, k) in lane (r % 8) * 4 + (k % 8) / 2,
+//     register r / 8 + 2 (k / 8), half k % 2 (the low 16 bits hold the even k); B (16x8)
+//     element (k, n) in lane 4 n + (k % 8) / 2, register k / 8, half k % 2; C/D (16x8 fp32)
+//     element (r, n) in lane (r % 8) * 4 + n / 2, register 2 (r / 8) + n % 2. Products exact
+//     (bf16 x bf16 fits fp32), summed in k order onto C.
+//   ldmatrix .x4: lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte
+//     aligned); register i of lane l gets matrix i's row l / 4, columns 2 (l % 4) and + 1, or
+//     with .trans its column l / 4, rows 2 (l % 4) and + 1.
+//   cp.async: each thread's copies wait in commit groups and happen at cp_async_wait<N>,
+//     all but the newest N groups: a read of a tile before its wait sees the old bytes (the
+//     NaN fill at first). A thread that ends with a copy not waited for fails the run.
+static uint32_t emu_xchg[32][32][6];      // [warp][lane]: a lane's A and B registers
+static const void *emu_xaddr[32][32];     // [warp][lane]: a lane's ldmatrix row address
+inline float emu_bf16_half(uint32_t r, int hi) { return __bfloat162float(__nv_bfloat16{(unsigned short)(hi ? r >> 16 : r & 0xffff)}); }
+inline uint32_t pack_bf16(float lo, float hi) { return (uint32_t)__float2bfloat16(hi).x << 16 | __float2bfloat16(lo).x; }
+inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    int w = emu_warp(), l = emu_lane();
+    std::barrier<> *bar = emu_warp_barrier[w];
+    for (int i = 0; i < 4; i++) emu_xchg[w][l][i] = a[i];
+    emu_xchg[w][l][4] = b[0];
+    emu_xchg[w][l][5] = b[1];
+    bar->arrive_and_wait();
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int r = l / 4 + 8 * (i / 2), n = l % 4 * 2 + i % 2;
+        float s = d[i];
+        for (int k = 0; k < 16; k++) {
+            float av = emu_bf16_half(emu_xchg[w][(r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2);
+            float bv = emu_bf16_half(emu_xchg[w][n * 4 + (k % 8) / 2][4 + k / 8], k % 2);
+            s += av * bv;
+        }
+        out[i] = s;
+    }
+    bar->arrive_and_wait();  // every lane has read the registers before any lane's next call
+    for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+inline void emu_ldmatrix(uint32_t (&r)[4], const void *row, bool trans) {
+    int w = emu_warp(), l = emu_lane();
+    if ((uintptr_t)row % 16) {
+        fprintf(stderr, "FAIL: ldmatrix: row address %p not 16-byte aligned\n", row);
+        exit(1);
+    }
+    std::barrier<> *bar = emu_warp_barrier[w];
+    emu_xaddr[w][l] = row;
+    bar->arrive_and_wait();
+    for (int i = 0; i < 4; i++) {
+        const unsigned short *lo, *hi;
+        if (!trans) {
+            const unsigned short *p = (const unsigned short *)emu_xaddr[w][8 * i + l / 4];
+            lo = p + 2 * (l % 4);
+            hi = lo + 1;
+        } else {
+            lo = (const unsigned short *)emu_xaddr[w][8 * i + 2 * (l % 4)] + l / 4;
+            hi = (const unsigned short *)emu_xaddr[w][8 * i + 2 * (l % 4) + 1] + l / 4;
+        }
+        r[i] = (uint32_t)*hi << 16 | *lo;
+    }
+    bar->arrive_and_wait();
+}
+inline void ldmatrix_x4(uint32_t (&r)[4], const void *row) { emu_ldmatrix(r, row, false); }
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row) { emu_ldmatrix(r, row, true); }
+struct EmuCopy {
+    void *dst;
+    const void *src;  // NULL: 16 zero bytes
+};
+thread_local std::vector<EmuCopy> emu_cp_open;
+thread_local std::vector<std::vector<EmuCopy>> emu_cp_groups;
+inline void cp_async16(void *dst, const void *src, bool valid) {
+    if ((uintptr_t)dst % 16 || (valid && (uintptr_t)src % 16)) {
+        fprintf(stderr, "FAIL: cp.async: %p <- %p not 16-byte aligned\n", dst, src);
+        exit(1);
+    }
+    emu_cp_open.push_back({dst, valid ? src : nullptr});
+}
+inline void cp_async_commit() {
+    emu_cp_groups.push_back(emu_cp_open);
+    emu_cp_open.clear();
+}
+template <int N>
+inline void cp_async_wait() {
+    while ((int)emu_cp_groups.size() > N) {
+        for (const EmuCopy &c : emu_cp_groups.front()) {
+            if (c.src) memcpy(c.dst, c.src, 16);
+            else memset(c.dst, 0, 16);
+        }
+        emu_cp_groups.erase(emu_cp_groups.begin());
+    }
+}
+static void emu_cp_check_done() {
+    if (!emu_cp_open.empty() || !emu_cp_groups.empty()) {
+        fprintf(stderr, "FAIL: a thread ended with cp.async copies not waited for\n");
+        exit(1);
+    }
+}
 
 // ----------------------------------------------------------------------------
 // cuBLAS's two products as the trainer calls them, with their documented column-major

@@ -7,7 +7,7 @@
 # kernels, the gradient norm, the loss sum, AdamW); and the host functions around cuBLAS
 # (the matmuls, the naive attention) against emu.h's cuBLAS, their kernel launches
 # rewritten by transform.py. The kernels are compiled twice, as each build compiles them
-# (floatX = float, and floatX = bf16 with emu.h's bf16 and WMMA): the bf16 build's
+# (floatX = float, and floatX = bf16 with emu.h's bf16, WMMA and mma.cuh's PTX): the bf16 build's
 # tensor-core flash attention (it exists in that build only) and the classifier also run
 # in bf16. They come from the trainer's own headers, llmc/cuda/*.cuh (nothing is copied or
 # cut out), so a change to a kernel is tested here without a GPU. Prints one
@@ -27,7 +27,7 @@ rel_key_rowg_kernel rel_key_dq_kernel rel_key_drk_kernel tpe_keys_kernel tpe_gra
 tupe_pair_grad_kernel tupe_proj_grad_kernel tupe_du_kernel tupe_dp_kernel tupe_ln_backward_kernel tupe_sums_kernel swiglu_forward_kernel_v1 swiglu_backward_kernel_v1
 swiglu_forward_kernel_v2 swiglu_backward_kernel_v2 swiglu_forward_kernel_v3 swiglu_backward_kernel_v3 encoder_forward_kernel scatter_add_rows_kernel
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel learned_forward_kernel
-residual_forward_kernel copy_to_x_kernel flash_tc_forward_kernel flash_tc_backward_kv_kernel flash_tc_backward_q_kernel"
+residual_forward_kernel copy_to_x_kernel flash_tc_forward_kernel_v1 flash_tc_forward_kernel_v2 flash_tc_backward_kv_kernel flash_tc_backward_q_kernel"
 checked=" $(tr '\n' ' ' <<< "$CHECKED") "
 grep -hE '^__global__' "$HEADERS"/*.cuh | sed -E 's/^__global__ void (__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(.*/\2/' |
 while read -r k; do

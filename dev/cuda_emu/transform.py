@@ -12,14 +12,14 @@ dropped), so the launches in llmc/cuda/ are rewritten too; --skip drops the name
 Every launch `kernel<<<grid, block[, smem]>>>(args)` becomes
 `emu_launch(dim3(grid), dim3(block), smem, [&] { kernel(args); }, "kernel")`, or emu_launch_serial
 (the threads one after another, much faster) for a kernel with no barrier and no warp
-operation (shuffles, WMMA), in its body or in the __device__ functions it calls;
+operation (shuffles, WMMA, mma.cuh's instructions), in its body or in the __device__ functions it calls;
 `extern __shared__ [__align__(N)] float x[];` (or unsigned char) becomes a pointer to the
 emulator's buffer.
 The kernels launched through LAUNCH_ELEMS are elementwise, LAUNCH_ROWS's are RMSNorm's."""
 import re
 import sys
 
-SYNC = r"__syncthreads|__syncwarp|__shfl|wmma::"  # and every __device__ function that reaches one
+SYNC = r"__syncthreads|__syncwarp|__shfl|wmma::|mma_bf16|ldmatrix|cp_async"  # and every __device__ function that reaches one
 KERNEL = re.compile(r"^__global__ void (?:__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(", re.M)
 DEVICE = re.compile(r"^__device__ [^(;]*?([A-Za-z_0-9]+)\(", re.M)
 

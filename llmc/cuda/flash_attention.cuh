@@ -6,6 +6,7 @@
 #include "cuda_utils.cuh"
 #ifndef ENABLE_FP32
 #include <mma.h>
+#include "mma.cuh"
 #endif
 
 // Flash attention for training (--attention flash): the same causal GQA attention with no
@@ -361,7 +362,7 @@ __device__ void flash_tc_write_rows(floatX *dst, const float *src, int ld, int b
 
 // y (B,T,NH,hd), lse (B,NH,T); q (B,T,NH,hd), k, v (B,T,NKV,hd). Grid (T/FTC_ROWS, NH, B).
 template <int HDP>
-__global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y, float *lse, const floatX *q,
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel_v1(floatX *y, float *lse, const floatX *q,
                                                                        const floatX *k, const floatX *v, int T, int NH,
                                                                        int NKV, int hd, AttnBias ab) {
     using namespace nvcuda;
@@ -447,6 +448,175 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel(floatX *y
     if (half == 0 && t < T) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
     __syncwarp();
     flash_tc_write_rows(y, Ow, L::LDO, b, t0 + warp * 16, T, NH, h, hd);
+}
+
+// ----------------------------------------------------------------------------
+// Forward v2, FA2-class (bf16 build): mma.sync m16n8k16 with S, P and O in registers
+// (llmc/cuda/mma.cuh). A block of FMMA_WARPS warps owns FMMA_ROWS queries, 16 per warp, and
+// walks the key tiles of FMMA_TILE up to the diagonal one. Q, K and V come into shared memory
+// by cp.async, K and V double-buffered: tile j+1 loads while tile j is computed. Q goes
+// into registers once (ldmatrix). Lane (g, c) = (lane / 4, lane % 4) holds rows g and g + 8
+// of its warp's 16 and columns 2c, 2c + 1 of every 8-column block of S and O (the
+// accumulator layout), so a row's max and sum take two shuffles among its 4 lanes, and two
+// 8-key blocks of P are, as they stand, the A operand of a 16-key chunk of P V: P never
+// leaves registers and O is never loaded or stored per tile. Scores in log2 units,
+//   x = (q . k) * scale * log2 e + attn_bias(h, t - s) * log2 e,  p = 2^(x - m),  lse = (m + log2 l) ln 2
+// the same softmax as v1 in another base. hd == HD (32, 64, 128) with 16-byte aligned rows
+// (flash_forward_variant_for falls back to v1 otherwise). What v1 spends and this does not:
+// S through fp32 shared memory and back, P through bf16 shared memory, O loaded, rescaled
+// and stored in fp32 shared memory per tile, synchronous tile loads.
+#define FMMA_WARPS 4
+#define FMMA_THREADS (FMMA_WARPS * 32)
+#define FMMA_ROWS (FMMA_WARPS * 16)
+#define FMMA_TILE 64  // == FMMA_ROWS: the last key tile is the diagonal one
+#define FLASH_LOG2E 1.4426950408889634f
+#define FLASH_LN2 0.6931471805599453f
+
+template <int HD>
+struct FmmaSmem {
+    static constexpr int LD = HD + 8;  // 16 bytes of pad: an ldmatrix's 8 rows fall in 8 different bank groups
+    static constexpr size_t TILE = (size_t)FMMA_TILE * LD * sizeof(floatX);
+    static constexpr size_t bytes = 5 * TILE;  // Q (then the output on its way out), K and V twice
+    static_assert(FMMA_ROWS == FMMA_TILE && HD % 32 == 0, "diagonal tiles; pairs of 16-wide k chunks");
+};
+
+// rows r0 .. r0 + FMMA_TILE - 1 of head h of a (B,T,H,HD) tensor into dst (FMMA_TILE, HD + 8)
+// by cp.async (the caller commits), zeros past T
+template <int HD>
+__device__ void flash_mma_load_tile(floatX *dst, const floatX *src, int b, int r0, int T, int H, int h) {
+    const floatX *base = src + ((size_t)b * T * H + h) * HD;  // row t at base + t * H * HD
+    for (int i = threadIdx.x; i < FMMA_TILE * HD / 8; i += FMMA_THREADS) {
+        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = r0 + r;
+        cp_async16(dst + r * (HD + 8) + c, base + (size_t)min(t, T - 1) * H * HD + c, t < T);
+    }
+}
+
+// y (B,T,NH,HD), lse (B,NH,T); q (B,T,NH,HD), k, v (B,T,NKV,HD). Grid (T/FMMA_ROWS, NH, B).
+template <int HD>
+__global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(floatX *y, float *lse, const floatX *q,
+                                                                             const floatX *k, const floatX *v, int T,
+                                                                             int NH, int NKV, AttnBias ab) {
+    constexpr int LD = FmmaSmem<HD>::LD, NB = FMMA_TILE / 8, KC = HD / 16, DB = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Qs = (floatX *)smem;                                           // (FMMA_ROWS, LD)
+    floatX *Ks = Qs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;       // two (FMMA_TILE, LD) each
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's rows tr, tr + 8
+    float sc = FLASH_LOG2E / sqrtf((float)HD);
+    AttnBiasHead hb = attn_bias_head(ab, h);
+    flash_mma_load_tile<HD>(Qs, q, b, t0, T, NH, h);
+    flash_mma_load_tile<HD>(Ks, k, b, 0, T, NKV, kvh);
+    flash_mma_load_tile<HD>(Vs, v, b, 0, T, NKV, kvh);
+    cp_async_commit();
+    uint32_t qf[KC][4];  // the warp's 16 queries as A fragments, one per 16-wide chunk of hd
+    float o[DB][4], m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the row sums
+#pragma unroll
+    for (int d = 0; d < DB; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    for (int j = 0; j <= tile; j++) {
+        const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
+        if (j < tile) {  // the next tile into the other buffers, freed by the barrier ending tile j - 1
+            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            cp_async_commit();
+            cp_async_wait<1>();  // tile j (and Q) have landed
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j == 0) {
+#pragma unroll
+            for (int kc = 0; kc < KC; kc++) ldmatrix_x4(qf[kc], Qs + (warp * 16 + lane % 16) * LD + kc * 16 + lane / 16 * 8);
+        }
+        // S (16, FMMA_TILE) = Q_w K_j^T: a K row (key) is a column of B, so plain ldmatrix
+        float s[NB][4];
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+            for (int kc = 0; kc < KC; kc += 2) {  // matrices: keys nb*8.., hd columns kc*16, +8, +16, +24
+                uint32_t kf[4];
+                ldmatrix_x4(kf, Kj + (nb * 8 + lane % 8) * LD + kc * 16 + lane / 8 * 8);
+                mma_bf16_16816(s[nb], qf[kc], {kf[0], kf[1]});
+                mma_bf16_16816(s[nb], qf[kc + 1], {kf[2], kf[3]});
+            }
+        }
+        // scores with the hook, the diagonal tile masked; the online softmax of rows tr, tr + 8
+        int s0 = j * FMMA_TILE;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int t = tr + e / 2 * 8, key = s0 + nb * 8 + c2 + e % 2;
+                float x = j == tile && key > t ? -FLT_MAX : s[nb][e] * sc + attn_bias_at(hb, t - key) * FLASH_LOG2E;
+                s[nb][e] = x;
+                mx[e / 2] = fmaxf(mx[e / 2], x);
+            }
+        float corr[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 2));
+            corr[i] = exp2f(m[i] - mx[i]);
+            m[i] = mx[i];
+            l[i] *= corr[i];
+        }
+#pragma unroll
+        for (int d = 0; d < DB; d++) {
+            o[d][0] *= corr[0];
+            o[d][1] *= corr[0];
+            o[d][2] *= corr[1];
+            o[d][3] *= corr[1];
+        }
+        uint32_t pf[FMMA_TILE / 16][4];  // P as A fragments: 8-key blocks 2i and 2i + 1 make chunk i
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = exp2f(s[nb][e] - m[e / 2]);  // 0 where masked
+                l[e / 2] += p[e];
+            }
+            pf[nb / 2][nb % 2 * 2] = pack_bf16(p[0], p[1]);
+            pf[nb / 2][nb % 2 * 2 + 1] = pack_bf16(p[2], p[3]);
+        }
+        // O (16, HD) += P (16, FMMA_TILE) V_j: a V row (key) is a row of B, so ldmatrix .trans
+#pragma unroll
+        for (int kc = 0; kc < FMMA_TILE / 16; kc++)
+#pragma unroll
+            for (int d = 0; d < DB; d += 2) {  // matrices: keys kc*16, +8 by hd columns d*8, +8
+                uint32_t vf[4];
+                ldmatrix_x4_trans(vf, Vj + (kc * 16 + lane % 16) * LD + d * 8 + lane / 16 * 8);
+                mma_bf16_16816(o[d], pf[kc], {vf[0], vf[1]});
+                mma_bf16_16816(o[d + 1], pf[kc], {vf[2], vf[3]});
+            }
+        __syncthreads();  // every warp is done with tile j's buffers before tile j + 2 loads into them
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffff, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
+        int t = tr + 8 * i;
+        if (c2 == 0 && t < T) lse[((size_t)b * NH + h) * T + t] = m[i] * FLASH_LN2 + logf(l[i]);
+    }
+    // O / l through the warp's rows of Q's region (free since tile 0) for 16-byte stores
+    floatX *Ow = Qs + warp * 16 * LD;
+    float inv0 = 1.0f / l[0], inv1 = 1.0f / l[1];
+#pragma unroll
+    for (int d = 0; d < DB; d++) {
+        floatX *r0 = Ow + (lane / 4) * LD + d * 8 + c2, *r1 = r0 + 8 * LD;
+        r0[0] = to_x(o[d][0] * inv0);
+        r0[1] = to_x(o[d][1] * inv0);
+        r1[0] = to_x(o[d][2] * inv1);
+        r1[1] = to_x(o[d][3] * inv1);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * HD / 8; i += 32) {
+        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = t0 + warp * 16 + r;
+        if (t < T) *reinterpret_cast<int4 *>(y + (((size_t)b * T + t) * NH + h) * HD + c) =
+            *reinterpret_cast<const int4 *>(Ow + r * LD + c);
+    }
 }
 
 // The backward's two score products of a warp: S (16, FTC_TILE) = A1 B1^T and P = A2 B2^T, for
@@ -639,11 +809,11 @@ static void flash_tc_forward_hd(floatX *y, float *lse, const floatX *q, const fl
                                 int NH, int NKV, int hd, AttnBias ab) {
     static bool opted = false;  // above 48 KiB a kernel must opt in to dynamic shared memory
     if (!opted) {
-        cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel_v1<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)FtcSmem<HDP>::fwd));
         opted = true;
     }
-    flash_tc_forward_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::fwd>>>(
+    flash_tc_forward_kernel_v1<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::fwd>>>(
         y, lse, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
@@ -668,9 +838,37 @@ static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float
     cudaCheck(cudaGetLastError());
 }
 
-// as flash_forward_cuda_cores, on tensor cores
+template <int HD>
+static void flash_mma_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
+                                 int NH, int NKV, AttnBias ab) {
+    static bool opted = false;
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel_v2<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FmmaSmem<HD>::bytes));
+        opted = true;
+    }
+    flash_tc_forward_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::bytes>>>(
+        y, lse, q, k, v, T, NH, NKV, ab);
+    cudaCheck(cudaGetLastError());
+}
+
+// The forward on tensor cores that --attention flash runs: 1 (WMMA, any even hd up to 128) or
+// 2 (mma.sync, FA2-class; falls back to 1). dev/cuda/attention.cu validates and times both.
+#define FLASH_FWD_VARIANT 2
+// the variant that runs when v is asked for: v2 takes hd 32, 64 or 128 and 16-byte aligned tensors
+static inline int flash_forward_variant_for(int v, int hd, const void *y, const void *q, const void *k, const void *vv) {
+    return v >= 2 && (hd == 32 || hd == 64 || hd == 128) && aligned128(y, q, k, vv) ? 2 : 1;
+}
+
+// as flash_forward_cuda_cores, on tensor cores; variant: flash_forward_variant_for's v
 static void flash_forward_tensor_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
-                                       int T, int NH, int NKV, int hd, AttnBias ab) {
+                                       int T, int NH, int NKV, int hd, AttnBias ab, int variant = FLASH_FWD_VARIANT) {
+    if (flash_forward_variant_for(variant, hd, y, q, k, v) == 2) {
+        if (hd == 32) flash_mma_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, ab);
+        else if (hd == 64) flash_mma_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, ab);
+        else flash_mma_forward_hd<128>(y, lse, q, k, v, B, T, NH, NKV, ab);
+        return;
+    }
     if (hd <= 32) flash_tc_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
     else if (hd <= 64) flash_tc_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
     else flash_tc_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
