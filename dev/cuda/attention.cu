@@ -395,7 +395,7 @@ static bool supported(int v, int hd, const char **why) {
 #else
     if (v == 7) {
         if (hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
-        size_t bytes = hd == 32 ? FmmaSmem<32>::bytes : hd == 64 ? FmmaSmem<64>::bytes : FmmaSmem<128>::bytes;
+        size_t bytes = hd == 32 ? FmmaSmem<32>::fwd : hd == 64 ? FmmaSmem<64>::fwd : FmmaSmem<128>::fwd;
         if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
     }
     if (v == 6) {

@@ -15,16 +15,22 @@
 //       dV += P^T dY, dK += dS^T Q, the group's heads summed in fp32 accumulator fragments)
 //       and a dQ kernel (4 warps x 16 queries; dQ += dS K), every product on tensor cores
 //       (WMMA 16x16x16, fp32 accumulation), P and dS in fp32 then bf16 for the products.
+//       The header's backward variant 1 (flash_tc_backward_*_kernel_v1).
+//   v4  the same entry with backward variant 2, the trainer's (flash_tc_backward_*_kernel_v2;
+//       bf16 only, hd 32, 64 or 128), FA2-class: mma.sync m16n8k16 with S, dP, P and dS in
+//       registers (P and dS reused as A fragments), the other side's tiles double-buffered by
+//       cp.async (the dK/dV pass's prefetch crosses the group's heads), 32 columns per pass
+//       over a tile; the same two passes and seven products as v3, no atomics.
 //
 // Validation on random q, k, v, dy against the CPU reference (attention_backward of
 // train_gpt_cpu.c, serial), outputs poisoned with NaN first: GQA, T off every tile (1000),
 // MQA with hd 128, hd 32 with ALiBi at alpha 8, hd 48 with ALiBi. The forward's P, y and
 // lse come from the CPU, rounded to what the trainer keeps (P and y in floatX, lse in fp32).
-// v1 is judged against D = sum_s P dP, v2 and v3 against D = rowsum(dY y) from that kept y
+// v1 is judged against D = sum_s P dP, v2 to v4 against D = rowsum(dY y) from that kept y
 // (their recipe: in bf16 the rounded y alone moves dq's first rows by up to 1e-1 of the
 // scale, which the elementwise bound of check_close would count against the kernels).
 // Benchmark: the 10M preset, B=16 T=2048 NH=NKV=6 hd=64. TFLOP/s counts the causal work
-// of the four products (8 * B * NH * hd * T(T+1)/2), the same for both versions.
+// of the four products (8 * B * NH * hd * T(T+1)/2), the same for every version.
 //
 // usage: ./attention_backward_bin [VERSION] [--no-bench]
 #include "common.h"
@@ -110,24 +116,30 @@ static void backward_cpu(float *dq, float *dk, float *dv, const float *dy, const
 }
 
 // ----------------------------------------------------------------------------
-// v1 (attention_backward: llmc/cuda/attention.cuh), v2 and v3 (flash_attention.cuh): the
+// v1 (attention_backward: llmc/cuda/attention.cuh), v2, v3 and v4 (flash_attention.cuh): the
 // trainer's own code, included above
 
 // ----------------------------------------------------------------------------
 // launchers
 
-#define NV 3
+#define NV 4
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's --attention naive: cuBLAS dP into (B,NH,T,T), softmax_backward_kernel, cuBLAS dQ, dK, dV",
     "train_gpt.cu's --attention flash, fp32 build: D = rowsum(dY Y), dK/dV and dQ kernels recomputing P from lse (CUDA cores)",
-    "train_gpt.cu's --attention flash, bf16 build: the same passes on tensor cores (WMMA), 4 warps x 16 rows, tiles of 64"};
+    "train_gpt.cu's --attention flash, bf16 build, variant 1: the same passes on tensor cores (WMMA), 4 warps x 16 rows, tiles of 64",
+    "train_gpt.cu's --attention flash, bf16 build, variant 2: mma.sync, S/dP/P/dS in registers, cp.async double-buffered tiles"};
 
 static bool supported(int v, int hd, const char **why) {
     *why = "";
     if (v >= 2 && hd > FLASH_MAX_HD) { *why = "hd > 128"; return false; }
 #ifdef ENABLE_FP32
-    if (v == 3) { *why = "bf16 tensor cores (bf16 build only)"; return false; }
+    if (v >= 3) { *why = "bf16 tensor cores (bf16 build only)"; return false; }
 #else
+    if (v == 4) {
+        if (hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
+        size_t bytes = hd == 32 ? FmmaSmem<32>::bwd : hd == 64 ? FmmaSmem<64>::bwd : FmmaSmem<128>::bwd;
+        if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
+    }
     if (v == 3) {
         size_t bytes = hd <= 32 ? FtcSmem<32>::kv : hd <= 64 ? FtcSmem<64>::kv : FtcSmem<128>::kv;
         if (bytes > device_prop().sharedMemPerBlockOptin) { *why = "not enough shared memory"; return false; }
@@ -148,7 +160,7 @@ static void backward_run(int ver, const Bufs &d, int B, int T, int NH, int NKV, 
     else if (ver == 2)
         flash_backward_cuda_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, ab);
 #ifndef ENABLE_FP32
-    else flash_backward_tensor_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, ab);
+    else flash_backward_tensor_cores(d.dq, d.dk, d.dv, d.D, d.dy, d.y, d.lse, d.q, d.k, d.v, B, T, NH, NKV, hd, ab, ver - 2);
 #endif
     cudaCheck(cudaGetLastError());
 }

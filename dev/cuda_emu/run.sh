@@ -27,7 +27,8 @@ rel_key_rowg_kernel rel_key_dq_kernel rel_key_drk_kernel tpe_keys_kernel tpe_gra
 tupe_pair_grad_kernel tupe_proj_grad_kernel tupe_du_kernel tupe_dp_kernel tupe_ln_backward_kernel tupe_sums_kernel swiglu_forward_kernel_v1 swiglu_backward_kernel_v1
 swiglu_forward_kernel_v2 swiglu_backward_kernel_v2 swiglu_forward_kernel_v3 swiglu_backward_kernel_v3 encoder_forward_kernel scatter_add_rows_kernel
 transpose_bt_kernel column_sum_kernel sumsq_kernel loss_sum_kernel adamw_kernel learned_forward_kernel
-residual_forward_kernel copy_to_x_kernel flash_tc_forward_kernel_v1 flash_tc_forward_kernel_v2 flash_tc_backward_kv_kernel flash_tc_backward_q_kernel"
+residual_forward_kernel copy_to_x_kernel flash_tc_forward_kernel_v1 flash_tc_forward_kernel_v2 flash_tc_backward_kv_kernel_v1
+flash_tc_backward_q_kernel_v1 flash_tc_backward_kv_kernel_v2 flash_tc_backward_q_kernel_v2"
 checked=" $(tr '\n' ' ' <<< "$CHECKED") "
 grep -hE '^__global__' "$HEADERS"/*.cuh | sed -E 's/^__global__ void (__launch_bounds__\([A-Z_0-9]*\) )?([A-Za-z_0-9]+)\(.*/\2/' |
 while read -r k; do

@@ -275,44 +275,53 @@ static void test_flash_tc(int B, int T, int NH, int NKV, int hd, float alpha, in
     report(what, names, errs, NB ? 6 : 5, tols);
 }
 
-// ---- the bf16 build's flash forward, each variant (flash_forward_variant_for picks what runs):
-// v1 (WMMA) and v2 (mma.sync, FA2-class: emu.h's PTX layouts, cp.async done only at its wait)
-// against double precision from the same bf16 inputs; y at TOL_BF16, lse at 1e-5 ----
-static void test_flash_forward_variants(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
+// ---- the bf16 build's flash attention, each variant of the forward and of the backward
+// (flash_*_variant_for picks what runs): v1 (WMMA) and v2 (mma.sync, FA2-class: emu.h's PTX
+// layouts, cp.async done only at its wait) against double precision from the same bf16
+// inputs; y, dq, dk, dv at TOL_BF16, lse at 1e-5; each backward from its own forward ----
+static void test_flash_variants(int B, int T, int NH, int NKV, int hd, float alpha, int NB = 0) {
     size_t nq = (size_t)B * T * NH * hd, nk = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
     std::vector<float> q = randn(nq, 2.0f), k = randn(nk), v = randn(nk), dy = randn(nq);
-    for (std::vector<float> *x : {&q, &k, &v}) round_bf16(*x);
+    for (std::vector<float> *x : {&q, &k, &v, &dy}) round_bf16(*x);
     TestBias tb = test_bias(NH, T, alpha, NB);
     AttnBias ab = tb.ab();
     AttRef ref = attention_reference(q, k, v, dy, B, T, NH, NKV, hd, tb);
-    std::vector<__nv_bfloat16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v);
+    std::vector<__nv_bfloat16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), dyb = to_bf16(dy);
     for (int variant = 1; variant <= 2; variant++) {
-        std::vector<__nv_bfloat16> y(nq, BF16_NAN);
-        std::vector<float> lse(nl, NAN);
-        int runs = bf16::flash_forward_variant_for(variant, hd, y.data(), qb.data(), kb.data(), vb.data());
+        std::vector<__nv_bfloat16> y(nq, BF16_NAN), dq(nq, BF16_NAN), dk(nk, BF16_NAN), dv(nk, BF16_NAN);
+        std::vector<float> lse(nl, NAN), D(nl, NAN);
+        int fwd = bf16::flash_forward_variant_for(variant, hd, y.data(), qb.data(), kb.data(), vb.data());
+        int bwd = bf16::flash_backward_variant_for(variant, hd, dq.data(), dk.data(), dv.data(), dyb.data(), qb.data(),
+                                                   kb.data(), vb.data());
         bf16::flash_forward_tensor_cores(y.data(), lse.data(), qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, ab,
                                          variant);
-        const char *names[2] = {"y", "lse"};
-        double errs[2] = {rel(from_bf16(y), ref.y), rel(lse, ref.lse)}, tols[2] = {TOL_BF16, 1e-5};
-        char what[160];
-        snprintf(what, sizeof(what), "flash forward v%d (ran v%d, bf16) B %d T %d NH %d NKV %d hd %d%s", variant, runs, B, T,
-                 NH, NKV, hd, bias_name(alpha, NB));
-        report(what, names, errs, 2, tols);
+        bf16::flash_backward_tensor_cores(dq.data(), dk.data(), dv.data(), D.data(), dyb.data(), y.data(), lse.data(),
+                                          qb.data(), kb.data(), vb.data(), B, T, NH, NKV, hd, ab, variant);
+        const char *names[5] = {"y", "lse", "dq", "dk", "dv"};
+        double errs[5] = {rel(from_bf16(y), ref.y), rel(lse, ref.lse), rel(from_bf16(dq), ref.dq),
+                          rel(from_bf16(dk), ref.dk), rel(from_bf16(dv), ref.dv)};
+        double tols[5] = {TOL_BF16, 1e-5, TOL_BF16, TOL_BF16, TOL_BF16};
+        char what[200];
+        snprintf(what, sizeof(what), "flash attention v%d (ran forward v%d, backward v%d; bf16) B %d T %d NH %d NKV %d hd %d%s",
+                 variant, fwd, bwd, B, T, NH, NKV, hd, bias_name(alpha, NB));
+        report(what, names, errs, 5, tols);
     }
 }
 
-// ---- which forward runs: v2 only for hd 32, 64, 128 with 16-byte aligned tensors ----
+// ---- which forward and backward run: v2 only for hd 32, 64, 128 with 16-byte aligned tensors ----
 static void test_flash_forward_fallbacks() {
     alignas(16) static __nv_bfloat16 buf[64];
     const void *a = buf, *off = buf + 4;  // 8 bytes off
     struct { int v, hd; const void *y; int want; const char *what; } cases[] = {
         {2, 64, a, 2, "hd 64 aligned"}, {2, 128, a, 2, "hd 128"}, {2, 32, a, 2, "hd 32"}, {2, 48, a, 1, "hd 48"},
-        {2, 16, a, 1, "hd 16"}, {2, 64, off, 1, "y 8 bytes off"}, {1, 64, a, 1, "v1 asked"}};
+        {2, 16, a, 1, "hd 16"}, {2, 64, off, 1, "one tensor 8 bytes off"}, {1, 64, a, 1, "v1 asked"}};
     for (auto &c : cases) {
         int got = bf16::flash_forward_variant_for(c.v, c.hd, c.y, a, a, a);
-        printf("%s: flash forward fallback (%s): v%d asked, v%d runs (want v%d)\n", got == c.want ? "PASS" : "FAIL", c.what,
-               c.v, got, c.want);
-        (got == c.want ? n_pass : n_fail)++;
+        int gotb = bf16::flash_backward_variant_for(c.v, c.hd, a, a, a, a, a, a, c.y);  // the last: v
+        bool ok = got == c.want && gotb == c.want;
+        printf("%s: flash fallback (%s): v%d asked, forward v%d and backward v%d run (want v%d)\n", ok ? "PASS" : "FAIL",
+               c.what, c.v, got, gotb, c.want);
+        (ok ? n_pass : n_fail)++;
     }
 }
 
@@ -1040,11 +1049,11 @@ int main() {
     test_flash_tc(1, 200, 8, 2, 48, 0.0f);
     test_flash_tc(1, 90, 2, 1, 20, 0.0f);  // hd 20: rows not 16-byte aligned, element loads
     test_flash_tc(2, 90, 4, 2, 16, 0.0f, 6);  // a learned table
-    test_flash_forward_variants(2, 200, 6, 2, 64, 0.0f);  // GQA, four query tiles, the last one partial
-    test_flash_forward_variants(1, 130, 4, 4, 64, 1.0f);  // ALiBi
-    test_flash_forward_variants(1, 100, 2, 1, 128, 0.0f);  // MQA, hd 128
-    test_flash_forward_variants(2, 90, 4, 2, 32, 2.0f, 6);  // ALiBi and a learned table, hd 32
-    test_flash_forward_variants(1, 64, 2, 2, 32, 8.0f);  // one tile, ALiBi at alpha 8
+    test_flash_variants(2, 200, 6, 2, 64, 0.0f);  // GQA, four query tiles, the last one partial
+    test_flash_variants(1, 130, 4, 4, 64, 1.0f);  // ALiBi
+    test_flash_variants(1, 100, 2, 1, 128, 0.0f);  // MQA, hd 128
+    test_flash_variants(2, 90, 4, 2, 32, 2.0f, 6);  // ALiBi and a learned table, hd 32
+    test_flash_variants(1, 64, 2, 2, 32, 8.0f);  // one tile, ALiBi at alpha 8
     test_flash_forward_fallbacks();
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(13, 33, 0);

@@ -450,175 +450,6 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_forward_kernel_v1(floatX
     flash_tc_write_rows(y, Ow, L::LDO, b, t0 + warp * 16, T, NH, h, hd);
 }
 
-// ----------------------------------------------------------------------------
-// Forward v2, FA2-class (bf16 build): mma.sync m16n8k16 with S, P and O in registers
-// (llmc/cuda/mma.cuh). A block of FMMA_WARPS warps owns FMMA_ROWS queries, 16 per warp, and
-// walks the key tiles of FMMA_TILE up to the diagonal one. Q, K and V come into shared memory
-// by cp.async, K and V double-buffered: tile j+1 loads while tile j is computed. Q goes
-// into registers once (ldmatrix). Lane (g, c) = (lane / 4, lane % 4) holds rows g and g + 8
-// of its warp's 16 and columns 2c, 2c + 1 of every 8-column block of S and O (the
-// accumulator layout), so a row's max and sum take two shuffles among its 4 lanes, and two
-// 8-key blocks of P are, as they stand, the A operand of a 16-key chunk of P V: P never
-// leaves registers and O is never loaded or stored per tile. Scores in log2 units,
-//   x = (q . k) * scale * log2 e + attn_bias(h, t - s) * log2 e,  p = 2^(x - m),  lse = (m + log2 l) ln 2
-// the same softmax as v1 in another base. hd == HD (32, 64, 128) with 16-byte aligned rows
-// (flash_forward_variant_for falls back to v1 otherwise). What v1 spends and this does not:
-// S through fp32 shared memory and back, P through bf16 shared memory, O loaded, rescaled
-// and stored in fp32 shared memory per tile, synchronous tile loads.
-#define FMMA_WARPS 4
-#define FMMA_THREADS (FMMA_WARPS * 32)
-#define FMMA_ROWS (FMMA_WARPS * 16)
-#define FMMA_TILE 64  // == FMMA_ROWS: the last key tile is the diagonal one
-#define FLASH_LOG2E 1.4426950408889634f
-#define FLASH_LN2 0.6931471805599453f
-
-template <int HD>
-struct FmmaSmem {
-    static constexpr int LD = HD + 8;  // 16 bytes of pad: an ldmatrix's 8 rows fall in 8 different bank groups
-    static constexpr size_t TILE = (size_t)FMMA_TILE * LD * sizeof(floatX);
-    static constexpr size_t bytes = 5 * TILE;  // Q (then the output on its way out), K and V twice
-    static_assert(FMMA_ROWS == FMMA_TILE && HD % 32 == 0, "diagonal tiles; pairs of 16-wide k chunks");
-};
-
-// rows r0 .. r0 + FMMA_TILE - 1 of head h of a (B,T,H,HD) tensor into dst (FMMA_TILE, HD + 8)
-// by cp.async (the caller commits), zeros past T
-template <int HD>
-__device__ void flash_mma_load_tile(floatX *dst, const floatX *src, int b, int r0, int T, int H, int h) {
-    const floatX *base = src + ((size_t)b * T * H + h) * HD;  // row t at base + t * H * HD
-    for (int i = threadIdx.x; i < FMMA_TILE * HD / 8; i += FMMA_THREADS) {
-        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = r0 + r;
-        cp_async16(dst + r * (HD + 8) + c, base + (size_t)min(t, T - 1) * H * HD + c, t < T);
-    }
-}
-
-// y (B,T,NH,HD), lse (B,NH,T); q (B,T,NH,HD), k, v (B,T,NKV,HD). Grid (T/FMMA_ROWS, NH, B).
-template <int HD>
-__global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(floatX *y, float *lse, const floatX *q,
-                                                                             const floatX *k, const floatX *v, int T,
-                                                                             int NH, int NKV, AttnBias ab) {
-    constexpr int LD = FmmaSmem<HD>::LD, NB = FMMA_TILE / 8, KC = HD / 16, DB = HD / 8;
-    extern __shared__ __align__(128) unsigned char smem[];
-    floatX *Qs = (floatX *)smem;                                           // (FMMA_ROWS, LD)
-    floatX *Ks = Qs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;       // two (FMMA_TILE, LD) each
-    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's rows tr, tr + 8
-    float sc = FLASH_LOG2E / sqrtf((float)HD);
-    AttnBiasHead hb = attn_bias_head(ab, h);
-    flash_mma_load_tile<HD>(Qs, q, b, t0, T, NH, h);
-    flash_mma_load_tile<HD>(Ks, k, b, 0, T, NKV, kvh);
-    flash_mma_load_tile<HD>(Vs, v, b, 0, T, NKV, kvh);
-    cp_async_commit();
-    uint32_t qf[KC][4];  // the warp's 16 queries as A fragments, one per 16-wide chunk of hd
-    float o[DB][4], m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the row sums
-#pragma unroll
-    for (int d = 0; d < DB; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-    for (int j = 0; j <= tile; j++) {
-        const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
-        if (j < tile) {  // the next tile into the other buffers, freed by the barrier ending tile j - 1
-            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            cp_async_commit();
-            cp_async_wait<1>();  // tile j (and Q) have landed
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        if (j == 0) {
-#pragma unroll
-            for (int kc = 0; kc < KC; kc++) ldmatrix_x4(qf[kc], Qs + (warp * 16 + lane % 16) * LD + kc * 16 + lane / 16 * 8);
-        }
-        // S (16, FMMA_TILE) = Q_w K_j^T: a K row (key) is a column of B, so plain ldmatrix
-        float s[NB][4];
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
-            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
-#pragma unroll
-            for (int kc = 0; kc < KC; kc += 2) {  // matrices: keys nb*8.., hd columns kc*16, +8, +16, +24
-                uint32_t kf[4];
-                ldmatrix_x4(kf, Kj + (nb * 8 + lane % 8) * LD + kc * 16 + lane / 8 * 8);
-                mma_bf16_16816(s[nb], qf[kc], {kf[0], kf[1]});
-                mma_bf16_16816(s[nb], qf[kc + 1], {kf[2], kf[3]});
-            }
-        }
-        // scores with the hook, the diagonal tile masked; the online softmax of rows tr, tr + 8
-        int s0 = j * FMMA_TILE;
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int t = tr + e / 2 * 8, key = s0 + nb * 8 + c2 + e % 2;
-                float x = j == tile && key > t ? -FLT_MAX : s[nb][e] * sc + attn_bias_at(hb, t - key) * FLASH_LOG2E;
-                s[nb][e] = x;
-                mx[e / 2] = fmaxf(mx[e / 2], x);
-            }
-        float corr[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 2));
-            corr[i] = exp2f(m[i] - mx[i]);
-            m[i] = mx[i];
-            l[i] *= corr[i];
-        }
-#pragma unroll
-        for (int d = 0; d < DB; d++) {
-            o[d][0] *= corr[0];
-            o[d][1] *= corr[0];
-            o[d][2] *= corr[1];
-            o[d][3] *= corr[1];
-        }
-        uint32_t pf[FMMA_TILE / 16][4];  // P as A fragments: 8-key blocks 2i and 2i + 1 make chunk i
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
-            float p[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                p[e] = exp2f(s[nb][e] - m[e / 2]);  // 0 where masked
-                l[e / 2] += p[e];
-            }
-            pf[nb / 2][nb % 2 * 2] = pack_bf16(p[0], p[1]);
-            pf[nb / 2][nb % 2 * 2 + 1] = pack_bf16(p[2], p[3]);
-        }
-        // O (16, HD) += P (16, FMMA_TILE) V_j: a V row (key) is a row of B, so ldmatrix .trans
-#pragma unroll
-        for (int kc = 0; kc < FMMA_TILE / 16; kc++)
-#pragma unroll
-            for (int d = 0; d < DB; d += 2) {  // matrices: keys kc*16, +8 by hd columns d*8, +8
-                uint32_t vf[4];
-                ldmatrix_x4_trans(vf, Vj + (kc * 16 + lane % 16) * LD + d * 8 + lane / 16 * 8);
-                mma_bf16_16816(o[d], pf[kc], {vf[0], vf[1]});
-                mma_bf16_16816(o[d + 1], pf[kc], {vf[2], vf[3]});
-            }
-        __syncthreads();  // every warp is done with tile j's buffers before tile j + 2 loads into them
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffff, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
-        int t = tr + 8 * i;
-        if (c2 == 0 && t < T) lse[((size_t)b * NH + h) * T + t] = m[i] * FLASH_LN2 + logf(l[i]);
-    }
-    // O / l through the warp's rows of Q's region (free since tile 0) for 16-byte stores
-    floatX *Ow = Qs + warp * 16 * LD;
-    float inv0 = 1.0f / l[0], inv1 = 1.0f / l[1];
-#pragma unroll
-    for (int d = 0; d < DB; d++) {
-        floatX *r0 = Ow + (lane / 4) * LD + d * 8 + c2, *r1 = r0 + 8 * LD;
-        r0[0] = to_x(o[d][0] * inv0);
-        r0[1] = to_x(o[d][1] * inv0);
-        r1[0] = to_x(o[d][2] * inv1);
-        r1[1] = to_x(o[d][3] * inv1);
-    }
-    __syncwarp();
-    for (int i = lane; i < 16 * HD / 8; i += 32) {
-        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = t0 + warp * 16 + r;
-        if (t < T) *reinterpret_cast<int4 *>(y + (((size_t)b * T + t) * NH + h) * HD + c) =
-            *reinterpret_cast<const int4 *>(Ow + r * LD + c);
-    }
-}
-
 // The backward's two score products of a warp: S (16, FTC_TILE) = A1 B1^T and P = A2 B2^T, for
 // A1, A2 the warp's 16 rows and B1, B2 whole tiles (bf16, leading dimension HDP + 8), into
 // fp32 scratch with leading dimension FTC_LDS. The j loop is not unrolled: in dK/dV, dK's
@@ -651,7 +482,7 @@ __device__ void flash_tc_scores(float *S, float *P, const floatX *a1, const floa
 // dk, dv (B,T,NKV,hd), overwritten. Grid (T/FTC_ROWS, NKV, B): a block owns FTC_ROWS keys,
 // 16 per warp, and walks the query tiles t0 >= its first key of every head of its group.
 template <int HDP>
-__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(floatX *dk, floatX *dv, const floatX *dy,
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel_v1(floatX *dk, floatX *dv, const floatX *dy,
                                                                            const float *lse, const float *D,
                                                                            const floatX *q, const floatX *k,
                                                                            const floatX *v, int T, int NH, int NKV,
@@ -736,7 +567,7 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_kv_kernel(float
 // dq (B,T,NH,hd), overwritten. Grid (T/FTC_ROWS, NH, B): a block owns FTC_ROWS queries, 16
 // per warp, and walks the key tiles s0 <= its last query.
 template <int HDP>
-__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX *dq, const floatX *dy, const float *lse,
+__global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel_v1(floatX *dq, const floatX *dy, const float *lse,
                                                                           const float *D, const floatX *q,
                                                                           const floatX *k, const floatX *v, int T, int NH,
                                                                           int NKV, int hd, AttnBias ab) {
@@ -804,6 +635,380 @@ __global__ void __launch_bounds__(FTC_THREADS) flash_tc_backward_q_kernel(floatX
     flash_tc_write_rows(dq, Ow, L::LDO, b, tw, T, NH, h, hd);
 }
 
+// ----------------------------------------------------------------------------
+// FA2-class kernels (bf16 build), variant 2 of the forward and of the backward: mma.sync
+// m16n8k16 with the scores and the accumulators in registers (llmc/cuda/mma.cuh). A block
+// of FMMA_WARPS warps owns FMMA_ROWS rows (queries in the forward and dQ, keys in dK/dV),
+// 16 per warp, and walks tiles of FMMA_TILE rows of the other side; the tiles come into
+// shared memory by cp.async, double-buffered: tile j+1 loads while tile j is computed.
+// Lane (g, c) = (lane / 4, lane % 4) holds rows g and g + 8 of its warp's 16 and columns
+// 2c, 2c + 1 of every 8-column block of a score or accumulator tile (the accumulator
+// layout), so a row's max and sum take two shuffles among its 4 lanes, and two 8-column
+// blocks of P (or dS) are, as they stand, the A operand of a 16-wide chunk of the next
+// product: P and dS never leave registers. Scores in log2 units,
+//   x = (q . k) * scale * log2 e + attn_bias(h, t - s) * log2 e,  p = 2^(x - m),  lse = (m + log2 l) ln 2
+// the same softmax as v1 in another base. hd == HD (32, 64, 128) with 16-byte aligned
+// tensors (flash_forward_variant_for and flash_backward_variant_for fall back to v1).
+#define FMMA_WARPS 4
+#define FMMA_THREADS (FMMA_WARPS * 32)
+#define FMMA_ROWS (FMMA_WARPS * 16)
+#define FMMA_TILE 64   // == FMMA_ROWS: the last tile of the other side is the diagonal one
+#define FMMA_CHUNK 32  // the backward's columns per pass over a tile (its scores' registers)
+#define FLASH_LOG2E 1.4426950408889634f
+#define FLASH_LN2 0.6931471805599453f
+
+template <int HD>
+struct FmmaSmem {
+    static constexpr int LD = HD + 8;  // 16 bytes of pad: an ldmatrix's 8 rows fall in 8 different bank groups
+    static constexpr size_t TILE = (size_t)FMMA_TILE * LD * sizeof(floatX);
+    static constexpr size_t fwd = 5 * TILE;                                   // Q (then the output), K, V twice
+    static constexpr size_t bwd = 6 * TILE + 4 * FMMA_TILE * sizeof(float);  // two own, two others twice; lse, D twice
+    static_assert(FMMA_ROWS == FMMA_TILE && HD % 32 == 0 && FMMA_TILE % FMMA_CHUNK == 0,
+                  "diagonal tiles; pairs of 16-wide k chunks");
+};
+
+// rows r0 .. r0 + FMMA_TILE - 1 of head h of a (B,T,H,HD) tensor into dst (FMMA_TILE, HD + 8)
+// by cp.async (the caller commits), zeros past T
+template <int HD>
+__device__ void flash_mma_load_tile(floatX *dst, const floatX *src, int b, int r0, int T, int H, int h) {
+    const floatX *base = src + ((size_t)b * T * H + h) * HD;  // row t at base + t * H * HD
+    for (int i = threadIdx.x; i < FMMA_TILE * HD / 8; i += FMMA_THREADS) {
+        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = r0 + r;
+        cp_async16(dst + r * (HD + 8) + c, base + (size_t)min(t, T - 1) * H * HD + c, t < T);
+    }
+}
+
+// a warp's 16 rows (16, HD) at rows (leading dimension HD + 8) as A fragments, one per 16-wide chunk
+template <int HD>
+__device__ void flash_mma_load_a(uint32_t (&a)[HD / 16][4], const floatX *rows) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; kc++) ldmatrix_x4(a[kc], rows + (lane % 16) * (HD + 8) + kc * 16 + lane / 16 * 8);
+}
+
+// s (16, N) = A B^T for A the warp's 16 rows (fragments a) and B the N rows at brows
+// (leading dimension HD + 8): a B row is a column of the product's B operand, so plain ldmatrix
+template <int HD, int N>
+__device__ void flash_mma_scores(float (&s)[N / 8][4], const uint32_t (&a)[HD / 16][4], const floatX *brows) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int nb = 0; nb < N / 8; nb++) {
+        s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+        for (int kc = 0; kc < HD / 16; kc += 2) {  // matrices: rows nb*8.., columns kc*16, +8, +16, +24
+            uint32_t f[4];
+            ldmatrix_x4(f, brows + (nb * 8 + lane % 8) * (HD + 8) + kc * 16 + lane / 8 * 8);
+            mma_bf16_16816(s[nb], a[kc], {f[0], f[1]});
+            mma_bf16_16816(s[nb], a[kc + 1], {f[2], f[3]});
+        }
+    }
+}
+
+// acc (16, HD) += P (16, N) B (N, HD) for P's fragments p and B the N rows at brows: a B row
+// is a row of the product's B operand, so ldmatrix .trans
+template <int HD, int N>
+__device__ void flash_mma_accumulate(float (&acc)[HD / 8][4], const uint32_t (&p)[N / 16][4], const floatX *brows) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kc = 0; kc < N / 16; kc++)
+#pragma unroll
+        for (int d = 0; d < HD / 8; d += 2) {  // matrices: rows kc*16, +8 by columns d*8, +8
+            uint32_t f[4];
+            ldmatrix_x4_trans(f, brows + (kc * 16 + lane % 16) * (HD + 8) + d * 8 + lane / 16 * 8);
+            mma_bf16_16816(acc[d], p[kc], {f[0], f[1]});
+            mma_bf16_16816(acc[d + 1], p[kc], {f[2], f[3]});
+        }
+}
+
+// score tile x (16, N) in the accumulator layout as A fragments in bf16: 8-column blocks 2i and 2i + 1 make chunk i
+template <int N>
+__device__ void flash_mma_pack(uint32_t (&p)[N / 16][4], const float (&x)[N / 8][4]) {
+#pragma unroll
+    for (int nb = 0; nb < N / 8; nb++) {
+        p[nb / 2][nb % 2 * 2] = pack_bf16(x[nb][0], x[nb][1]);
+        p[nb / 2][nb % 2 * 2 + 1] = pack_bf16(x[nb][2], x[nb][3]);
+    }
+}
+
+// a warp's 16 rows of an accumulator tile (16, HD), times rscale[0] (row g) and rscale[1]
+// (row g + 8), to rows r0.. of head h of a (B,T,H,HD) tensor (rows past T skipped), staged
+// through the warp's 16 rows of stage (leading dimension HD + 8) for 16-byte stores
+template <int HD>
+__device__ void flash_mma_store(floatX *dst, floatX *stage, const float (&acc)[HD / 8][4], const float (&rscale)[2],
+                                int b, int r0, int T, int H, int h) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int d = 0; d < HD / 8; d++) {
+        floatX *p0 = stage + (lane / 4) * (HD + 8) + d * 8 + lane % 4 * 2, *p1 = p0 + 8 * (HD + 8);
+        p0[0] = to_x(acc[d][0] * rscale[0]);
+        p0[1] = to_x(acc[d][1] * rscale[0]);
+        p1[0] = to_x(acc[d][2] * rscale[1]);
+        p1[1] = to_x(acc[d][3] * rscale[1]);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * HD / 8; i += 32) {
+        int r = i / (HD / 8), c = i % (HD / 8) * 8, t = r0 + r;
+        if (t < T) *reinterpret_cast<int4 *>(dst + (((size_t)b * T + t) * H + h) * HD + c) =
+            *reinterpret_cast<const int4 *>(stage + r * (HD + 8) + c);
+    }
+}
+
+// Forward v2. y (B,T,NH,HD), lse (B,NH,T); q (B,T,NH,HD), k, v (B,T,NKV,HD). Grid
+// (T/FMMA_ROWS, NH, B). Q in registers once; per key tile S = Q K^T, the online softmax, O
+// += P V, all in registers. What v1 spends per warp and tile and this does not: S through
+// fp32 shared memory (written, read twice), P through bf16 shared memory, O loaded,
+// rescaled and stored in fp32 shared memory, a synchronous tile load.
+template <int HD>
+__global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(floatX *y, float *lse, const floatX *q,
+                                                                          const floatX *k, const floatX *v, int T,
+                                                                          int NH, int NKV, AttnBias ab) {
+    constexpr int LD = FmmaSmem<HD>::LD, NB = FMMA_TILE / 8, DB = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Qs = (floatX *)smem;                                      // (FMMA_ROWS, LD)
+    floatX *Ks = Qs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;  // two (FMMA_TILE, LD) each
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's rows tr, tr + 8
+    float sc = FLASH_LOG2E / sqrtf((float)HD);
+    AttnBiasHead hb = attn_bias_head(ab, h);
+    flash_mma_load_tile<HD>(Qs, q, b, t0, T, NH, h);
+    flash_mma_load_tile<HD>(Ks, k, b, 0, T, NKV, kvh);
+    flash_mma_load_tile<HD>(Vs, v, b, 0, T, NKV, kvh);
+    cp_async_commit();
+    uint32_t qf[HD / 16][4];  // the warp's 16 queries
+    float o[DB][4], m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the row sums
+#pragma unroll
+    for (int d = 0; d < DB; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    for (int j = 0; j <= tile; j++) {
+        const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
+        if (j < tile) {  // the next tile into the other buffers, freed by the barrier ending tile j - 1
+            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            cp_async_commit();
+            cp_async_wait<1>();  // tile j (and Q) have landed
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j == 0) flash_mma_load_a<HD>(qf, Qs + warp * 16 * LD);
+        float s[NB][4];
+        flash_mma_scores<HD, FMMA_TILE>(s, qf, Kj);  // S (16, FMMA_TILE) = Q_w K_j^T
+        // scores with the hook, the diagonal tile masked; the online softmax of rows tr, tr + 8
+        int s0 = j * FMMA_TILE;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int t = tr + e / 2 * 8, key = s0 + nb * 8 + c2 + e % 2;
+                float x = j == tile && key > t ? -FLT_MAX : s[nb][e] * sc + attn_bias_at(hb, t - key) * FLASH_LOG2E;
+                s[nb][e] = x;
+                mx[e / 2] = fmaxf(mx[e / 2], x);
+            }
+        float corr[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffff, mx[i], 2));
+            corr[i] = exp2f(m[i] - mx[i]);
+            m[i] = mx[i];
+            l[i] *= corr[i];
+        }
+#pragma unroll
+        for (int d = 0; d < DB; d++) {
+            o[d][0] *= corr[0];
+            o[d][1] *= corr[0];
+            o[d][2] *= corr[1];
+            o[d][3] *= corr[1];
+        }
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[nb][e] = exp2f(s[nb][e] - m[e / 2]);  // 0 where masked
+                l[e / 2] += s[nb][e];
+            }
+        uint32_t pf[FMMA_TILE / 16][4];
+        flash_mma_pack<FMMA_TILE>(pf, s);
+        flash_mma_accumulate<HD, FMMA_TILE>(o, pf, Vj);  // O (16, HD) += P (16, FMMA_TILE) V_j
+        __syncthreads();  // every warp is done with tile j's buffers before tile j + 2 loads into them
+    }
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffff, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
+        inv[i] = 1.0f / l[i];
+        int t = tr + 8 * i;
+        if (c2 == 0 && t < T) lse[((size_t)b * NH + h) * T + t] = m[i] * FLASH_LN2 + logf(l[i]);
+    }
+    // the warp's rows of Q's region are free since tile 0
+    flash_mma_store<HD>(y, Qs + warp * 16 * LD, o, inv, b, t0 + warp * 16, T, NH, h);
+}
+
+// Backward v2, dK/dV. dk, dv (B,T,NKV,HD), overwritten. Grid (T/FMMA_ROWS, NKV, B): a block
+// owns FMMA_ROWS keys (their K, V rows in shared memory) and walks the query tiles from its
+// diagonal on, of every head of its group, as one sequence of tiles (the prefetch crosses
+// heads). Per tile and FMMA_CHUNK queries, per warp: S^T = K_w Q^T and dP^T = V_w dY^T,
+// P^T = 2^(S^T sc + bias log2 e - lse log2 e), dS^T = P^T (dP^T - D) scale, then dV += P^T dY
+// and dK += dS^T Q, the group's heads summed in the same fp32 registers (no atomics).
+template <int HD>
+__global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_kv_kernel_v2(floatX *dk, floatX *dv, const floatX *dy,
+                                                                              const float *lse, const float *D,
+                                                                              const floatX *q, const floatX *k,
+                                                                              const floatX *v, int T, int NH, int NKV,
+                                                                              AttnBias ab) {
+    constexpr int LD = FmmaSmem<HD>::LD, NC = FMMA_CHUNK / 8, DB = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Ks = (floatX *)smem, *Vs = Ks + FMMA_TILE * LD;                      // own keys (FMMA_ROWS, LD)
+    floatX *Qs = Vs + FMMA_TILE * LD, *dYs = Qs + 2 * FMMA_TILE * LD;            // two (FMMA_TILE, LD) each
+    float *lses = (float *)(dYs + 2 * FMMA_TILE * LD), *Ds = lses + 2 * FMMA_TILE;  // two (FMMA_TILE) each
+    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int s0 = blockIdx.x * FMMA_ROWS, sr = s0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's keys sr, sr + 8
+    int nqt = (T - s0 + FMMA_TILE - 1) / FMMA_TILE, n = group * nqt;  // query tiles per head; tiles in all
+    float scale = 1.0f / sqrtf((float)HD), sc = scale * FLASH_LOG2E;
+    // tile i: head kvh * group + i / nqt, queries from s0 + (i % nqt) * FMMA_TILE
+    auto load = [&](int i) {
+        int h = kvh * group + i / nqt, t0 = s0 + i % nqt * FMMA_TILE, buf = i % 2;
+        flash_mma_load_tile<HD>(Qs + buf * FMMA_TILE * LD, q, b, t0, T, NH, h);
+        flash_mma_load_tile<HD>(dYs + buf * FMMA_TILE * LD, dy, b, t0, T, NH, h);
+        cp_async_commit();
+        if (threadIdx.x < FMMA_TILE) {  // plain loads, seen by all after the next barrier
+            int t = t0 + threadIdx.x;
+            lses[buf * FMMA_TILE + threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] * FLASH_LOG2E : 0.0f;
+            Ds[buf * FMMA_TILE + threadIdx.x] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+        }
+    };
+    flash_mma_load_tile<HD>(Ks, k, b, s0, T, NKV, kvh);
+    flash_mma_load_tile<HD>(Vs, v, b, s0, T, NKV, kvh);
+    load(0);
+    float dka[DB][4], dva[DB][4];
+#pragma unroll
+    for (int d = 0; d < DB; d++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dka[d][e] = dva[d][e] = 0.0f;
+    for (int i = 0; i < n; i++) {
+        if (i + 1 < n) {
+            load(i + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        int h = kvh * group + i / nqt, t0 = s0 + i % nqt * FMMA_TILE, buf = i % 2;
+        AttnBiasHead hb = attn_bias_head(ab, h);
+        const floatX *Qi = Qs + buf * FMMA_TILE * LD, *dYi = dYs + buf * FMMA_TILE * LD;
+        const float *lsei = lses + buf * FMMA_TILE, *Di = Ds + buf * FMMA_TILE;
+#pragma unroll 1
+        for (int c0 = 0; c0 < FMMA_TILE; c0 += FMMA_CHUNK) {
+            float st[NC][4], dpt[NC][4];
+            {
+                uint32_t a[HD / 16][4];
+                flash_mma_load_a<HD>(a, Ks + warp * 16 * LD);
+                flash_mma_scores<HD, FMMA_CHUNK>(st, a, Qi + c0 * LD);    // S^T (16 keys, FMMA_CHUNK queries)
+                flash_mma_load_a<HD>(a, Vs + warp * 16 * LD);
+                flash_mma_scores<HD, FMMA_CHUNK>(dpt, a, dYi + c0 * LD);  // dP^T
+            }
+#pragma unroll
+            for (int nb = 0; nb < NC; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int s = sr + e / 2 * 8, col = c0 + nb * 8 + c2 + e % 2, t = t0 + col;
+                    float p = 0.0f;
+                    if (s <= t && t < T) p = exp2f(st[nb][e] * sc + attn_bias_at(hb, t - s) * FLASH_LOG2E - lsei[col]);
+                    st[nb][e] = p;
+                    dpt[nb][e] = p * (dpt[nb][e] - Di[col]) * scale;
+                }
+            uint32_t pf[FMMA_CHUNK / 16][4], dsf[FMMA_CHUNK / 16][4];
+            flash_mma_pack<FMMA_CHUNK>(pf, st);
+            flash_mma_pack<FMMA_CHUNK>(dsf, dpt);
+            flash_mma_accumulate<HD, FMMA_CHUNK>(dva, pf, dYi + c0 * LD);  // dV_w += P^T dY
+            flash_mma_accumulate<HD, FMMA_CHUNK>(dka, dsf, Qi + c0 * LD);  // dK_w += dS^T Q
+        }
+        __syncthreads();  // every warp is done with tile i's buffers before tile i + 2 loads into them
+    }
+    // the warp's own rows of K and V are its own: they stage its output
+    const float one[2] = {1.0f, 1.0f};
+    flash_mma_store<HD>(dk, Ks + warp * 16 * LD, dka, one, b, s0 + warp * 16, T, NKV, kvh);
+    flash_mma_store<HD>(dv, Vs + warp * 16 * LD, dva, one, b, s0 + warp * 16, T, NKV, kvh);
+}
+
+// Backward v2, dQ. dq (B,T,NH,HD), overwritten. Grid (T/FMMA_ROWS, NH, B): a block owns
+// FMMA_ROWS queries (Q and dY in registers) and walks the key tiles up to its diagonal. Per
+// tile and FMMA_CHUNK keys, per warp: S = Q_w K^T and dP = dY_w V^T, P and dS as in dK/dV,
+// dQ += dS K.
+template <int HD>
+__global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_q_kernel_v2(floatX *dq, const floatX *dy, const float *lse,
+                                                                             const float *D, const floatX *q,
+                                                                             const floatX *k, const floatX *v, int T,
+                                                                             int NH, int NKV, AttnBias ab) {
+    constexpr int LD = FmmaSmem<HD>::LD, NC = FMMA_CHUNK / 8, DB = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    floatX *Qs = (floatX *)smem, *dYs = Qs + FMMA_TILE * LD;                // own queries (FMMA_ROWS, LD)
+    floatX *Ks = dYs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;       // two (FMMA_TILE, LD) each
+    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's queries tr, tr + 8
+    float scale = 1.0f / sqrtf((float)HD), sc = scale * FLASH_LOG2E;
+    AttnBiasHead hb = attn_bias_head(ab, h);
+    float lr[2], Dr[2];  // lse (in log2 units) and D of rows tr, tr + 8
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int t = tr + 8 * i;
+        lr[i] = t < T ? lse[((size_t)b * NH + h) * T + t] * FLASH_LOG2E : 0.0f;
+        Dr[i] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.0f;
+    }
+    flash_mma_load_tile<HD>(Qs, q, b, t0, T, NH, h);
+    flash_mma_load_tile<HD>(dYs, dy, b, t0, T, NH, h);
+    flash_mma_load_tile<HD>(Ks, k, b, 0, T, NKV, kvh);
+    flash_mma_load_tile<HD>(Vs, v, b, 0, T, NKV, kvh);
+    cp_async_commit();
+    uint32_t qf[HD / 16][4], dyf[HD / 16][4];  // the warp's 16 queries and their dY
+    float dqa[DB][4];
+#pragma unroll
+    for (int d = 0; d < DB; d++) dqa[d][0] = dqa[d][1] = dqa[d][2] = dqa[d][3] = 0.0f;
+    for (int j = 0; j <= tile; j++) {
+        const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
+        if (j < tile) {
+            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j == 0) {
+            flash_mma_load_a<HD>(qf, Qs + warp * 16 * LD);
+            flash_mma_load_a<HD>(dyf, dYs + warp * 16 * LD);
+        }
+#pragma unroll 1
+        for (int c0 = 0; c0 < FMMA_TILE; c0 += FMMA_CHUNK) {
+            float s[NC][4], dp[NC][4];
+            flash_mma_scores<HD, FMMA_CHUNK>(s, qf, Kj + c0 * LD);    // S (16 queries, FMMA_CHUNK keys)
+            flash_mma_scores<HD, FMMA_CHUNK>(dp, dyf, Vj + c0 * LD);  // dP
+#pragma unroll
+            for (int nb = 0; nb < NC; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int t = tr + e / 2 * 8, key = j * FMMA_TILE + c0 + nb * 8 + c2 + e % 2;
+                    float ds = 0.0f;
+                    if (key <= t && t < T) {
+                        float p = exp2f(s[nb][e] * sc + attn_bias_at(hb, t - key) * FLASH_LOG2E - lr[e / 2]);
+                        ds = p * (dp[nb][e] - Dr[e / 2]) * scale;
+                    }
+                    dp[nb][e] = ds;
+                }
+            uint32_t dsf[FMMA_CHUNK / 16][4];
+            flash_mma_pack<FMMA_CHUNK>(dsf, dp);
+            flash_mma_accumulate<HD, FMMA_CHUNK>(dqa, dsf, Kj + c0 * LD);  // dQ_w += dS K
+        }
+        __syncthreads();
+    }
+    const float one[2] = {1.0f, 1.0f};
+    flash_mma_store<HD>(dq, Qs + warp * 16 * LD, dqa, one, b, t0 + warp * 16, T, NH, h);
+}
+
 template <int HDP>
 static void flash_tc_forward_hd(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
                                 int NH, int NKV, int hd, AttnBias ab) {
@@ -824,16 +1029,16 @@ static void flash_tc_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float
                                  int hd, AttnBias ab) {
     static bool opted = false;
     if (!opted) {
-        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel_v1<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)FtcSmem<HDP>::kv));
-        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_q_kernel<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_q_kernel_v1<HDP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)FtcSmem<HDP>::q));
         opted = true;
     }
-    flash_tc_backward_kv_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NKV, B), FTC_THREADS, FtcSmem<HDP>::kv>>>(
+    flash_tc_backward_kv_kernel_v1<HDP><<<dim3(ceil_div(T, FTC_ROWS), NKV, B), FTC_THREADS, FtcSmem<HDP>::kv>>>(
         dk, dv, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
-    flash_tc_backward_q_kernel<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::q>>>(
+    flash_tc_backward_q_kernel_v1<HDP><<<dim3(ceil_div(T, FTC_ROWS), NH, B), FTC_THREADS, FtcSmem<HDP>::q>>>(
         dq, dy, lse, D, q, k, v, T, NH, NKV, hd, ab);
     cudaCheck(cudaGetLastError());
 }
@@ -844,10 +1049,10 @@ static void flash_mma_forward_hd(floatX *y, float *lse, const floatX *q, const f
     static bool opted = false;
     if (!opted) {
         cudaCheck(cudaFuncSetAttribute(flash_tc_forward_kernel_v2<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)FmmaSmem<HD>::bytes));
+                                       (int)FmmaSmem<HD>::fwd));
         opted = true;
     }
-    flash_tc_forward_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::bytes>>>(
+    flash_tc_forward_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::fwd>>>(
         y, lse, q, k, v, T, NH, NKV, ab);
     cudaCheck(cudaGetLastError());
 }
@@ -874,13 +1079,47 @@ static void flash_forward_tensor_cores(floatX *y, float *lse, const floatX *q, c
     else flash_tc_forward_hd<FLASH_MAX_HD>(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
 }
 
-// as flash_backward_cuda_cores, on tensor cores
+template <int HD>
+static void flash_mma_backward_hd(floatX *dq, floatX *dk, floatX *dv, const float *D, const floatX *dy, const float *lse,
+                                  const floatX *q, const floatX *k, const floatX *v, int B, int T, int NH, int NKV,
+                                  AttnBias ab) {
+    static bool opted = false;
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_kv_kernel_v2<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FmmaSmem<HD>::bwd));
+        cudaCheck(cudaFuncSetAttribute(flash_tc_backward_q_kernel_v2<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)FmmaSmem<HD>::bwd));
+        opted = true;
+    }
+    flash_tc_backward_kv_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NKV, B), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
+        dk, dv, dy, lse, D, q, k, v, T, NH, NKV, ab);
+    cudaCheck(cudaGetLastError());
+    flash_tc_backward_q_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
+        dq, dy, lse, D, q, k, v, T, NH, NKV, ab);
+    cudaCheck(cudaGetLastError());
+}
+
+// The backward on tensor cores that --attention flash runs: 1 (WMMA) or 2 (mma.sync, FA2-class;
+// falls back to 1 as the forward does). dev/cuda/attention_backward.cu validates and times both.
+#define FLASH_BWD_VARIANT 2
+static inline int flash_backward_variant_for(int v, int hd, const void *dq, const void *dk, const void *dv,
+                                             const void *dy, const void *q, const void *k, const void *vv) {
+    return flash_forward_variant_for(v, hd, dq, dk, dv, dy) == 2 && aligned128(q, k, vv) ? 2 : 1;
+}
+
+// as flash_backward_cuda_cores, on tensor cores; variant: flash_backward_variant_for's v
 static void flash_backward_tensor_cores(floatX *dq, floatX *dk, floatX *dv, float *D, const floatX *dy, const floatX *y,
                                         const float *lse, const floatX *q, const floatX *k, const floatX *v, int B, int T,
-                                        int NH, int NKV, int hd, AttnBias ab) {
+                                        int NH, int NKV, int hd, AttnBias ab, int variant = FLASH_BWD_VARIANT) {
     size_t rows = (size_t)B * T * NH;
     flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
     cudaCheck(cudaGetLastError());
+    if (flash_backward_variant_for(variant, hd, dq, dk, dv, dy, q, k, v) == 2) {
+        if (hd == 32) flash_mma_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);
+        else if (hd == 64) flash_mma_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);
+        else flash_mma_backward_hd<128>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);
+        return;
+    }
     if (hd <= 32) flash_tc_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
     else if (hd <= 64) flash_tc_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
     else flash_tc_backward_hd<FLASH_MAX_HD>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, hd, ab);
