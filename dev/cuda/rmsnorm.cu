@@ -11,6 +11,11 @@
 //       with its lane's columns fixed, so dw accumulates in registers across all its
 //       rows; one shared-memory reduction and one global atomic per column per block (so
 //       dw is not bit-reproducible: the trainer would need a fixed-order sum to use it).
+//   v3  the forward of v1; the header's backward variant 2, the trainer's: 8 warps own 64
+//       consecutive rows (a fixed number, so dw's order is the same on every GPU), 128-bit
+//       loads and stores, each warp's dw in its own row of shared memory, the 8 rows summed
+//       in order into a (N/64, C) scratch that rmsnorm_dw_kernel sums in a fixed order:
+//       deterministic, no atomics (checked: two runs give the same bits).
 //
 // Validation on random inputs against the CPU reference (rmsnorm_forward/backward of
 // train_gpt_cpu.c, with double accumulators), outputs poisoned with NaN first; backward
@@ -65,7 +70,7 @@ static void rmsnorm_backward_cpu(float *dx, float *dw, const float *dout, const 
 // most), so C <= 32 * CH * XVEC and C % XVEC == 0.
 
 template <int CH>
-__global__ void __launch_bounds__(256) rmsnorm_forward_kernel_v2(floatX *out, float *rstd, const floatX *x,
+__global__ void __launch_bounds__(256) rmsnorm_forward_kernel_packed(floatX *out, float *rstd, const floatX *x,
                                                                   const floatX *w, int N, int C, float eps) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(256) rmsnorm_forward_kernel_v2(floatX *out, fl
 }
 
 template <int CH>
-__global__ void __launch_bounds__(256) rmsnorm_backward_kernel_v2(floatX *dx, float *dw, const floatX *dout,
+__global__ void __launch_bounds__(256) rmsnorm_backward_kernel_atomic(floatX *dx, float *dw, const floatX *dout,
                                                                    const floatX *x, const floatX *w, const float *rstd,
                                                                    int N, int C, int accumulate) {
     extern __shared__ float dw_shared[];  // (C)
@@ -165,23 +170,25 @@ __global__ void __launch_bounds__(256) rmsnorm_backward_kernel_v2(floatX *dx, fl
 // ----------------------------------------------------------------------------
 // launchers
 
-#define NV 2
+#define NV 3
 static const char *const VERSIONS[NV + 1] = {
     "", "train_gpt.cu's kernels: warp per row, scalar loads; dw per 8 rows into a scratch, summed in a fixed order",
     "warp per row, row in registers, 128-bit loads/stores; backward: resident grid, dw in registers, one atomic per "
-    "column per block"};
+    "column per block",
+    "forward v1; backward: 64 rows per block, 128-bit loads/stores, dw per warp in shared memory, summed in a fixed order"};
 
 static int chunks_needed(int C) { return ceil_div(C / XVEC, 32); }
 // forward v2: C <= 32*16*XVEC (8192 bf16); backward v2 keeps dw, x, dout and w per lane in
 // registers: C <= 32*8*XVEC (2048 bf16, 1024 fp32), beyond that it would spill
 static bool supported(int v, int C, bool backward) {
-    if (v == 1) return true;
+    if (v == 1 || (v == 3 && !backward)) return true;
+    if (v == 3) return rmsnorm_backward_variant_for(2, C, NULL, NULL, NULL, NULL) == 2;
     return C % XVEC == 0 && chunks_needed(C) <= (backward ? 8 : 16);
 }
 
 template <int CH>
 static void forward_v2(floatX *out, float *rstd, const floatX *x, const floatX *w, int N, int C, float eps) {
-    rmsnorm_forward_kernel_v2<CH><<<ceil_div(N, 8), 256>>>(out, rstd, x, w, N, C, eps);
+    rmsnorm_forward_kernel_packed<CH><<<ceil_div(N, 8), 256>>>(out, rstd, x, w, N, C, eps);
 }
 template <int CH>
 static void backward_v2(floatX *dx, float *dw, const floatX *dout, const floatX *x, const floatX *w, const float *rstd,
@@ -189,15 +196,15 @@ static void backward_v2(floatX *dx, float *dw, const floatX *dout, const floatX 
     size_t smem = C * sizeof(float);
     static int per_sm = 0, per_sm_C = -1;  // cached: no host work between the benchmark's events
     if (per_sm_C != C) {
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rmsnorm_backward_kernel_v2<CH>, 256, smem));
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rmsnorm_backward_kernel_atomic<CH>, 256, smem));
         per_sm_C = C;
     }
     int grid = std::min(ceil_div(N, 8), std::max(per_sm, 1) * device_prop().multiProcessorCount);
-    rmsnorm_backward_kernel_v2<CH><<<grid, 256, smem>>>(dx, dw, dout, x, w, rstd, N, C, accumulate);
+    rmsnorm_backward_kernel_atomic<CH><<<grid, 256, smem>>>(dx, dw, dout, x, w, rstd, N, C, accumulate);
 }
 
 static void forward_run(int v, floatX *out, float *rstd, const floatX *x, const floatX *w, int N, int C, float eps) {
-    if (v == 1) {
+    if (v == 1 || v == 3) {
         rmsnorm_forward_kernel<<<ceil_div(N, 8), 256>>>(out, rstd, x, w, N, C, eps);  // LAUNCH_ROWS
     } else {
         int ch = chunks_needed(C);
@@ -210,7 +217,7 @@ static void forward_run(int v, floatX *out, float *rstd, const floatX *x, const 
     cudaCheck(cudaGetLastError());
 }
 
-static float *dw_scratch(int N, int C) {  // v1's (ceil(N/8), C) dw partials, grown as needed
+static float *dw_scratch(int N, int C) {  // the (ceil(N/8), C) dw partials (v1's; v3 needs fewer), grown as needed
     static float *p = NULL;
     static size_t cap = 0;
     size_t need = (size_t)ceil_div(N, 8) * C;
@@ -224,8 +231,8 @@ static float *dw_scratch(int N, int C) {  // v1's (ceil(N/8), C) dw partials, gr
 
 static void backward_run(int v, floatX *dx, float *dw, const floatX *dout, const floatX *x, const floatX *w,
                          const float *rstd, int N, int C, int accumulate) {
-    if (v == 1) {
-        rmsnorm_backward(dx, dw, dw_scratch(N, C), dout, x, w, rstd, N, C, accumulate);
+    if (v == 1 || v == 3) {
+        rmsnorm_backward(dx, dw, dw_scratch(N, C), dout, x, w, rstd, N, C, accumulate, v == 3 ? 2 : 1);
     } else {
         int ch = chunks_needed(C);
         if (ch <= 1) backward_v2<1>(dx, dw, dout, x, w, rstd, N, C, accumulate);
@@ -303,7 +310,7 @@ int main(int argc, char **argv) {
                 ok &= check_close(acc ? "bwd dx (acc)" : "bwd dx", download_x(d_dx, n), acc ? dx_ref1 : dx_ref0, FX_TOL);
                 std::vector<float> dw_got = download_f(d_dw, C);
                 ok &= check_close(acc ? "bwd dw (acc)" : "bwd dw", dw_got, acc ? dw_ref1 : dw_ref0, F32_TOL);
-                if (v == 1 && acc) {  // deterministic: a second run gives the same bits
+                if (v != 2 && acc) {  // deterministic: a second run gives the same bits
                     upload_x(d_dx, dx0);
                     upload_f(d_dw, dw0);
                     backward_run(v, d_dx, d_dw, d_g, d_x, d_w, d_rstd, N, C, acc);

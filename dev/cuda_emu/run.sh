@@ -19,7 +19,7 @@ HEADERS=${HEADERS:-../../llmc/cuda}  # HEADERS=folder: another copy of the heade
 # the kernels test_kernels.cpp checks (each directly or through the host function that
 # launches it): every __global__ of the headers must be here, and have a case there
 CHECKED="flash_forward_kernel flash_backward_dot_kernel flash_backward_kv_kernel flash_backward_q_kernel
-rmsnorm_backward_kernel rmsnorm_dw_kernel attention_forward_online_kernel rope_kernel_v1 rope_kernel_v2 rope_kernel_v3
+rmsnorm_backward_kernel_v1 rmsnorm_backward_kernel_v2 rmsnorm_dw_kernel attention_forward_online_kernel rope_kernel_v1 rope_kernel_v2 rope_kernel_v3
 sinusoidal_kernel classifier_kernel
 gru_step_forward_kernel gru_step_backward_kernel rmsnorm_forward_kernel softmax_forward_kernel softmax_backward_kernel
 attn_bias_kernel attn_bias_diag_kernel bias_fn_fill_kernel bias_fn_chunk_kernel bias_fn_reduce_kernel flash_bias_diag_kernel rel_key_scores_kernel

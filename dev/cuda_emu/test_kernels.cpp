@@ -342,15 +342,20 @@ static void test_rmsnorm(int N, int C, int accumulate) {
             rdw[c] += g[i * C + c] * xh;
         }
     }
-    int nb = (N + 7) / 8;
-    std::vector<float> part((size_t)nb * C, NAN);
-    emu_launch(dim3(nb), dim3(256), C * sizeof(float), [&] { rmsnorm_backward_kernel(dx.data(), part.data(), g.data(), x.data(), w.data(), r.data(), N, C, accumulate); });
-    emu_launch(dim3((C + 31) / 32), dim3(32, 8), 0, [&] { rmsnorm_dw_kernel(dw.data(), part.data(), nb, C); });
-    const char *names[2] = {"dx", "dw"};
-    double errs[2] = {rel(dx, rdx), rel(dw, rdw)};
-    char what[128];
-    snprintf(what, sizeof(what), "RMSNorm backward N %d C %d%s", N, C, accumulate ? ", accumulating" : "");
-    report(what, names, errs, 2);
+    std::vector<float> dx_in = dx, dw_in = dw;
+    for (int variant = 1; variant <= 2; variant++) {  // each through the trainer's launcher
+        dx = dx_in;
+        dw = dw_in;
+        std::vector<float> part((size_t)((N + 7) / 8) * C, NAN);
+        int runs = rmsnorm_backward_variant_for(variant, C, dx.data(), g.data(), x.data(), w.data());
+        rmsnorm_backward(dx.data(), dw.data(), part.data(), g.data(), x.data(), w.data(), r.data(), N, C, accumulate, variant);
+        const char *names[2] = {"dx", "dw"};
+        double errs[2] = {rel(dx, rdx), rel(dw, rdw)};
+        char what[128];
+        snprintf(what, sizeof(what), "RMSNorm backward v%d (ran v%d) N %d C %d%s", variant, runs, N, C,
+                 accumulate ? ", accumulating" : "");
+        report(what, names, errs, 2);
+    }
 }
 
 // ---- the evaluation's attention (attention_forward_online, as gpt_forward calls it):
@@ -1058,6 +1063,8 @@ int main() {
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(13, 33, 0);
     test_rmsnorm(8, 384, 1);
+    test_rmsnorm(150, 64, 0);   // three blocks of v2's 64 rows, the last partial
+    test_rmsnorm(200, 384, 1);  // the 10m width over four blocks
     test_online(2, 50, 50, 0, 4, 2, 32, 0, 0.0f);     // whole sequences, GQA, 4 blocks of rows
     test_online(1, 1, 77, 76, 4, 2, 64, 0, 0.0f);     // one token against a KV cache
     test_online(1, 20, 70, 50, 2, 1, 48, 0, 0.0f);    // a chunk of 20 after 50 cached keys
