@@ -233,7 +233,7 @@ make_shard() {
 # the 10M preset at w 2048 with a reduced batch: 32 sequences, micro-batch 4 (the preset's)
 C10M="--model 10m --vocab_size 50277 --batch_size 4 --total_batch 32"
 TORCH10M="--device cuda --dtype bf16 --C 384 --L 6 --NH 6 --NKV 6 --F 1024 --T 2048 --B 4 --micro 8 --V 50277 --steps 10 --warmup_steps 2"
-C_TOK_S=""  # set by e, compared in h
+C_TOK_S="" FLASH_TOK_S=""  # set by e (naive and --attention flash), compared in h
 # tokens/s of the JSON line bench_torch.py printed into $tmp/out, then what else it says
 torch_result() {
     python3 - "$tmp/out" <<'PY'
@@ -506,6 +506,7 @@ step_e() {
     run 150 ./train_gpt $train --attention flash --out_dir "$tmp/e_flash" || rc=1
     grep -E 'GPU memory' "$tmp/out" | sed 's/^/--attention flash: /' | detail
     f=$(c_rate "$tmp/e_flash/log.jsonl")
+    FLASH_TOK_S=${f%% *}
     echo "--attention flash: ${f%% *} tok/s, MFU ${f##* }% (naive: $C_TOK_S tok/s)" | detail
     local t0=$SECONDS ev=""  # the issue's evaluation target: 20 sequences of 16K in under 10 s
     if run 150 ./train_gpt --eval_only --resume "$tmp/e_c/checkpoint.bin" --val_data "$SHARD" --eval_len 16384 \
@@ -565,7 +566,7 @@ step_h() {
     local t_tok=${t%% *}
     t_tok=${t_tok:-0}
     echo "PyTorch: $t" | detail
-    step_end $rc "PyTorch bf16 $t_tok tok/s${C_TOK_S:+ | C / PyTorch $(python3 -c "print(f'{$C_TOK_S / max(1, $t_tok):.2f}')")}"
+    step_end $rc "PyTorch bf16 $t_tok tok/s${C_TOK_S:+ | C / PyTorch $(python3 -c "print(f'{$C_TOK_S / max(1, $t_tok):.2f}')")}${FLASH_TOK_S:+ | C flash / PyTorch $(python3 -c "print(f'{$FLASH_TOK_S / max(1, $t_tok):.2f}')")}"
 }
 
 step_i() {  # not in the default STEPS: GPU memory at micro-batch 16, both attention paths
