@@ -363,8 +363,9 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     # than 100 s on an H200, and with --kernel-name it failed inside cuBLAS ("Internal
     # Sanitizer Error", 27a9a82), so it runs the trainer's shared-memory kernels through
     # dev/cuda's validation (which includes them from llmc/cuda/; no cuBLAS in these versions)
-    local list=("attention_bin 2" "attention_bin 5" "attention_bin 6" "attention_backward_bin 3" "attention_fp32_bin 2"
-        "attention_fp32_bin 5" "rmsnorm_bin 1" "rmsnorm_fp32_bin 1")
+    local list=("attention_bin 2" "attention_bin 5" "attention_bin 6" "attention_bin 7" "attention_backward_bin 3"
+        "attention_backward_bin 4" "attention_fp32_bin 2" "attention_fp32_bin 5" "rmsnorm_bin 1" "rmsnorm_bin 3"
+        "rmsnorm_fp32_bin 1" "rmsnorm_fp32_bin 3")
     # the flash backward on CUDA cores (v2, both builds) takes 147-149 s under racecheck: step R only
     [ "${1:-}" = full ] && list+=("attention_backward_bin 2" "attention_backward_fp32_bin 2")
     for v in "${list[@]}"; do

@@ -8,8 +8,9 @@
 // warp_sum, warp_max, __shfl_sync) meet at a barrier per warp: all 32 lanes must take part,
 // as the full mask 0xffffffff requires on the GPU. Slow, and blind to races that only
 // real hardware shows; what it checks is indexing, bounds, barriers and the arithmetic.
-// For the bf16 build's kernels: __nv_bfloat16 with round-to-nearest-even conversions, and a
-// minimal nvcuda::wmma (below).
+// For the bf16 build's kernels: __nv_bfloat16 with round-to-nearest-even conversions, a
+// minimal nvcuda::wmma, and llmc/cuda/mma.cuh's PTX (mma.sync, ldmatrix, cp.async) with the
+// PTX ISA's register layouts (below).
 #pragma once
 #include <algorithm>
 #include <barrier>
