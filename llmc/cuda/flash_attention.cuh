@@ -1,5 +1,6 @@
 // llmc/cuda/flash_attention.cuh: causal GQA attention for training, --attention flash (no (T,T) matrix):
-// CUDA cores in the fp32 build, tensor cores (WMMA) in the bf16 build.
+// CUDA cores in the fp32 build, tensor cores in the bf16 build (variant 1 on WMMA, variant 2
+// FA2-class on mma.sync).
 #pragma once
 #include "../config.h"
 #include "attention.cuh"
@@ -288,7 +289,7 @@ static inline void flash_backward_cuda_cores(floatX *dq, floatX *dk, floatX *dv,
 
 #ifndef ENABLE_FP32
 // ----------------------------------------------------------------------------
-// Flash attention on tensor cores (the bf16 build, where floatX is __nv_bfloat16): the
+// Flash attention on tensor cores, variant 1 (the bf16 build, where floatX is __nv_bfloat16): the
 // same passes and formulas, every product on WMMA tiles of 16x16x16 (bf16 inputs, fp32
 // accumulation); the softmax, lse, the attention bias and dS in fp32. A block of FTC_WARPS
 // warps owns FTC_ROWS rows (queries in the forward and dQ, keys in dK/dV), 16 per warp,
