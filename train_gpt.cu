@@ -765,12 +765,14 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
     const Config *c = &g->cfg;
     float scale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / (norm + 1e-6f) : 1.0f;
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
+    size_t numel[NP];  // the tensors lie back to back (gpt_alloc); one this model lacks has none
+    float wd[NP];
     for (int i = 0; i < NP; i++) {
-        size_t n = g->shapes[i].numel, o = g->offsets[i];
-        if (!n) continue;  // a tensor this model does not have
-        LAUNCH_ELEMS(adamw_kernel, n, g->params + o, g->params_x + o, g->grads + o, g->m + o, g->v + o, n, lr, c->beta1,
-                     c->beta2, bc1, bc2, c->adam_eps, PARAM_DECAY[i] ? c->weight_decay : 0.0f, scale, PARAM_FLOOR[i]);
+        numel[i] = g->shapes[i].numel;
+        wd[i] = PARAM_DECAY[i] ? c->weight_decay : 0.0f;
     }
+    adamw_update(g->params, g->params_x, g->grads, g->m, g->v, numel, wd, PARAM_FLOOR, NP, lr, c->beta1, c->beta2, bc1,
+                 bc2, c->adam_eps, scale);
 }
 
 // One optimizer step (the test cases). Mirrors train_step.

@@ -4,11 +4,10 @@
 // clip is folded in as grad_scale; weight decay only on matrices (PARAM_DECAY).
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr ((m/bc1) / (sqrt(v/bc2) + eps) + wd p)
 //
-//   v1  train_gpt.cu's adamw_kernel: one element per thread, one launch per tensor (NP = 11
-//       launches per step, as in train_step)
-//   v2  multi-tensor: one launch over the whole buffer, the tensors' ends and decays passed
-//       as a small table in the kernel's parameters; float4 loads/stores of p, g, m, v and
-//       a 64-bit store of 4 bf16 of px
+//   v1  the header's variant 1: one element per thread, one launch per tensor
+//   v2  the header's variant 2, the trainer's: one launch over the whole buffer, the
+//       tensors' ends, decays and floors in a table in the kernel's parameters; 128-bit
+//       loads/stores of p, g, m, v; the same per-element code as v1 (adamw_at: the same bits)
 //
 // Validation on random state against the CPU reference (adamw_update of train_gpt_cpu.c
 // after the clip's scaling), px poisoned with NaN first: the tiny preset's layout and an
@@ -43,82 +42,16 @@ static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<
 }
 
 // ----------------------------------------------------------------------------
-// v1: the trainer's own kernel (llmc/cuda/, included above)
-
-// ----------------------------------------------------------------------------
-// v2: multi-tensor, float4
-
-#define MAX_SEGS 16
-typedef struct {
-    unsigned long long end[MAX_SEGS];  // exclusive end offset of each tensor
-    float wd[MAX_SEGS];                // its weight decay
-    int n;
-} Segments;
-
-__device__ __forceinline__ int seg_of(const Segments &s, size_t i) {
-    int k = 0;
-    while (k < s.n - 1 && i >= s.end[k]) k++;
-    return k;
-}
-
-// one element, the same expressions as v1
-__device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g, float lr, float beta1, float beta2,
-                                          float bc1, float bc2, float eps, float wd, float grad_scale) {
-    float gi = g * grad_scale;
-    float mi = beta1 * m + (1.0f - beta1) * gi;
-    float vi = beta2 * v + (1.0f - beta2) * gi * gi;
-    m = mi;
-    v = vi;
-    p = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
-}
-
-__global__ void adamw_kernel_v2(float *p, floatX *px, const float *g, float *m, float *v, size_t n, Segments segs,
-                                float lr, float beta1, float beta2, float bc1, float bc2, float eps, float grad_scale) {
-    size_t base = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
-    if (base >= n) return;
-    int k0 = seg_of(segs, base);
-    if (base + 4 <= n) {
-        float4 pp = *reinterpret_cast<const float4 *>(p + base), gg = *reinterpret_cast<const float4 *>(g + base),
-               mm = *reinterpret_cast<const float4 *>(m + base), vv = *reinterpret_cast<const float4 *>(v + base);
-        float pa[4] = {pp.x, pp.y, pp.z, pp.w}, ga[4] = {gg.x, gg.y, gg.z, gg.w}, ma[4] = {mm.x, mm.y, mm.z, mm.w},
-              va[4] = {vv.x, vv.y, vv.z, vv.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            size_t i = base + e;
-            float wd = i < segs.end[k0] ? segs.wd[k0] : segs.wd[seg_of(segs, i)];  // a pack may straddle tensors
-            adamw_one(pa[e], ma[e], va[e], ga[e], lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
-        }
-        *reinterpret_cast<float4 *>(p + base) = make_float4(pa[0], pa[1], pa[2], pa[3]);
-        *reinterpret_cast<float4 *>(m + base) = make_float4(ma[0], ma[1], ma[2], ma[3]);
-        *reinterpret_cast<float4 *>(v + base) = make_float4(va[0], va[1], va[2], va[3]);
-#ifdef ENABLE_FP32
-        if ((void *)px != (void *)p) *reinterpret_cast<float4 *>(px + base) = make_float4(pa[0], pa[1], pa[2], pa[3]);
-#else
-        __nv_bfloat162 lo = __floats2bfloat162_rn(pa[0], pa[1]), hi = __floats2bfloat162_rn(pa[2], pa[3]);
-        uint2 packed;
-        packed.x = *reinterpret_cast<const uint32_t *>(&lo);
-        packed.y = *reinterpret_cast<const uint32_t *>(&hi);
-        *reinterpret_cast<uint2 *>(px + base) = packed;  // 8-byte aligned: base % 4 == 0
-#endif
-    } else {
-        for (size_t i = base; i < n; i++) {
-            float pi = p[i], mi = m[i], vi = v[i];
-            adamw_one(pi, mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, segs.wd[seg_of(segs, i)], grad_scale);
-            p[i] = pi;
-            m[i] = mi;
-            v[i] = vi;
-            px[i] = to_x(pi);
-        }
-    }
-}
+// v1 and v2: the header's variants (llmc/cuda/adamw.cuh, included above), through the
+// trainer's launcher adamw_update
 
 // ----------------------------------------------------------------------------
 // launchers
 
 #define NV 2
 static const char *const VERSIONS[NV + 1] = {
-    "", "train_gpt.cu's adamw_kernel: one element per thread, one launch per tensor",
-    "multi-tensor: one launch over all tensors (ends + decays in a parameter table), float4 loads/stores"};
+    "", "adamw.cuh's variant 1: one element per thread, one launch per tensor",
+    "adamw.cuh's variant 2, the trainer's: one launch over all tensors (ends, decays, floors in a parameter table), 128-bit loads/stores"};
 
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
@@ -128,30 +61,10 @@ typedef struct {
 static void adamw_run(int v, float *p, floatX *px, const float *g, float *m, float *vv, const std::vector<size_t> &sizes,
                       const Hyper &h) {
     float bc1 = 1.0f - powf(h.beta1, (float)h.t), bc2 = 1.0f - powf(h.beta2, (float)h.t);
-    if (v == 1) {  // train_step's loop
-        size_t o = 0;
-        for (size_t i = 0; i < sizes.size(); i++) {
-            size_t n = sizes[i];
-            adamw_kernel<<<ceil_div(n, 256), 256>>>(p + o, px + o, g + o, m + o, vv + o, n, h.lr, h.beta1, h.beta2,
-                                                    bc1, bc2, h.eps, DECAY[i] ? h.weight_decay : 0.0f, h.grad_scale,
-                                                    -INFINITY);
-            cudaCheck(cudaGetLastError());
-            o += n;
-        }
-    } else {
-        Segments s;
-        memset(&s, 0, sizeof(s));
-        size_t o = 0;
-        for (size_t i = 0; i < sizes.size(); i++) {
-            o += sizes[i];
-            s.end[i] = o;
-            s.wd[i] = DECAY[i] ? h.weight_decay : 0.0f;
-        }
-        s.n = (int)sizes.size();
-        adamw_kernel_v2<<<ceil_div(ceil_div(o, 4), 256), 256>>>(p, px, g, m, vv, o, s, h.lr, h.beta1, h.beta2, bc1,
-                                                                  bc2, h.eps, h.grad_scale);
-        cudaCheck(cudaGetLastError());
-    }
+    std::vector<float> wd(sizes.size()), floor(sizes.size(), -INFINITY);  // the reference has no floor
+    for (size_t i = 0; i < sizes.size(); i++) wd[i] = DECAY[i] ? h.weight_decay : 0.0f;
+    adamw_update(p, px, g, m, vv, sizes.data(), wd.data(), floor.data(), (int)sizes.size(), h.lr, h.beta1, h.beta2, bc1,
+                 bc2, h.eps, h.grad_scale, v);
 }
 
 // tensor sizes of a transformer, in PARAM_TABLE order (llmc/checkpoint.h's shapes)

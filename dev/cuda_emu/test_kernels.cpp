@@ -783,23 +783,36 @@ static void test_small(void) {
         e[0] = rel(out, wo), e[1] = rel(cp, std::vector<double>(a.begin(), a.end()));
         report("residual add and floatX copy", names, e, 2);
     }
-    {  // AdamW with the clip scale folded in, and the floatX copy
+    {  // AdamW with the clip scale folded in, and the floatX copy, each variant through the
+       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, floors
+        const size_t numel[5] = {301, 0, 77, 398, 1};
+        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, floors[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f};
         size_t n = 777;
-        std::vector<float> p = randn(n), g = randn(n), m = randn(n, 0.1f), v(n), px(n, NAN);
-        for (float &x : v) x = 0.01f * fabsf(rng_normal(&rng));
+        std::vector<float> p0 = randn(n), g = randn(n), m0 = randn(n, 0.1f), v0(n);
+        for (float &x : v0) x = 0.01f * fabsf(rng_normal(&rng));
         std::vector<double> wp(n), wm(n), wv(n);
-        float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, bc1 = 1 - powf(b1, 3), bc2 = 1 - powf(b2, 3), eps = 1e-8f, wd = 0.1f, gs = 0.7f;
-        for (size_t i = 0; i < n; i++) {
+        float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, bc1 = 1 - powf(b1, 3), bc2 = 1 - powf(b2, 3), eps = 1e-8f, gs = 0.7f;
+        for (size_t i = 0, k = 0, end = numel[0]; i < n; i++) {
+            while (i >= end) end += numel[++k];
             double gi = (double)g[i] * gs;
-            wm[i] = b1 * (double)m[i] + (1 - (double)b1) * gi;
-            wv[i] = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
-            wp[i] = p[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wd * (double)p[i]);
-            wp[i] = std::max(wp[i], 0.0);  // the floor: about half the entries held at it
+            wm[i] = b1 * (double)m0[i] + (1 - (double)b1) * gi;
+            wv[i] = b2 * (double)v0[i] + (1 - (double)b2) * gi * gi;
+            wp[i] = p0[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wds[k] * (double)p0[i]);
+            wp[i] = std::max(wp[i], (double)floors[k]);  // about half the floored entries held at it
         }
-        emu_launch(dim3(4), dim3(256), 0, [&] { adamw_kernel(p.data(), px.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, bc1, bc2, eps, wd, gs, 0.0f); });
-        const char *names[4] = {"p", "m", "v", "px"};
-        e[0] = rel(p, wp), e[1] = rel(m, wm), e[2] = rel(v, wv), e[3] = rel(px, wp);
-        report("AdamW, clip scale folded in, a floor", names, e, 4);
+        std::vector<float> p1;
+        for (int variant = 1; variant <= 2; variant++) {
+            std::vector<float> p = p0, m = m0, v = v0, px(n, NAN);
+            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, floors, 5, lr, b1, b2, bc1, bc2, eps,
+                         gs, variant);
+            const char *names[5] = {"p", "m", "v", "px", "p differs from v1's bits"};
+            if (variant == 1) p1 = p;
+            double errs[5] = {rel(p, wp), rel(m, wm), rel(v, wv), rel(px, wp),
+                              memcmp(p.data(), p1.data(), n * sizeof(float)) ? 1.0 : 0.0};
+            char what[96];
+            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors, 5 tensors (one empty)", variant);
+            report(what, names, errs, 5);
+        }
     }
 }
 
