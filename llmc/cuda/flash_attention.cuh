@@ -679,6 +679,25 @@ __device__ void flash_mma_load_tile(floatX *dst, const floatX *src, int b, int r
     }
 }
 
+// The key walk's step j of the forward and dQ: key tile j + 1 (if j < last) of K and V into
+// the other halves of Ks and Vs (two (FMMA_TILE, HD + 8) tiles each), freed by the barrier
+// that ended step j - 1; then wait until tile j (and what was committed before it) has
+// landed, and a barrier, so every thread sees it
+template <int HD>
+__device__ void flash_mma_next_kv(floatX *Ks, floatX *Vs, const floatX *k, const floatX *v, int b, int j, int last, int T,
+                                  int NKV, int kvh) {
+    if (j < last) {
+        int buf = (j + 1) % 2 * FMMA_TILE * (HD + 8);
+        flash_mma_load_tile<HD>(Ks + buf, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+        flash_mma_load_tile<HD>(Vs + buf, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 // a warp's 16 rows (16, HD) at rows (leading dimension HD + 8) as A fragments, one per 16-wide chunk
 template <int HD>
 __device__ void flash_mma_load_a(uint32_t (&a)[HD / 16][4], const floatX *rows) {
@@ -782,15 +801,7 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(float
     for (int d = 0; d < DB; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
     for (int j = 0; j <= tile; j++) {
         const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
-        if (j < tile) {  // the next tile into the other buffers, freed by the barrier ending tile j - 1
-            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            cp_async_commit();
-            cp_async_wait<1>();  // tile j (and Q) have landed
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        flash_mma_next_kv<HD>(Ks, Vs, k, v, b, j, tile, T, NKV, kvh);
         if (j == 0) flash_mma_load_a<HD>(qf, Qs + warp * 16 * LD);
         float s[NB][4];
         flash_mma_scores<HD, FMMA_TILE>(s, qf, Kj);  // S (16, FMMA_TILE) = Q_w K_j^T
@@ -970,15 +981,7 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_q_kernel_v2(fl
     for (int d = 0; d < DB; d++) dqa[d][0] = dqa[d][1] = dqa[d][2] = dqa[d][3] = 0.0f;
     for (int j = 0; j <= tile; j++) {
         const floatX *Kj = Ks + (j % 2) * FMMA_TILE * LD, *Vj = Vs + (j % 2) * FMMA_TILE * LD;
-        if (j < tile) {
-            flash_mma_load_tile<HD>(Ks + (j + 1) % 2 * FMMA_TILE * LD, k, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            flash_mma_load_tile<HD>(Vs + (j + 1) % 2 * FMMA_TILE * LD, v, b, (j + 1) * FMMA_TILE, T, NKV, kvh);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        flash_mma_next_kv<HD>(Ks, Vs, k, v, b, j, tile, T, NKV, kvh);
         if (j == 0) {
             flash_mma_load_a<HD>(qf, Qs + warp * 16 * LD);
             flash_mma_load_a<HD>(dyf, dYs + warp * 16 * LD);
