@@ -2859,14 +2859,21 @@ static void test_yarn_bounds(const char *ref_path) {
 // QK-norm, and scheme >= 0 for a scheduled case (positions from pos_schedule_step; -1: the
 // alphas 8, 1/8, 8, 2).
 // hd 16 (C 64, 4 heads over 2 KV heads) or 64 (C 128, 2 heads over 1: MQA, the 10m's head size)
-static void write_case(const char *path, int T, int pe, int qk_norm, int scheme, int rpe_layers, int hd) {
+// The model of a case written here: head dim hd, NH query and NKV key/value heads (C = NH hd,
+// F = 2C), 2 layers, V 257, micro-batches of 2 sequences, 2 per step
+static void case_model(Config *c, int T, int pe, int qk_norm, int scheme, int rpe_layers, int hd, int NH, int NKV) {
+    config_defaults(c);
+    c->V = 257; c->C = NH * hd; c->L = 2; c->NH = NH; c->NKV = NKV; c->F = 2 * c->C; c->T = T; c->B = 2;
+    c->total_batch = 2 * c->B;
+    c->pe = pe; c->qk_norm = qk_norm; c->rpe_max = 8 * T; c->pos_scheme = scheme < 0 ? POS_ROPE : scheme;
+    c->rpe_layers = rpe_layers;
+    round_vocab(c);
+}
+
+static void write_case(const char *path, int T, int pe, int qk_norm, int scheme, int rpe_layers, int hd, int NH, int NKV) {
     Config c;
-    config_defaults(&c);
-    c.V = 257; c.C = 64; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 128; c.T = T; c.B = 2;
-    if (hd == 64) { c.C = 128; c.NH = 2; c.NKV = 1; c.F = 256; }
-    c.pe = pe; c.qk_norm = qk_norm; c.rpe_max = 8 * T; c.pos_scheme = scheme < 0 ? POS_ROPE : scheme;
-    round_vocab(&c);
-    int micro = 2, steps = 4, warmup = 2;
+    case_model(&c, T, pe, qk_norm, scheme, rpe_layers, hd, NH, NKV);
+    int micro = c.total_batch / c.B, steps = 4, warmup = 2;
     int32_t ci[12] = {c.V, c.Vp, c.C, c.L, c.NH, c.NKV, c.F, c.T, c.B, micro, steps, warmup};
     float cf[10] = {c.rope_base, c.rms_eps, 3e-3f, 3e-4f, c.weight_decay, c.beta1, c.beta2, c.adam_eps, c.grad_clip, 8.0f};
     float alphas[4] = {8.0f, 0.125f, 8.0f, 2.0f};
@@ -3038,37 +3045,51 @@ static int dumps_same_layout(const char *a_path, const char *b_path) {
 // The GPU-vs-CPU cases, one row each: the names they concern (--only), the label, a PyTorch
 // file (NULL: the reference test_gpt was given) or, with no file, a case written here
 // (write_case: T, --pe, --qk_norm, --pos (-1: the alphas), --rpe_layers independent, head
-// dim); and what --attention flash says when it refuses the case's encoding (NULL: flash takes
-// it; "": the case has no attention, one run). Append rows: trainer.sh names a case by its index.
+// dim, query and key/value heads); and what --attention flash says when it refuses the case's
+// encoding (NULL: flash takes it; "": the case has no attention, one run). Append rows:
+// trainer.sh names a case by its index. ./test_gpt --list shows each case's model as trainer
+// flags; dev/cuda_emu/coverage.sh fails when a kernel variant the trainer picks is reached by none.
 static const struct {
     const char *names, *label, *file;
-    int T, pe, qk_norm, scheme, rpe_layers, hd;
+    int T, pe, qk_norm, scheme, rpe_layers, hd, NH, NKV;
     const char *flash_refusal;
 } GPU_CASES[] = {
-    {"reference rope posaug", "reference case", NULL, 0, 0, 0, 0, 0, 0, NULL},
-    {"nope", "NoPE case", "dev/reference_nope.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"alibi posaug", "ALiBi+PosAug case", "dev/reference_alibi.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"sinusoidal", "sinusoidal APE case", "dev/reference_sinusoidal.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"learned", "learned APE case", "dev/reference_learned.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"qk-norm", "QK-norm case", "dev/reference_qknorm.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"gru", "GRU case", "dev/reference_gru.bin", 0, 0, 0, 0, 0, 0, ""},
-    {"erpe", "eRPE case", "dev/reference_erpe.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"t5", "T5 bias case", "dev/reference_t5.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"tape", "tAPE case", "dev/reference_tape.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"shaw", "Shaw relative keys case", "dev/reference_shaw.bin", 0, 0, 0, 0, 0, 0, "does not take --pe shaw's relative keys"},
-    {"rope", "long case", NULL, 512, PE_ROPE, 0, -1, 0, 16, NULL},
-    {"rpe", "RPE per-layer case", NULL, 64, PE_ROPE, 0, POS_RPE, 1, 16, NULL},
-    {"rfs", "RFS case", NULL, 64, PE_ROPE, 0, POS_RFS, 0, 16, NULL},
-    {"sinusoidal rfs", "sinusoidal APE at RFS positions case", NULL, 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16, NULL},
-    {"learned rpe qk-norm", "learned APE at RPE positions case", NULL, 64, PE_LEARNED, 1, POS_RPE, 0, 16, NULL},
-    {"rope", "head dim 64 case (MQA, T 100)", NULL, 100, PE_ROPE, 0, -1, 0, 64, NULL},  // T off the flash tiles
-    {"erpe posaug", "eRPE+PosAug case (T 80)", NULL, 80, PE_ERPE, 0, -1, 0, 16, NULL},
-    {"pose", "RoPE at PoSE positions case", NULL, 64, PE_ROPE, 0, POS_POSE, 0, 16, NULL},
-    {"tpe", "T-PE case", "dev/reference_tpe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tpe's relative keys"},
-    {"tupe", "TUPE case", "dev/reference_tupe.bin", 0, 0, 0, 0, 0, 0, "does not take --pe tupe's untied positions"},
-    {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, NULL},
-    {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0,
+    {"reference rope posaug", "reference case", NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"nope", "NoPE case", "dev/reference_nope.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"alibi posaug", "ALiBi+PosAug case", "dev/reference_alibi.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"sinusoidal", "sinusoidal APE case", "dev/reference_sinusoidal.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"learned", "learned APE case", "dev/reference_learned.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"qk-norm", "QK-norm case", "dev/reference_qknorm.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"gru", "GRU case", "dev/reference_gru.bin", 0, 0, 0, 0, 0, 0, 0, 0, ""},
+    {"erpe", "eRPE case", "dev/reference_erpe.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"t5", "T5 bias case", "dev/reference_t5.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"tape", "tAPE case", "dev/reference_tape.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"shaw", "Shaw relative keys case", "dev/reference_shaw.bin", 0, 0, 0, 0, 0, 0, 0, 0,
+     "does not take --pe shaw's relative keys"},
+    {"rope", "long case", NULL, 512, PE_ROPE, 0, -1, 0, 16, 4, 2, NULL},
+    {"rpe", "RPE per-layer case", NULL, 64, PE_ROPE, 0, POS_RPE, 1, 16, 4, 2, NULL},
+    {"rfs", "RFS case", NULL, 64, PE_ROPE, 0, POS_RFS, 0, 16, 4, 2, NULL},
+    {"sinusoidal rfs", "sinusoidal APE at RFS positions case", NULL, 64, PE_SINUSOIDAL, 0, POS_RFS, 0, 16, 4, 2, NULL},
+    {"learned rpe qk-norm", "learned APE at RPE positions case", NULL, 64, PE_LEARNED, 1, POS_RPE, 0, 16, 4, 2, NULL},
+    {"rope", "head dim 64 case (MQA, T 100)", NULL, 100, PE_ROPE, 0, -1, 0, 64, 2, 1, NULL},  // T off the flash tiles
+    {"erpe posaug", "eRPE+PosAug case (T 80)", NULL, 80, PE_ERPE, 0, -1, 0, 16, 4, 2, NULL},
+    {"pose", "RoPE at PoSE positions case", NULL, 64, PE_ROPE, 0, POS_POSE, 0, 16, 4, 2, NULL},
+    {"tpe", "T-PE case", "dev/reference_tpe.bin", 0, 0, 0, 0, 0, 0, 0, 0, "does not take --pe tpe's relative keys"},
+    {"tupe", "TUPE case", "dev/reference_tupe.bin", 0, 0, 0, 0, 0, 0, 0, 0, "does not take --pe tupe's untied positions"},
+    {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0, 0, 0,
      "does not take --pe fire's bias of each query and key"},
+    // the attention bias at head sizes of flash's variant 2 (hd 32, 64, 128), T off its tiles of
+    // 64 (T5's past its largest distance, 128)
+    {"alibi", "ALiBi case at hd 64 (GQA, T 100)", NULL, 100, PE_ALIBI, 0, -1, 0, 64, 4, 2, NULL},
+    {"kerple", "KERPLE case at hd 64 (GQA, T 100)", NULL, 100, PE_KERPLE, 0, -1, 0, 64, 4, 2, NULL},
+    {"t5", "T5 buckets case at hd 64 (GQA, T 130)", NULL, 130, PE_T5, 0, -1, 0, 64, 4, 2, NULL},
+    {"alibi", "ALiBi case at hd 128 (MQA, T 100)", NULL, 100, PE_ALIBI, 0, -1, 0, 128, 2, 1, NULL},
+    {"kerple", "KERPLE case at hd 128 (MQA, T 100)", NULL, 100, PE_KERPLE, 0, -1, 0, 128, 2, 1, NULL},
+    {"t5", "T5 buckets case at hd 128 (MQA, T 130)", NULL, 130, PE_T5, 0, -1, 0, 128, 2, 1, NULL},
+    {"alibi", "ALiBi case at hd 32 (GQA, T 100)", NULL, 100, PE_ALIBI, 0, -1, 0, 32, 4, 2, NULL},
+    // C and hd/2 off the 128-bit pack: the variants' fallbacks (RMSNorm's backward v1, as at C > 1536; RoPE v1; flash v1)
+    {"rope", "odd widths case (C 66, NH 3, hd 22, T 50)", NULL, 50, PE_ROPE, 0, -1, 0, 22, 3, 1, NULL},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -3078,6 +3099,43 @@ static int gpu_case_path(char *path, int k, const char *ref) {
     if (written) snprintf(path, 256, "%s/case%d.bin", TMP, k);
     else snprintf(path, 256, "%s", k == 0 ? ref : GPU_CASES[k].file);
     return written;
+}
+
+// Case k's model (k > 0): its PyTorch file's, or the one write_case writes for it
+static void gpu_case_model(Config *c, int k) {
+    if (!GPU_CASES[k].file) {
+        case_model(c, GPU_CASES[k].T, GPU_CASES[k].pe, GPU_CASES[k].qk_norm, GPU_CASES[k].scheme, GPU_CASES[k].rpe_layers,
+                   GPU_CASES[k].hd, GPU_CASES[k].NH, GPU_CASES[k].NKV);
+        return;
+    }
+    TensorFile tf;
+    int micro;
+    tf_load(&tf, GPU_CASES[k].file, TF_KIND_REFERENCE);
+    config_from_case(c, &tf, &micro);
+    tf_free(&tf);
+}
+
+// --list's GPU cases: the attention paths each runs, its head size and its model as trainer
+// flags (dev/cuda_emu/coverage.sh runs them to see which kernel variants the cases reach)
+static void list_gpu_cases(void) {
+    printf("GPU cases (GPU vs CPU, fp32 and bf16 builds; the model as trainer flags):\n");
+    printf("gpu case 0: %s | the reference file test_gpt is given\n", GPU_CASES[0].label);
+    for (int k = 1; k < N_GPU_CASES; k++) {
+        Config c;
+        gpu_case_model(&c, k);
+        const char *refusal = GPU_CASES[k].flash_refusal;
+        printf("gpu case %d: %s | ", k, GPU_CASES[k].label);
+        if (!refusal || refusal[0]) printf("hd %d | --attention %s", c.C / c.NH, refusal ? "naive (flash refuses)" : "naive and flash");
+        else printf("no attention");
+        printf(" | --arch %s", ARCH_NAMES[c.arch]);
+        if (c.arch == ARCH_TRANSFORMER)
+            printf(" --pe %s --pos %s%s%s", PE_NAMES[c.pe], POS_SCHEME_NAMES[c.pos_scheme], c.qk_norm ? " --qk_norm" : "",
+                   c.rpe_layers ? " --rpe_layers independent" : "");
+        if (c.pos_scheme == POS_POSE) printf(" --pose_target %d", c.pose_target);
+        printf(" --vocab_size %d --n_embd %d --n_layer %d --n_head %d --n_kv_head %d --ffn_hidden %d --seq_len %d "
+               "--batch_size %d --total_batch %d\n",
+               c.V, c.C, c.L, c.NH, c.NKV, c.F, c.T, c.B, c.total_batch);
+    }
 }
 
 // The dump path itself, on the CPU: the binary's --dump_case on case k equals the in-process run
@@ -3107,7 +3165,7 @@ static void test_gpu(const char *ref) {
         if (!wants(GPU_CASES[k].names) && !wants("gpu")) continue;
         if (written)
             write_case(path, GPU_CASES[k].T, GPU_CASES[k].pe, GPU_CASES[k].qk_norm, GPU_CASES[k].scheme,
-                       GPU_CASES[k].rpe_layers, GPU_CASES[k].hd);
+                       GPU_CASES[k].rpe_layers, GPU_CASES[k].hd, GPU_CASES[k].NH, GPU_CASES[k].NKV);
         check_dump_binary(path, k);
         if (!written) continue;
         if (first_written < 0) first_written = k;
@@ -3141,9 +3199,8 @@ static void test_gpu(const char *ref) {
             if (!wants(GPU_CASES[k].names) && !wants("gpu")) continue;
             char cpu_out[256], gpu_out[2][256], cmd[8192];
             const char *refusal = GPU_CASES[k].flash_refusal;
-            snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d.bin", TMP, k);
+            snprintf(cpu_out, sizeof(cpu_out), "%s/cpu_case%d_inproc.bin", TMP, k);  // check_dump_binary's, above
             gpu_case_path(path, k, ref);
-            dump_case(path, cpu_out);
             int ran[2] = {0, 0};
             for (int a = 0; a < (refusal && !refusal[0] ? 1 : ATTN_N); a++) {  // both training attention paths
                 snprintf(gpu_out[a], sizeof(gpu_out[a]), "%s/gpu%d_case%d_%s.bin", TMP, b, k, ATTN_NAMES[a]);
@@ -3208,6 +3265,7 @@ static void list_names(void) {
     printf("\ngroups:");
     for (int i = 0; i < N_GROUPS; i++) printf(" %s", GROUPS[i]);
     printf("\n");
+    list_gpu_cases();
 }
 
 static int known_name(const char *name) {
@@ -3288,7 +3346,7 @@ int main(int argc, char **argv) {
     test_resume_keeps_flags();  // each scheme and encoding by its names
     if (wants("run-folders")) test_run_folders();
     test_every_scheme_runs();  // each by its name
-    if (wants("gru")) test_gru_runs();
+    if (wants("gru gpu")) test_gru_runs();  // its checkpoint serves the GPU evaluation check too
     if (wants("pose")) test_pose_scaling_runs();
     if (wants("loss-masks")) test_loss_masks();
     if (wants("eval")) test_task_eval();

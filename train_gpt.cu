@@ -1075,6 +1075,78 @@ static void gpu_save(void *g, const TrainState *st, const char *path) { gpt_chec
 static void gpu_init(void *g, uint64_t seed) { gpt_init((GPT *)g, seed); }
 static void gpu_load(void *g, TrainState *st, const char *path, int mode) { gpt_checkpoint_load((GPT *)g, st, path, mode); }
 
+// ----------------------------------------------------------------------------
+// kernel variants (llmc/cuda/variants.cuh)
+
+// " | family vN", or with a fallback " | family vN (not vM: why)", appended to out (n bytes)
+static void variant_plan(char *out, size_t n, const char *family, int asked, int v, const char *why) {
+    size_t len = strlen(out);
+    if (v == asked) snprintf(out + len, n - len, " | %s v%d", family, v);
+    else snprintf(out + len, n - len, " | %s v%d (not v%d: %s)", family, v, asked, why);
+}
+
+// Each family's variant at this run's shapes, printed at startup: the tensors as cudaMalloc
+// gives them (16-byte aligned; a launch that finds one off prints its own fallback line).
+// What the first step ran goes into log.jsonl (gpu_log_variants).
+static void print_kernel_variants(const Config *c, int train) {
+    char s[1024] = "";
+    const char *why = NULL;
+    int hd = c->C / c->NH, v;
+    if (c->arch == ARCH_TRANSFORMER && train) {
+        if (c->attention == ATTN_NAIVE) {
+            snprintf(s, sizeof(s), " | attention naive (cuBLAS)");
+        } else {
+#ifdef ENABLE_FP32
+            snprintf(s, sizeof(s), " | flash on CUDA cores (the fp32 build's only flash)");
+#else
+            v = flash_forward_variant_for(FLASH_FWD_VARIANT, hd, NULL, NULL, NULL, NULL, &why);
+            variant_plan(s, sizeof(s), "flash forward", FLASH_FWD_VARIANT, v, why);
+            v = flash_backward_variant_for(FLASH_BWD_VARIANT, hd, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &why);
+            variant_plan(s, sizeof(s), "flash backward", FLASH_BWD_VARIANT, v, why);
+#endif
+        }
+    }
+    if (c->arch == ARCH_TRANSFORMER) {
+        v = swiglu_variant_for(SWIGLU_VARIANT, NULL, NULL, NULL, NULL, NULL, &why);
+        variant_plan(s, sizeof(s), "swiglu", SWIGLU_VARIANT, v, why);
+        if (c->pe == PE_ROPE) {
+            PosConfig pc = pos_config_of(c);
+            v = rope_variant_for(ROPE_VARIANT, NULL, hd, pos_schedule_step(&pc, 0).seq_stride, &why);
+            variant_plan(s, sizeof(s), "rope", ROPE_VARIANT, v, why);
+        }
+    }
+    if (train) {
+        v = rmsnorm_backward_variant_for(RMSNORM_BWD_VARIANT, c->C, NULL, NULL, NULL, NULL, &why);
+        variant_plan(s, sizeof(s), "rmsnorm backward", RMSNORM_BWD_VARIANT, v, why);
+        v = adamw_variant_for(ADAMW_VARIANT, NP, NULL, NULL, NULL, NULL, NULL, &why);
+        variant_plan(s, sizeof(s), "adamw", ADAMW_VARIANT, v, why);
+    }
+    if (s[0]) printf("kernel variants: %s\n", s + 3);
+}
+
+// log.jsonl's first line of a process (llmc/trainloop.h): "variants", each family's
+// variants launched so far ({"family": [v, ...]}), and "variant_fallbacks", the first
+// fallback's reason of each family that fell back ({"family": "why"}, only when one did)
+static void gpu_log_variants(void *g, FILE *log) {
+    (void)g;
+    const VariantUse *u = variant_uses();
+    int families = 0;
+    fprintf(log, ", \"variants\": {");
+    for (int f = 0; f < VF_N; f++) {
+        if (!u[f].ran) continue;
+        fprintf(log, "%s\"%s\": [", families++ ? ", " : "", u[f].name);
+        for (int v = 1, n = 0; v < 32; v++)
+            if (u[f].ran >> v & 1) fprintf(log, "%s%d", n++ ? ", " : "", v);
+        fprintf(log, "]");
+    }
+    fprintf(log, "}");
+    int fallbacks = 0;
+    for (int f = 0; f < VF_N; f++)
+        if (u[f].why)
+            fprintf(log, "%s\"%s\": \"%s\"", fallbacks++ ? ", " : ", \"variant_fallbacks\": {", u[f].name, u[f].why);
+    if (fallbacks) fprintf(log, "}");
+}
+
 // The memory this run will allocate on the GPU and on the host (llmc/memory.h), checked
 // before allocating it. The host holds copies of the weights and moments while a
 // checkpoint is read or written, and the data.
@@ -1160,9 +1232,11 @@ int main(int argc, char **argv) {
     int hd = cfg.C / cfg.NH;
     printf("device %s | %s | model %s: V=%d (padded %d) C=%d L=%d NH=%d NKV=%d hd=%d F=%d T=%d | %.2fM params\n", prop.name,
            PRECISION_NAME, cfg.model, cfg.V, cfg.Vp, cfg.C, cfg.L, cfg.NH, cfg.NKV, hd, cfg.F, cfg.T, g.n_params / 1e6);
+    print_kernel_variants(&cfg, !cfg.eval_only && st.step < cfg.steps);
     if (!cfg.eval_only && st.step < cfg.steps) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
-        TrainModel m = {&g, gpu_gradients, gpu_update, gpu_val_loss, gpu_save, model_flops_per_token(&cfg), 989e12};
+        TrainModel m = {&g,     gpu_gradients, gpu_update, gpu_val_loss, gpu_save, model_flops_per_token(&cfg),
+                        989e12, gpu_log_variants};
         int finished = run_training(&cfg, &st, &m, prop.name);
         size_t free_b, total_b;
         cudaCheck(cudaMemGetInfo(&free_b, &total_b));

@@ -60,6 +60,7 @@ run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks
 run cuda-emu bash dev/cuda_emu/run.sh
 run gpu-coverage bash dev/cuda_emu/coverage.sh  # memcheck's runs (dev/memcheck_runs.txt) launch every kernel of llmc/cuda
 run gpu-plan env GPU_CHECK_DRY=1 bash dev/gpu_check.sh test_tmp/gpu_plan abcdefghivrRop  # every step, checked without a GPU
+run gpu-check bash dev/test_gpu_check.sh  # the GPU check's bad input, failed steps, a kill mid-call, the plan's seconds
 run test_gpt ./test_gpt
 run kernel-isas bash dev/check_kernel_isas.sh
 run no-openmp bash dev/check_no_openmp.sh  # make with a compiler without OpenMP (Apple's clang)

@@ -35,6 +35,8 @@ typedef struct {
     float (*val_loss)(void *model, const int *val, const unsigned char *val_mask, long n_val, int batches);
     void (*save)(void *model, const TrainState *st, const char *path);
     double flops_per_token, peak_flops;  // peak_flops > 0: log MFU, else GFLOP/s
+    // more fields (", \"key\": value") for the first log.jsonl line this process writes, or NULL
+    void (*first_log_fields)(void *model, FILE *log);
 } TrainModel;
 
 static inline void print_run_header(const Config *c, const char *where) {
@@ -145,6 +147,7 @@ static inline int run_training(const Config *cfg, TrainState *st, const TrainMod
             printf("step %5ld/%d | val loss %.4f\n", step + 1, cfg->steps, vl);
             fprintf(log, ", \"val_loss\": %.6f", vl);
         }
+        if (step == first && m->first_log_fields) m->first_log_fields(m->model, log);
         fprintf(log, "}\n");
         if (fflush(log) != 0 || ferror(log)) fail("writing '%s' failed: %s (disk full?)", log_path, strerror(errno));
         st->step = step + 1;

@@ -34,10 +34,13 @@
 //       (.trans for V), 4 warps x 16 rows, exp2 with the scale folded. hd 32, 64 or 128.
 //
 // Validation on random q, k, v against the CPU reference (attention_forward of
-// train_gpt_cpu.c), outputs poisoned with NaN first: GQA (NH 6, NKV 2), a T that is not
-// a multiple of any tile (1000), MQA with hd 128, hd 48 (the deep preset; v5 and v6 only).
-// v7 runs the hd 64 and 128 cases (it takes hd 32, 64, 128; the trainer runs v6's kernel for other hd).
-// v1 also checks its probability matrix.
+// train_gpt_cpu.c, with the attention-score hook's bias), outputs poisoned with NaN first:
+// GQA (NH 6, NKV 2), a T that is not a multiple of any tile (1000), MQA with hd 128, hd 48
+// (the deep preset; v5 and v6 only), hd 32 with ALiBi at PosAug's alpha 8, and hd 64 with a
+// learned bias of each distance (T5's buckets and KERPLE reach the kernels as such a term).
+// v7 runs the hd 32, 64 and 128 cases (the trainer runs v6's kernel for other hd); v3 and v4
+// take no bias. v1 also checks its probability matrix. v6 and v7 fail when the launcher ran
+// another variant than theirs (llmc/cuda/variants.cuh).
 // Benchmark: the 10M preset, B=16 T=2048 NH=NKV=6 hd=64. TFLOP/s counts the causal work
 // (4 * B * NH * hd * T(T+1)/2), the same for every version (v1 computes the full T x T).
 //
@@ -49,9 +52,15 @@
 #include "../../llmc/cuda/attention_eval.cuh"
 
 // ----------------------------------------------------------------------------
+// The bias of head h at distance d, as llmc/attn_bias.h's attn_bias_at: term (NH,T) of each
+// distance (or NULL) minus ALiBi's slope[h] (NH, or NULL) times d
+static float bias_cpu(const float *slope, const float *term, int T, int h, int d) {
+    return (term ? term[(size_t)h * T + d] : 0.0f) - (slope ? slope[h] * (float)d : 0.0f);
+}
+
 // CPU reference: attention_forward of train_gpt_cpu.c (serial). att may be NULL.
 static void attention_cpu(float *y, float *att, const float *q, const float *k, const float *v, int B, int T, int NH,
-                          int NKV, int hd) {
+                          int NKV, int hd, const float *slope, const float *term) {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)hd);
     std::vector<float> scratch(T);
@@ -66,7 +75,7 @@ static void attention_cpu(float *y, float *att, const float *q, const float *k, 
                     const float *ks = k + (((size_t)b * T + s) * NKV + kvh) * hd;
                     float dot = 0.0f;
                     for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                    a[s] = dot * scale;
+                    a[s] = dot * scale + bias_cpu(slope, term, T, h, t - s);
                     if (a[s] > maxv) maxv = a[s];
                 }
                 float sum = 0.0f;
@@ -89,7 +98,8 @@ static void attention_cpu(float *y, float *att, const float *q, const float *k, 
 }
 
 // lse (B,NH,T): log sum_s exp(score_ts) of each row's scaled causal scores, in double
-static void lse_cpu(float *lse, const float *q, const float *k, int B, int T, int NH, int NKV, int hd) {
+static void lse_cpu(float *lse, const float *q, const float *k, int B, int T, int NH, int NKV, int hd, const float *slope,
+                    const float *term) {
     std::vector<double> x(T);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -100,7 +110,7 @@ static void lse_cpu(float *lse, const float *q, const float *k, int B, int T, in
                     const float *ks = k + (((size_t)b * T + s) * NKV + h / (NH / NKV)) * hd;
                     double dot = 0.0;
                     for (int i = 0; i < hd; i++) dot += (double)qt[i] * ks[i];
-                    x[s] = dot / sqrt((double)hd);
+                    x[s] = dot / sqrt((double)hd) + bias_cpu(slope, term, T, h, t - s);
                     mx = std::max(mx, x[s]);
                 }
                 for (int s = 0; s <= t; s++) sum += exp(x[s] - mx);
@@ -385,8 +395,9 @@ static const char *const VERSIONS[NV + 1] = {
     "train_gpt.cu's --attention flash forward, bf16 build, variant 1: tensor cores (WMMA), 4 warps x 16 rows, K/V tiles of 64, lse kept",
     "train_gpt.cu's --attention flash forward, bf16 build, variant 2: mma.sync, S/P/O in registers, cp.async double-buffered K/V"};
 
-static bool supported(int v, int hd, const char **why) {
+static bool supported(int v, int hd, bool bias, const char **why) {
     *why = "";
+    if ((v == 3 || v == 4) && bias) { *why = "no attention bias"; return false; }
     if (v == 2 && hd > ATT_MAX_HD) { *why = "hd > 256"; return false; }
     if (v == 3 && hd != 32 && hd != 64 && hd != 128) { *why = "hd not 32, 64 or 128"; return false; }
     if ((v == 5 || v == 6) && hd > FLASH_MAX_HD) { *why = "hd > 128"; return false; }
@@ -431,20 +442,20 @@ static void launch_v4(floatX *y, const floatX *q, const floatX *k, const floatX 
 }
 #endif
 
-// att (B,NH,T,T) only for v1, lse (B,NH,T) only for v5, v6 and v7
+// att (B,NH,T,T) only for v1, lse (B,NH,T) only for v5, v6 and v7; ab: the bias (v3, v4: none)
 static void attention_run(int ver, floatX *y, floatX *att, float *lse, const floatX *q, const floatX *k, const floatX *v,
-                          int B, int T, int NH, int NKV, int hd) {
+                          int B, int T, int NH, int NKV, int hd, AttnBias ab) {
     if (ver == 5) {
-        flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{});
+        flash_forward_cuda_cores(y, lse, q, k, v, B, T, NH, NKV, hd, ab);
     } else if (ver == 6 || ver == 7) {
 #ifndef ENABLE_FP32
-        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, AttnBias{}, ver - 5);
+        flash_forward_tensor_cores(y, lse, q, k, v, B, T, NH, NKV, hd, ab, ver - 5);
 #endif
     } else if (ver == 1) {
-        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, AttnBias{});
+        attention_forward(y, att, q, k, v, B, T, NH, NKV, hd, ab);
     } else if (ver == 2) {
         // as gpt_forward runs it for a whole sequence: no KV cache, no window, no entropy
-        attention_forward_online(y, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 0.0f, AttnBias{});
+        attention_forward_online(y, q, k, v, B, T, T, 0, NH, NKV, hd, 0, NULL, 0.0f, ab);
     } else if (ver == 3) {
         dim3 grid(ceil_div(T, FA3_BQ), NH, B);
         if (hd == 32) attention_forward_kernel_v3<32><<<grid, FA3_BQ>>>(y, q, k, v, B, T, NH, NKV);
@@ -461,7 +472,12 @@ static void attention_run(int ver, floatX *y, floatX *att, float *lse, const flo
 
 typedef struct {
     int B, T, NH, NKV, hd;
+    float alibi_alpha;  // > 0: ALiBi's slopes times alpha
+    int term;           // 1: a learned bias of each distance (NH, T), N(0, 1)
 } AttCase;
+
+// The flash variant a version of the bf16 build's tensor-core entry runs (0: not one of them)
+static int flash_variant_of(int ver) { return ver == 6 || ver == 7 ? ver - 5 : 0; }
 
 int main(int argc, char **argv) {
     Args args = parse_args(argc, argv, "attention", VERSIONS, NV);
@@ -472,10 +488,12 @@ int main(int argc, char **argv) {
     memset(&vd, 0, sizeof(vd));
 
     const AttCase cases[] = {
-        {2, 256, 6, 2, 64},   // GQA, group 3
-        {1, 1000, 6, 6, 64},  // T not a multiple of any tile
-        {1, 200, 4, 1, 128},  // MQA, hd 128
-        {1, 300, 4, 2, 48},   // hd 48: padded to 64 by v6
+        {2, 256, 6, 2, 64, 0.0f, 0},   // GQA, group 3
+        {1, 1000, 6, 6, 64, 0.0f, 0},  // T not a multiple of any tile
+        {1, 200, 4, 1, 128, 0.0f, 0},  // MQA, hd 128
+        {1, 300, 4, 2, 48, 0.0f, 0},   // hd 48: padded to 64 by v6
+        {2, 100, 4, 2, 32, 8.0f, 0},   // hd 32, ALiBi at PosAug's alpha 8
+        {1, 300, 4, 2, 64, 0.0f, 1},   // a learned bias of each distance (T5, KERPLE), T off the tiles
     };
     Rng rng = rng_make(1337, 6);
     printf("validation (tolerance: norm rel %.0e for %s outputs)\n", FX_TOL, PRECISION_NAME);
@@ -491,18 +509,37 @@ int main(int argc, char **argv) {
         round_to_x(v);
         size_t nl = (size_t)c.B * c.NH * c.T;
         std::vector<float> y_ref(nq), att_ref(natt), lse_ref(nl);
-        attention_cpu(y_ref.data(), att_ref.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.NKV, c.hd);
-        lse_cpu(lse_ref.data(), q.data(), k.data(), c.B, c.T, c.NH, c.NKV, c.hd);
+        std::vector<float> slope(c.NH), term((size_t)c.NH * c.T);
+        for (int h = 0; h < c.NH; h++) {  // as llmc/schedule.h's alibi_slopes
+            int p2 = 1;
+            while (p2 * 2 <= c.NH) p2 *= 2;
+            slope[h] = c.alibi_alpha * (h < p2 ? exp2f(-8.0f * (h + 1) / p2) : exp2f(-8.0f * (2 * (h - p2) + 1) / (2 * p2)));
+        }
+        fill_normal(term, 0.0f, 1.0f, &rng);
+        const float *h_slope = c.alibi_alpha > 0 ? slope.data() : NULL, *h_term = c.term ? term.data() : NULL;
+        attention_cpu(y_ref.data(), att_ref.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.NKV, c.hd, h_slope,
+                      h_term);
+        lse_cpu(lse_ref.data(), q.data(), k.data(), c.B, c.T, c.NH, c.NKV, c.hd, h_slope, h_term);
         floatX *d_q = dalloc<floatX>(nq), *d_k = dalloc<floatX>(nkv), *d_v = dalloc<floatX>(nkv),
                *d_y = dalloc<floatX>(nq), *d_att = dalloc<floatX>(natt);
         float *d_lse = dalloc<float>(nl);
         upload_x(d_q, q);
         upload_x(d_k, k);
         upload_x(d_v, v);
-        printf("  case B=%d T=%d NH=%d NKV=%d hd=%d\n", c.B, c.T, c.NH, c.NKV, c.hd);
+        float *d_slope = dalloc<float>(c.NH), *d_term = dalloc<float>(term.size());
+        upload_f(d_slope, slope);
+        upload_f(d_term, term);
+        AttnBias ab = AttnBias{};
+        ab.slope = h_slope ? d_slope : NULL;
+        ab.term = h_term ? d_term : NULL;
+        ab.n_dist = c.T;
+        ab.NH = c.NH;
+        bool bias = h_slope || h_term;
+        printf("  case B=%d T=%d NH=%d NKV=%d hd=%d%s%s\n", c.B, c.T, c.NH, c.NKV, c.hd, h_slope ? ", ALiBi" : "",
+               h_term ? ", a learned bias of each distance" : "");
         for (int ver = first; ver <= last; ver++) {
             const char *why;
-            if (!supported(ver, c.hd, &why)) {
+            if (!supported(ver, c.hd, bias, &why)) {
                 printf("   v%d: not supported (%s)\n", ver, why);
                 vd.skipped[ver] = 1;
                 continue;
@@ -512,9 +549,10 @@ int main(int argc, char **argv) {
             poison(d_y, nq * sizeof(floatX));
             poison(d_att, natt * sizeof(floatX));
             poison(d_lse, nl * sizeof(float));
-            attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd);
+            attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd, ab);
             cudaCheck(cudaDeviceSynchronize());
-            bool ok = check_close("y", download_x(d_y, nq), y_ref, FX_TOL);
+            bool ok = !flash_variant_of(ver) || ran_variant(VF_FLASH_FWD, flash_variant_of(ver));
+            ok &= check_close("y", download_x(d_y, nq), y_ref, FX_TOL);
             if (ver == 1) ok &= check_close("att (probs)", download_x(d_att, natt), att_ref, FX_TOL);
             if (ver >= 5) ok &= check_close("lse", download_f(d_lse, nl), lse_ref, F32_TOL);
             if (!ok) vd.failed[ver] = 1;
@@ -525,11 +563,13 @@ int main(int argc, char **argv) {
         cudaCheck(cudaFree(d_y));
         cudaCheck(cudaFree(d_att));
         cudaCheck(cudaFree(d_lse));
+        cudaCheck(cudaFree(d_slope));
+        cudaCheck(cudaFree(d_term));
     }
     for (int ver = first; ver <= last; ver++) verdict_print("attention", ver, &vd);
 
     if (args.bench) {
-        AttCase c = {16, 2048, 6, 6, 64};
+        AttCase c = {16, 2048, 6, 6, 64, 0.0f, 0};
         size_t nq = (size_t)c.B * c.T * c.NH * c.hd, nkv = (size_t)c.B * c.T * c.NKV * c.hd;
         size_t natt = (size_t)c.B * c.NH * c.T * c.T;
         double flops = 4.0 * c.B * c.NH * c.hd * ((double)c.T * (c.T + 1) / 2);
@@ -547,11 +587,12 @@ int main(int argc, char **argv) {
         upload_x(d_v, h);
         for (int ver = first; ver <= last; ver++) {
             const char *why;
-            if (vd.failed[ver] || !supported(ver, c.hd, &why)) continue;
+            if (vd.failed[ver] || !supported(ver, c.hd, false, &why)) continue;
             int reps = ver == 2 ? 10 : 50;  // v2 takes tens of ms per run
-            float us = bench_us([&] { attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd); },
-                                [] {}, ver == 2 ? 2 : 5, reps);
-            report_tflops("attention", ver, "", us, flops);
+            float us = bench_us(
+                [&] { attention_run(ver, d_y, d_att, d_lse, d_q, d_k, d_v, c.B, c.T, c.NH, c.NKV, c.hd, AttnBias{}); },
+                [] {}, ver == 2 ? 2 : 5, reps);
+            if (!report_tflops_ran("attention", ver, VF_FLASH_FWD, flash_variant_of(ver), us, flops)) vd.failed[ver] = 1;
         }
         cudaCheck(cudaFree(d_q));
         cudaCheck(cudaFree(d_k));

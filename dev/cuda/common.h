@@ -211,6 +211,15 @@ static inline void verdict_print(const char *kernel, int v, const Verdicts *vd) 
     else
         printf("%s v%d: %s\n", kernel, v, vd->failed[v] ? "FAIL" : "PASS");
 }
+// Whether the launch just made through a header's launcher (family f of
+// llmc/cuda/variants.cuh) ran its variant v; a BAD line with the reason when it fell back, so
+// a version is never judged or timed as a variant it did not run
+static inline bool ran_variant(int f, int v) {
+    const VariantUse *u = &variant_uses()[f];
+    if (u->last == v) return true;
+    printf("    ran %s v%d, not v%d: %s BAD\n", u->name, u->last, v, u->last_why ? u->last_why : "a lower variant asked for");
+    return false;
+}
 static inline int verdict_exit(const char *kernel, int first, int last, const Verdicts *vd) {
     int nf = 0;
     for (int v = first; v <= last; v++) nf += vd->failed[v] ? 1 : 0;
@@ -336,4 +345,16 @@ static inline void report_tflops(const char *kernel, int v, const char *label, f
     double tf = flops / (us * 1e-6) / 1e12;
     printf("%s v%d%s: %.1f us, %.2f TFLOP/s, %.3f of measured cuBLAS %s GEMM\n", kernel, v, label, us, tf,
            tf / measured_gemm_tflops(), PRECISION_NAME);
+}
+// report_tflops of a version that runs variant `variant` of a header's family f (0: none),
+// the variant it ran beside the numbers; false (ran_variant's BAD line instead: the version
+// fails) when the launcher ran another
+static inline bool report_tflops_ran(const char *kernel, int v, int f, int variant, float us, double flops) {
+    char ran[64] = "";
+    if (variant) {
+        if (!ran_variant(f, variant)) return false;
+        snprintf(ran, sizeof(ran), " (ran %s v%d)", variant_uses()[f].name, variant);
+    }
+    report_tflops(kernel, v, ran, us, flops);
+    return true;
 }

@@ -307,6 +307,7 @@ int main(int argc, char **argv) {
                 upload_f(d_dw, dw0);
                 backward_run(v, d_dx, d_dw, d_g, d_x, d_w, d_rstd, N, C, acc);
                 cudaCheck(cudaDeviceSynchronize());
+                if (v != 2) ok &= ran_variant(VF_RMSNORM_BWD, v == 3 ? 2 : 1);  // the header's variant, as named
                 ok &= check_close(acc ? "bwd dx (acc)" : "bwd dx", download_x(d_dx, n), acc ? dx_ref1 : dx_ref0, FX_TOL);
                 std::vector<float> dw_got = download_f(d_dw, C);
                 ok &= check_close(acc ? "bwd dw (acc)" : "bwd dw", dw_got, acc ? dw_ref1 : dw_ref0, F32_TOL);

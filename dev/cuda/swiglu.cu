@@ -90,7 +90,9 @@ int main(int argc, char **argv) {
             poison(d_dg, n * sizeof(floatX));
             poison(d_du, n * sizeof(floatX));
             forward_run(v, d_h, d_g, d_u, n);
+            ok &= ran_variant(VF_SWIGLU, v);
             backward_run(v, d_dg, d_du, d_dh, d_g, d_u, n);
+            ok &= ran_variant(VF_SWIGLU, v);
             cudaCheck(cudaDeviceSynchronize());
             ok &= check_close("fwd h", download_x(d_h, n), h_ref, FX_TOL);
             ok &= check_close("bwd dgate", download_x(d_dg, n), dg_ref, FX_TOL);

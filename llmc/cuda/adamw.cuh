@@ -104,13 +104,24 @@ __global__ void adamw_kernel_v2(float *p, floatX *px, const float *g, float *m, 
 }
 
 #define ADAMW_VARIANT 2
+// the variant that runs when v is asked for: v2 needs 16-byte aligned buffers and nt <=
+// ADAMW_MAX_TENSORS, else v1 (*why: why, llmc/cuda/variants.cuh)
+static inline int adamw_variant_for(int v, int nt, const void *p, const void *px, const void *g, const void *m,
+                                    const void *vv, const char **why = NULL) {
+    if (v < 2) return 1;
+    if (nt > ADAMW_MAX_TENSORS) return variant_fallback(why, "v2 takes up to ADAMW_MAX_TENSORS tensors", 1);
+    if (!aligned128(p, px, g, m, vv)) return variant_fallback(why, "a buffer is not on 16 bytes", 1);
+    return 2;
+}
+
 // AdamW over nt tensors lying back to back in the flat buffers p, px, g, m, v (tensor k has
-// numel[k] elements, decay wd[k] and floor floor[k]); v2 needs 16-byte aligned buffers and
-// nt <= ADAMW_MAX_TENSORS, else v1 runs (the same bits).          mirrors adamw_update
+// numel[k] elements, decay wd[k] and floor floor[k]); adamw_variant_for picks the variant
+// (the same bits in both).                                        mirrors adamw_update
 static void adamw_update(float *p, floatX *px, const float *g, float *m, float *v, const size_t *numel, const float *wd,
                          const float *floor, int nt, float lr, float beta1, float beta2, float bc1, float bc2, float eps,
                          float grad_scale, int variant = ADAMW_VARIANT) {
-    if (variant >= 2 && nt <= ADAMW_MAX_TENSORS && aligned128(p, px, g, m, v)) {
+    const char *why = NULL;
+    if (variant_note(VF_ADAMW, variant, adamw_variant_for(variant, nt, p, px, g, m, v, &why), why) == 2) {
         AdamwTable tab;
         size_t n = 0;
         for (int k = 0; k < nt; k++) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <float.h>
 #include "cuda_common.cuh"
+#include "variants.cuh"
 
 static inline int ceil_div(size_t a, size_t b) { return (int)((a + b - 1) / b); }
 

@@ -1064,15 +1064,21 @@ static void flash_mma_forward_hd(floatX *y, float *lse, const floatX *q, const f
 // The forward on tensor cores that --attention flash runs: 1 (WMMA, any even hd up to 128) or
 // 2 (mma.sync, FA2-class; falls back to 1). dev/cuda/attention.cu validates and times both.
 #define FLASH_FWD_VARIANT 2
-// the variant that runs when v is asked for: v2 takes hd 32, 64 or 128 and 16-byte aligned tensors
-static inline int flash_forward_variant_for(int v, int hd, const void *y, const void *q, const void *k, const void *vv) {
-    return v >= 2 && (hd == 32 || hd == 64 || hd == 128) && aligned128(y, q, k, vv) ? 2 : 1;
+// the variant that runs when v is asked for: v2 takes hd 32, 64 or 128 and 16-byte aligned
+// tensors; *why (when given) says why it falls back (llmc/cuda/variants.cuh)
+static inline int flash_forward_variant_for(int v, int hd, const void *y, const void *q, const void *k, const void *vv,
+                                            const char **why = NULL) {
+    if (v < 2) return 1;
+    if (hd != 32 && hd != 64 && hd != 128) return variant_fallback(why, "v2 takes hd 32, 64 or 128", 1);
+    if (!aligned128(y, q, k, vv)) return variant_fallback(why, "a tensor is not on 16 bytes", 1);
+    return 2;
 }
 
 // as flash_forward_cuda_cores, on tensor cores; variant: flash_forward_variant_for's v
 static void flash_forward_tensor_cores(floatX *y, float *lse, const floatX *q, const floatX *k, const floatX *v, int B,
                                        int T, int NH, int NKV, int hd, AttnBias ab, int variant = FLASH_FWD_VARIANT) {
-    if (flash_forward_variant_for(variant, hd, y, q, k, v) == 2) {
+    const char *why = NULL;
+    if (variant_note(VF_FLASH_FWD, variant, flash_forward_variant_for(variant, hd, y, q, k, v, &why), why) == 2) {
         if (hd == 32) flash_mma_forward_hd<32>(y, lse, q, k, v, B, T, NH, NKV, ab);
         else if (hd == 64) flash_mma_forward_hd<64>(y, lse, q, k, v, B, T, NH, NKV, ab);
         else flash_mma_forward_hd<128>(y, lse, q, k, v, B, T, NH, NKV, ab);
@@ -1107,8 +1113,11 @@ static void flash_mma_backward_hd(floatX *dq, floatX *dk, floatX *dv, const floa
 // falls back to 1 as the forward does). dev/cuda/attention_backward.cu validates and times both.
 #define FLASH_BWD_VARIANT 2
 static inline int flash_backward_variant_for(int v, int hd, const void *dq, const void *dk, const void *dv,
-                                             const void *dy, const void *q, const void *k, const void *vv) {
-    return flash_forward_variant_for(v, hd, dq, dk, dv, dy) == 2 && aligned128(q, k, vv) ? 2 : 1;
+                                             const void *dy, const void *q, const void *k, const void *vv,
+                                             const char **why = NULL) {
+    if (flash_forward_variant_for(v, hd, dq, dk, dv, dy, why) != 2) return 1;
+    if (!aligned128(q, k, vv)) return variant_fallback(why, "a tensor is not on 16 bytes", 1);
+    return 2;
 }
 
 // as flash_backward_cuda_cores, on tensor cores; variant: flash_backward_variant_for's v
@@ -1118,7 +1127,9 @@ static void flash_backward_tensor_cores(floatX *dq, floatX *dk, floatX *dv, floa
     size_t rows = (size_t)B * T * NH;
     flash_backward_dot_kernel<<<ceil_div(rows, 8), 256>>>(D, dy, y, B, T, NH, hd);
     cudaCheck(cudaGetLastError());
-    if (flash_backward_variant_for(variant, hd, dq, dk, dv, dy, q, k, v) == 2) {
+    const char *why = NULL;
+    if (variant_note(VF_FLASH_BWD, variant, flash_backward_variant_for(variant, hd, dq, dk, dv, dy, q, k, v, &why), why) ==
+        2) {
         if (hd == 32) flash_mma_backward_hd<32>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);
         else if (hd == 64) flash_mma_backward_hd<64>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);
         else flash_mma_backward_hd<128>(dq, dk, dv, D, dy, lse, q, k, v, B, T, NH, NKV, ab);

@@ -103,17 +103,20 @@ __global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const flo
 }
 
 // The variant that runs a call asking for v: v3 needs positions shared by the sequences,
-// v2 and v3 a whole number of packs per half and x on 16 bytes; else the next lower one.
-static inline int rope_variant_for(int v, const floatX *x, int hd, int seq_stride) {
-    if (v >= 3 && seq_stride) v = 2;
-    if (v >= 2 && ((hd / 2) % XVEC || !aligned128(x))) v = 1;
+// v2 and v3 a whole number of packs per half and x on 16 bytes; else the next lower one
+// (*why: why, llmc/cuda/variants.cuh).
+static inline int rope_variant_for(int v, const floatX *x, int hd, int seq_stride, const char **why = NULL) {
+    if (v >= 3 && seq_stride) v = variant_fallback(why, "v3 takes positions shared by the sequences", 2);
+    if (v >= 2 && (hd / 2) % XVEC) v = variant_fallback(why, "v2 and v3 take hd/2 a multiple of the 128-bit pack", 1);
+    if (v >= 2 && !aligned128(x)) v = variant_fallback(why, "a tensor is not on 16 bytes", 1);
     return v;
 }
 
 // variant v (as rope_variant_for allows) of one rotation
 static void rope_launch(int v, floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, const PosStep *ps,
                         float sign) {
-    v = rope_variant_for(v, x, hd, seq_stride);
+    const char *why = NULL;
+    v = variant_note(VF_ROPE, v, rope_variant_for(v, x, hd, seq_stride, &why), why);
     if (v == 1)
         rope_kernel_v1<<<ceil_div((size_t)B * T * H * (hd / 2), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, sign);
     else if (v == 2)

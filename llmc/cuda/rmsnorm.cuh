@@ -121,10 +121,14 @@ __global__ void __launch_bounds__(256) rmsnorm_backward_kernel_v2(floatX *dx, fl
 }
 
 #define RMSNORM_BWD_VARIANT 2
-// the variant that runs when v is asked for
+// the variant that runs when v is asked for (*why: why it falls back, llmc/cuda/variants.cuh)
 static inline int rmsnorm_backward_variant_for(int v, int C, const void *dx, const void *dout, const void *x,
-                                               const void *w) {
-    return v >= 2 && C % XVEC == 0 && C <= 1536 && aligned128(dx, dout, x, w) ? 2 : 1;
+                                               const void *w, const char **why = NULL) {
+    if (v < 2) return 1;
+    if (C % XVEC) return variant_fallback(why, "v2 takes C a multiple of the 128-bit pack", 1);
+    if (C > 1536) return variant_fallback(why, "v2 takes C up to 1536 (its warps' dw in shared memory)", 1);
+    if (!aligned128(dx, dout, x, w)) return variant_fallback(why, "a tensor is not on 16 bytes", 1);
+    return 2;
 }
 
 // dx (N,C) (+)= the RMSNorm backward; dw (C) fp32 += sum_rows g*xhat. dw_part: scratch of
@@ -132,7 +136,8 @@ static inline int rmsnorm_backward_variant_for(int v, int C, const void *dx, con
 static void rmsnorm_backward(floatX *dx, float *dw, float *dw_part, const floatX *dout, const floatX *x, const floatX *w,
                              const float *rstd, int N, int C, int accumulate, int variant = RMSNORM_BWD_VARIANT) {
     int nb;
-    if (rmsnorm_backward_variant_for(variant, C, dx, dout, x, w) == 2) {
+    const char *why = NULL;
+    if (variant_note(VF_RMSNORM_BWD, variant, rmsnorm_backward_variant_for(variant, C, dx, dout, x, w, &why), why) == 2) {
         nb = ceil_div(N, RMSNORM_ROWS);
         rmsnorm_backward_kernel_v2<<<nb, 256, 8 * (size_t)C * sizeof(float)>>>(dx, dw_part, dout, x, w, rstd, N, C,
                                                                                accumulate);

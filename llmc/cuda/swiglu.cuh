@@ -135,10 +135,15 @@ __global__ void swiglu_backward_kernel_v3(floatX *dgate, floatX *dup, const floa
 
 // The launchers: variant v (default SWIGLU_VARIANT) over n elements. v2 and v3 read 128-bit
 // packs, so a pointer off 16 bytes (a layer's slice when N*F is not a multiple of the pack)
-// takes v1: the same bits.
+// takes v1: the same bits (*why: why, llmc/cuda/variants.cuh).
+static inline int swiglu_variant_for(int v, const void *a, const void *b, const void *c, const void *d = NULL,
+                                     const void *e = NULL, const char **why = NULL) {
+    return v >= 2 && !aligned128(a, b, c, d, e) ? variant_fallback(why, "a tensor is not on 16 bytes", 1) : v;
+}
 
 static void swiglu_forward(floatX *h, const floatX *gate, const floatX *up, size_t n, int v = SWIGLU_VARIANT) {
-    if (!aligned128(h, gate, up)) v = 1;
+    const char *why = NULL;
+    v = variant_note(VF_SWIGLU, v, swiglu_variant_for(v, h, gate, up, NULL, NULL, &why), why);
     size_t packs = n / XVEC + 1;  // + the tail thread
     if (v == 1) swiglu_forward_kernel_v1<<<ceil_div(n, 256), 256>>>(h, gate, up, n);
     else if (v == 2) swiglu_forward_kernel_v2<<<ceil_div(packs, 256), 256>>>(h, gate, up, n);
@@ -148,7 +153,8 @@ static void swiglu_forward(floatX *h, const floatX *gate, const floatX *up, size
 
 static void swiglu_backward(floatX *dgate, floatX *dup, const floatX *dh, const floatX *gate, const floatX *up, size_t n,
                             int v = SWIGLU_VARIANT) {
-    if (!aligned128(dgate, dup, dh, gate, up)) v = 1;
+    const char *why = NULL;
+    v = variant_note(VF_SWIGLU, v, swiglu_variant_for(v, dgate, dup, dh, gate, up, &why), why);
     size_t packs = n / XVEC + 1;
     if (v == 1) swiglu_backward_kernel_v1<<<ceil_div(n, 256), 256>>>(dgate, dup, dh, gate, up, n);
     else if (v == 2) swiglu_backward_kernel_v2<<<ceil_div(packs, 256), 256>>>(dgate, dup, dh, gate, up, n);
