@@ -664,7 +664,7 @@ def ablate_fine_tune_rows():
           "10%% of 600 steps and 30 warmup, at the final rate: %s" % ft[:1])
     check(any("--pos pose --pose_target 1024 --pose_scaling linear" in l for l in ft), "PoSE + linear: %s" % ft)
     rc, out, err = run_py("dev/ablate.py", "--table", "6", "--cpu", "--rows", "posaug_ft", "--out", out_dir)
-    check(rc == 1 and "fine-tunes row 'rope'" in out and "run --rows rope first" in out
+    check(rc == 1 and "fine-tunes row 'rope'" in err and "run --rows rope first" in err
           and not os.path.exists(os.path.join(out_dir, "posaug_ft_seed42", "log.jsonl")),
           "missing baseline: %d %s %s" % (rc, out[-800:], err[-800:]))
     return "%d fine-tunes over 2 seeds" % len(ft)
