@@ -1051,7 +1051,7 @@ def parse_args(argv):
             args.train_data = args.train_data or "data/openwebtext/*_train_*.bin"
             args.val_data = args.val_data or "data/openwebtext/*_val_*.bin"
             print("# dry run without --train_data/--val_data: showing the README's OpenWebText paths")
-        elif not args.dry_run:
+        elif not (args.dry_run or args.collect):
             for flag, g in (("--train_data", args.train_data), ("--val_data", args.val_data)):
                 if not glob.glob(g):
                     die("%s %r matches no file" % (flag, g))

@@ -278,7 +278,7 @@ def install_slurm():
         raise Skip("Slurm is not installed and there is no apt-get to install Debian's slurmctld, slurmd, munge")
     env = env_with(DEBIAN_FRONTEND="noninteractive")
     t0 = time.time()
-    cmd = ["apt-get", "install", "-y", "-qq", "slurmctld", "slurmd", "munge"]
+    cmd = ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=120", "slurmctld", "slurmd", "munge"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True, env=env)
