@@ -272,16 +272,19 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         ps.offset = 5.0f;
     }
     if (pe == PE_FIRE) fire_kinks_between(&g, &ps);
+    for (int i = 0; i < NP; i++)  // a tensor with a ceiling: its first entry there (the forward takes it as any value)
+        if (PARAM_HI[i] < INFINITY && g.shapes[i].numel) g.params[i][0] = PARAM_HI[i];
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
     for (int i = 0; i < NP; i++) {
         if (!g.shapes[i].numel) continue;
         double worst = 0;
-        for (size_t pick = 0; pick < 3 && pick < g.shapes[i].numel; pick++) {  // the 3 largest |grad| entries
+        int at_bound = PARAM_HI[i] < INFINITY;  // first its entry at the ceiling, then the 3 largest |grad| entries
+        for (size_t pick = 0; pick < 3 + (size_t)at_bound && pick < g.shapes[i].numel; pick++) {
             size_t best = 0;
             float bestv = -1;
-            for (size_t j = 0; j < g.shapes[i].numel; j++)
+            for (size_t j = 0; j < g.shapes[i].numel && !(at_bound && pick == 0); j++)
                 if (fabsf(g.grads[i][j]) > bestv) { bestv = fabsf(g.grads[i][j]); best = j; }
             float *p = &g.params[i][best];
             float orig = *p, h = 1e-2f * (fabsf(orig) > 0.1f ? fabsf(orig) : 0.1f);
@@ -297,19 +300,22 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         }
         char label[96];
         snprintf(label, sizeof(label), "finite differences (%s) %s", what, PARAM_NAMES[i]);
-        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
+        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients%s", worst,
+              at_bound ? " and the entry at its ceiling" : "");
     }
     gpt_free(&g);
 }
 
-// A tensor's floor (PARAM_TABLE's constraint column) on every encoding with one: the init
-// leaves no entry below it, and one AdamW step moves every entry below it (set there by
-// hand, no gradient) to the floor and leaves the other tensors and entries as they were.
-static void test_floors(void) {
+// The bounds of a tensor (PARAM_TABLE's [lo, hi] columns) on every encoding with a bounded
+// tensor: the init leaves no entry outside them, and one AdamW step moves every entry below
+// lo (set there by hand, no gradient) to lo and every entry above hi to hi, and leaves the
+// other tensors and entries as they were. Each bound is checked where a tensor has one (a
+// path that ignores a ceiling leaves its entries above it).
+static void test_bounds(void) {
     for (int pe = 0; pe < PE_N; pe++) {
-        int floored = 0;
-        for (int k = 0; k < BP_N; k++) floored |= (pe_bias_tensors(pe) >> k & 1) && PARAM_FLOOR[P_BIAS0 + k] > -INFINITY;
-        if (!floored || !wants(PE_NAMES[pe])) continue;
+        int bounded = 0, n_lo = 0, n_hi = 0;
+        for (int k = 0; k < BP_N; k++) bounded |= (pe_bias_tensors(pe) >> k & 1) && param_bounded(P_BIAS0 + k);
+        if (!bounded || !wants(PE_NAMES[pe])) continue;
         Config c;
         config_defaults(&c);
         c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
@@ -320,23 +326,30 @@ static void test_floors(void) {
         for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
             gpt_init(&g, seed);
             for (int i = 0; i < NP; i++)
-                for (size_t j = 0; j < g.shapes[i].numel; j++) init_ok &= g.params[i][j] >= PARAM_FLOOR[i];
+                for (size_t j = 0; j < g.shapes[i].numel; j++)
+                    init_ok &= g.params[i][j] >= PARAM_LO[i] && g.params[i][j] <= PARAM_HI[i];
         }
         float *before = (float *)xmalloc(g.n_params * sizeof(float));
-        for (int i = 0; i < NP; i++)  // half of each floored tensor below its floor
-            for (size_t j = 0; PARAM_FLOOR[i] > -INFINITY && j < g.shapes[i].numel; j += 2) g.params[i][j] = PARAM_FLOOR[i] - 0.5f;
+        for (int i = 0; i < NP; i++)  // a quarter of each bounded tensor below lo, a quarter above hi
+            for (size_t j = 0; j < g.shapes[i].numel; j++) {
+                if (j % 4 == 0 && PARAM_LO[i] > -INFINITY) g.params[i][j] = PARAM_LO[i] - 0.5f, n_lo++;
+                if (j % 4 == 2 && PARAM_HI[i] < INFINITY) g.params[i][j] = PARAM_HI[i] + 0.5f, n_hi++;
+            }
         memcpy(before, g.params_mem, g.n_params * sizeof(float));
         memset(g.grads_mem, 0, g.n_params * sizeof(float));
         adamw_update(&g, 1e-3f, 1, 1.0f);
         for (int i = 0; i < NP; i++)
             for (size_t j = 0; j < g.shapes[i].numel; j++) {
                 float b = before[g.params[i] - g.params_mem + j], a = g.params[i][j];
-                if (b < PARAM_FLOOR[i]) moved_ok &= a == PARAM_FLOOR[i];
+                if (b < PARAM_LO[i]) moved_ok &= a == PARAM_LO[i];
+                else if (b > PARAM_HI[i]) moved_ok &= a == PARAM_HI[i];
                 else if (!PARAM_DECAY[i]) kept_ok &= a == b;  // no gradient, no decay: AdamW moves nothing
             }
         char label[160];
-        snprintf(label, sizeof(label), "--pe %s: its tensors' floors: the init (50 seeds) above them, AdamW holds them there", PE_NAMES[pe]);
-        check(init_ok && moved_ok && kept_ok, label, "init %d, held %d, others kept %d", init_ok, moved_ok, kept_ok);
+        snprintf(label, sizeof(label), "--pe %s: its tensors' bounds: the init (50 seeds) inside them, AdamW holds them there",
+                 PE_NAMES[pe]);
+        check(init_ok && moved_ok && kept_ok && n_lo > 0, label, "init %d, held %d (%d entries below a floor, %d above a "
+              "ceiling), others kept %d", init_ok, moved_ok, n_lo, n_hi, kept_ok);
         free(before);
         gpt_free(&g);
     }
@@ -406,7 +419,7 @@ static void test_position_hook(void) {
     PosConfig pc3 = test_pc(POS_FIXED, 1, 1, 8.0f, hd, 1, 1);
     PosStep p3 = pos_schedule_step(&pc3, 0);
     PassPositions pp3 = pos_pass(&p3, 1, 1, 0, T);
-    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     double max_err = 0, max_angle = 0;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < half; j++) {
@@ -420,7 +433,7 @@ static void test_position_hook(void) {
         }
     check(max_err < 2e-6 && max_angle > 1e5, "RoPE sin/cos accurate at large angles",
           "max abs err %.2e at angles up to %.0f rad", max_err, max_angle);
-    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     check(rel_err(x, x0, (size_t)T * hd) < 1e-6, "RoPE backward is the inverse rotation", "rel err %.2e",
           rel_err(x, x0, (size_t)T * hd));
     free(x); free(x0);
@@ -2350,12 +2363,12 @@ static void test_bad_inputs(void) {
         {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
         {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
-        {"unknown encoding", "--pe xpos", "--pe: unknown value 'xpos'"},
+        {"unknown encoding", "--pe cope", "--pe: unknown value 'cope'"},
         {"unknown attention path", "--attention fast", "--attention: unknown value 'fast'"},
         {"flash with hd 256", "--attention flash --n_embd 512 --n_head 2 --n_kv_head 2", "head sizes up to 128"},
         {"flash with TUPE", "--attention flash --pe tupe --pos rope", "--attention flash does not take --pe tupe's untied positions"},
         {"flash with T-PE", "--attention flash --pe tpe", "--attention flash does not take --pe tpe's relative keys"},
-        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope (rows 0..T-1), got --pos posaug"},
+        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope, got --pos posaug"},
         {"TUPE evaluated past its table", "--pe tupe --pos rope --eval_len 64", "--pe tupe: wpe has rows for positions 0..31 only"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
@@ -2365,8 +2378,8 @@ static void test_bad_inputs(void) {
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--pos rpe --rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
-        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope"},
-        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose --pe rope, got --pos pose --pe sinusoidal"},
+        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates the rotary frequencies under PoSE's skips: it needs --pos pose and --pe rope"},
+        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose and --pe rope, got --pos pose --pe sinusoidal"},
         {"PoSE scaling and --scaling", "--pos pose --pose_scaling yarn --scaling pi", "trained with --pose_scaling yarn"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
@@ -2383,11 +2396,11 @@ static void test_bad_inputs(void) {
         {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
         {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
         {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
-        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
+        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws the rotary base: it needs --pe rope, got --pe alibi"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
-        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe erpe does not use them"},
+        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5, tupe; --pe erpe does not use them"},
         {"--t5_max_distance within the exact buckets", "--pe t5 --t5_buckets 16 --t5_max_distance 8", "--t5_max_distance 8 must exceed the 8 distances"},
         {"--t5_buckets 1", "--pe t5 --t5_buckets 1", "--t5_buckets 1 must lie in [2, 4096]"},
         {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's and tupe's table; --pe rope has none"},
@@ -3199,6 +3212,47 @@ static const struct {
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
 };
 
+// Every encoding has its pieces beyond the trainer: its PyTorch file (dev/model_torch.py's
+// ENCODINGS entry, written by make reference as dev/reference_<name>.bin, '-' as '_'; RoPE's is
+// reference_tiny.bin), stored as its own index and compared here (a row of TORCH_FILES), and
+// its section in doc/schemes.md (its flag, "--pe name").
+static void test_encodings_complete(void) {
+    char *doc = NULL;
+    size_t doc_len = 0;
+    FILE *f = fopen("doc/schemes.md", "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        doc_len = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        doc = (char *)xmalloc(doc_len + 1);
+        doc[fread(doc, 1, doc_len, f)] = 0;
+        fclose(f);
+    }
+    for (int pe = 0; pe < PE_N; pe++) {
+        if (!wants(PE_NAMES[pe])) continue;
+        char file[128], flag[64], label[160];
+        if (pe == PE_ROPE) snprintf(file, sizeof(file), "dev/reference_tiny.bin");
+        else snprintf(file, sizeof(file), "dev/reference_%s.bin", PE_NAMES[pe]);
+        for (char *c = file + strlen("dev/"); *c; c++)
+            if (*c == '-') *c = '_';
+        int listed = pe == PE_ROPE, stored = -1;  // RoPE's file is the reference case's (test_reference)
+        for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++) listed |= strcmp(TORCH_FILES[i].file, file) == 0;
+        if (access(file, F_OK) == 0) {
+            TensorFile tf;
+            tf_load(&tf, file, 0);
+            const TensorEntry *e = tf_find(&tf, "pos_kind");
+            stored = e ? ((const int32_t *)tf_get(&tf, "pos_kind", TF_I32, 1))[0] : PE_ROPE;
+            tf_free(&tf);
+        }
+        snprintf(flag, sizeof(flag), "`--pe %s", PE_NAMES[pe]);
+        snprintf(label, sizeof(label), "--pe %s has its PyTorch file, compared, and its doc section", PE_NAMES[pe]);
+        check(stored == pe && listed && doc && strstr(doc, flag), label, "%s: %s%s; doc/schemes.md %s", file,
+              stored < 0 ? "missing (make reference)" : stored != pe ? "another encoding's" : "present",
+              listed ? ", in TORCH_FILES" : ", not in TORCH_FILES", doc && strstr(doc, flag) ? "names it" : "does not name it");
+    }
+    free(doc);
+}
+
 // --list: every name --only takes
 static void list_names(void) {
     printf("--pos:");
@@ -3261,13 +3315,14 @@ int main(int argc, char **argv) {
     if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, FD_RPE, "learned APE at RPE positions");
     if (wants("pose")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, FD_POSE_YARN, "PoSE + YaRN");
     if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, FD_ALPHA, "GRU");
-    test_floors();  // each encoding with a floored tensor by its name
+    test_bounds();  // each encoding with a bounded tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
     if (wants("hook")) test_pass_positions();
     if (wants("hook alibi erpe shaw")) test_attn_bias();
     test_schemes();  // each check by its scheme
     for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++)
         if (wants(TORCH_FILES[i].names)) test_reference_named(TORCH_FILES[i].file, TORCH_FILES[i].label);
+    test_encodings_complete();  // each encoding by its name
     if (wants("metrics")) {
         test_metrics();
         test_eval_metrics();

@@ -31,11 +31,7 @@
 #pragma once
 #include "schedule.h"
 
-#ifdef __CUDACC__
-#define AB_HOST_DEVICE __host__ __device__
-#else
-#define AB_HOST_DEVICE
-#endif
+#define AB_HOST_DEVICE HOST_DEVICE
 
 // T5's bucket of a causal distance (Raffel et al. 2020; nb buckets, the upper half
 // log-spaced up to max_dist) of n = floor(dist): n itself below nb/2, then nb/2 +
@@ -56,22 +52,23 @@ AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist
 // bias b_h(i, j) added to the logits. Their tensors, one row each in llmc/checkpoint.h's
 // PARAM_TABLE format (appended to it): name, ndim, shape in terms of the config c, the layer
 // count L and nb (the encoding's buckets, BIAS_FN_TABLE), the init (NORMAL std, UNIFORM lo
-// hi, CONST value), AdamW weight decay, and a floor: the least value AdamW leaves (a
-// constraint, NO_FLOOR for none). A tensor exists when the run's encoding reads it (the last
+// hi, CONST value), AdamW weight decay, and its bounds [lo, hi]: the values the init and
+// AdamW keep it in (a constraint; NO_LO, NO_HI for none). A tensor exists when the run's encoding reads it (the last
 // column of BIAS_FN_TABLE). Append rows: the init draws in table order.
 #define BIAS_PARAM_TABLE(X)                                                                                  \
-    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)                          \
-    X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS)                        \
-    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS)                        \
-    X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
-    X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
-    X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_FLOOR)    \
-    X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS)                                       \
-    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS)
+    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_LO, NO_HI)                          \
+    X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS, NO_HI)                        \
+    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS, NO_HI)                        \
+    X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
+    X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
+    X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_LO, NO_HI)    \
+    X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS, NO_HI)                                       \
+    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS, NO_HI)
 #define BP_ENUM(e, ...) BP_##e,
 enum { BIAS_PARAM_TABLE(BP_ENUM) BP_N };
 #undef BP_ENUM
-#define NO_FLOOR (-INFINITY)
+#define NO_LO (-INFINITY)
+#define NO_HI INFINITY
 // the tensors an encoding reads, as bits of BP_*
 #define BP_BIT(e) (1u << BP_##e)
 
@@ -407,7 +404,7 @@ static inline int pe_bias_keys(int pe) { return pe_bias_kind(pe) != BIAS_NONE; }
 
 // whether encoding pe acts on the logits through distances (ALiBi, a learned function,
 // relative keys): explicit positions (RPE, RFS, PoSE) cannot reach it
-static inline int pe_reads_distances(int pe) { return pe == PE_ALIBI || pe_bias_fn(pe) || pe_bias_keys(pe); }
+static inline int pe_reads_distances(int pe) { return pe_is(pe, PEF_SLOPES) || pe_bias_fn(pe) || pe_bias_keys(pe); }
 
 static inline int pe_bias_bucket(int pe, RelShape rs, int n_dist, float dist, int d) {
 #define PE_KEY_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
@@ -482,7 +479,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     BiasPass bp;
     memset(&bp, 0, sizeof(bp));
     int nl = pos_per_layer(ps, n_layer) ? n_layer : 1;
-    if (ps->pe == PE_ALIBI) {  // m_h * alpha[l]
+    if (pe_is(ps->pe, PEF_SLOPES)) {  // m_h * alpha[l]
         bp.n_slope = (size_t)nl * NH;
         slope = (float *)grow_buffer(slope, &slope_cap, bp.n_slope * sizeof(float));
         for (int l = 0; l < nl; l++)

@@ -451,13 +451,13 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
         if (runs != v) continue;  // the call takes a lower variant, tested already
         x = x0;
         ps.mscale = 1.25f;
-        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
+        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, ROT_QUERY, 1.0f);
         if (v == 1) x1 = x;
         double e_fwd = rel(x, want), e_bits = memcmp(x.data(), x1.data(), n * sizeof(float)) ? 1.0 : 0.0;
         ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
         std::vector<float> y = x0;
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, -1.0f);
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, ROT_QUERY, 1.0f);
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, ROT_QUERY, -1.0f);
         double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
         const char *names[3] = {"forward", "backward after forward", "bits differ from v1"};
         double errs[3] = {e_fwd, e_back, e_bits};
@@ -784,9 +784,11 @@ static void test_small(void) {
         report("residual add and floatX copy", names, e, 2);
     }
     {  // AdamW with the clip scale folded in, and the floatX copy, each variant through the
-       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, floors
+       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, bounds
+       // [lo, hi]: floors, ceilings, both
         const size_t numel[5] = {301, 0, 77, 398, 1};
-        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, floors[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f};
+        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, lo[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f},
+                    hi[5] = {INFINITY, INFINITY, 0.5f, 0.0f, INFINITY};
         size_t n = 777;
         std::vector<float> p0 = randn(n), g = randn(n), m0 = randn(n, 0.1f), v0(n);
         for (float &x : v0) x = 0.01f * fabsf(rng_normal(&rng));
@@ -798,19 +800,19 @@ static void test_small(void) {
             wm[i] = b1 * (double)m0[i] + (1 - (double)b1) * gi;
             wv[i] = b2 * (double)v0[i] + (1 - (double)b2) * gi * gi;
             wp[i] = p0[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wds[k] * (double)p0[i]);
-            wp[i] = std::max(wp[i], (double)floors[k]);  // about half the floored entries held at it
+            wp[i] = std::min(std::max(wp[i], (double)lo[k]), (double)hi[k]);  // about half the bounded entries held at one
         }
         std::vector<float> p1;
         for (int variant = 1; variant <= 2; variant++) {
             std::vector<float> p = p0, m = m0, v = v0, px(n, NAN);
-            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, floors, 5, lr, b1, b2, bc1, bc2, eps,
+            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, lo, hi, 5, lr, b1, b2, bc1, bc2, eps,
                          gs, variant);
             const char *names[5] = {"p", "m", "v", "px", "p differs from v1's bits"};
             if (variant == 1) p1 = p;
             double errs[5] = {rel(p, wp), rel(m, wm), rel(v, wv), rel(px, wp),
                               memcmp(p.data(), p1.data(), n * sizeof(float)) ? 1.0 : 0.0};
             char what[96];
-            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors, 5 tensors (one empty)", variant);
+            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors and ceilings, 5 tensors (one empty)", variant);
             report(what, names, errs, 5);
         }
     }
