@@ -358,6 +358,57 @@ static void test_bounds(void) {
 // ----------------------------------------------------------------------------
 // 3. the position hook
 
+// xPos (Sun et al. 2023; torchscale's XPOS) through the CPU's rotary loop: a query at
+// position n and a key at m, each pair rotated as RoPE's and scaled by zeta_j^(n/512) and
+// zeta_j^(-m/512), zeta_j = (2j + 0.4 hd) / (1.4 hd), the formula written out here in double
+// (the angle the fp32 product the loop forms), at 12000 and 11000 (scales of 1e-13 and 1e12)
+// and at 1000 and 0; the backward is the forward's transpose (<R x, y> = <x, R^T y>).
+static void xpos_rotate(float *x, int hd, float p, int side, float sign) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.pe = PE_XPOS;
+    ps.mscale = 1.0f;
+    pos_inv_freq(ps.inv_freq, hd, 10000.0);
+    rope_rotate(x, 1, 1, 1, hd, &p, 0, &ps, side, sign);
+}
+static double dot_hd(const float *a, const float *b, int hd) {
+    double d = 0;
+    for (int c = 0; c < hd; c++) d += (double)a[c] * b[c];
+    return d;
+}
+static void test_xpos_rotation(void) {
+    enum { HD = 64, HALF = HD / 2 };
+    float q0[HD], k0[HD], q[HD], k[HD], y[HD], inv[HALF];
+    Rng r = rng_make(3, 9);
+    for (int c = 0; c < HD; c++) q0[c] = rng_normal(&r), k0[c] = rng_normal(&r), y[c] = rng_normal(&r);
+    pos_inv_freq(inv, HD, 10000.0);
+    double err = 0;
+    float n[2] = {12000.0f, 1000.0f}, m[2] = {11000.0f, 0.0f};
+    for (int shift = 0; shift < 2; shift++) {
+        memcpy(q, q0, sizeof(q));
+        memcpy(k, k0, sizeof(k));
+        xpos_rotate(q, HD, n[shift], ROT_QUERY, 1.0f);
+        xpos_rotate(k, HD, m[shift], ROT_KEY, 1.0f);
+        for (int j = 0; j < HALF; j++) {  // the paper's formula, pair by pair
+            double zeta = (2.0 * j + 0.4 * HD) / (1.4 * HD), sq = pow(zeta, n[shift] / 512.0), sk = pow(zeta, -m[shift] / 512.0);
+            double aq = (double)(n[shift] * inv[j]), ak = (double)(m[shift] * inv[j]);
+            double wq[2] = {sq * (q0[j] * cos(aq) - q0[j + HALF] * sin(aq)), sq * (q0[j + HALF] * cos(aq) + q0[j] * sin(aq))};
+            double wk[2] = {sk * (k0[j] * cos(ak) - k0[j + HALF] * sin(ak)), sk * (k0[j + HALF] * cos(ak) + k0[j] * sin(ak))};
+            err = fmax(err, fmax(fabs(q[j] - wq[0]) / fabs(wq[0]), fabs(q[j + HALF] - wq[1]) / fabs(wq[1])));
+            err = fmax(err, fmax(fabs(k[j] - wk[0]) / fabs(wk[0]), fabs(k[j + HALF] - wk[1]) / fabs(wk[1])));
+        }
+    }
+    check(err < 2e-5, "xPos: each pair of a query and a key rotated and scaled by zeta_j^(+-p/512), scales 1e-13 to 1e12",
+          "max rel err %.2e", err);
+    memcpy(q, q0, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, 1.0f);
+    double fwd = dot_hd(q, y, HD);  // <R x, y>
+    memcpy(q, y, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, -1.0f);
+    double bwd = dot_hd(q0, q, HD);  // <x, R^T y>
+    check(fabs(fwd - bwd) / fabs(fwd) < 1e-5, "xPos: its backward is the forward's transpose", "%.6g vs %.6g", fwd, bwd);
+}
+
 // A position config for hook tests (RoPE base 1e4, 4 heads, alpha set {1,2,4,8}).
 static PosConfig test_pc(int scheme, float a, float b, float fixed, int hd, int L, uint64_t seed) {
     PosConfig p;
@@ -1701,7 +1752,8 @@ static void test_resume_keeps_flags(void) {
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
-        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug"};
+        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug",
+        "--pe xpos --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -2364,6 +2416,8 @@ static void test_bad_inputs(void) {
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
         {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
         {"unknown encoding", "--pe cope", "--pe: unknown value 'cope'"},
+        {"xPos past its scale's range", "--pe xpos --eval_len 20000", "--pe xpos takes positions up to 18130 (ROTARY_TABLE: "
+         "its scale's range); this run reaches 19999"},
         {"unknown attention path", "--attention fast", "--attention: unknown value 'fast'"},
         {"flash with hd 256", "--attention flash --n_embd 512 --n_head 2 --n_kv_head 2", "head sizes up to 128"},
         {"flash with TUPE", "--attention flash --pe tupe --pos rope", "--attention flash does not take --pe tupe's untied positions"},
@@ -2378,8 +2432,8 @@ static void test_bad_inputs(void) {
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--pos rpe --rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
-        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates the rotary frequencies under PoSE's skips: it needs --pos pose and --pe rope"},
-        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose and --pe rope, got --pos pose --pe sinusoidal"},
+        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates the rotary frequencies under PoSE's skips: it needs --pos pose and --pe rope, xpos"},
+        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose and --pe rope, xpos, got --pos pose --pe sinusoidal"},
         {"PoSE scaling and --scaling", "--pos pose --pose_scaling yarn --scaling pi", "trained with --pose_scaling yarn"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
@@ -2396,7 +2450,7 @@ static void test_bad_inputs(void) {
         {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
         {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
         {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
-        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws the rotary base: it needs --pe rope, got --pe alibi"},
+        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws the rotary base: it needs --pe rope, xpos, got --pe alibi"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
@@ -3082,6 +3136,7 @@ static const struct {
     {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, NULL},
     {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0,
      "does not take --pe fire's bias of each query and key"},
+    {"xpos posaug", "xPos+PosAug case", "dev/reference_xpos.bin", 0, 0, 0, 0, 0, 0, NULL},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -3210,6 +3265,7 @@ static const struct {
     {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
     {"fire posaug", "dev/reference_fire.bin", "CPU vs PyTorch, FIRE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
+    {"xpos posaug", "dev/reference_xpos.bin", "CPU vs PyTorch, xPos+PosAug"},
 };
 
 // Every encoding has its pieces beyond the trainer: its PyTorch file (dev/model_torch.py's
@@ -3317,6 +3373,7 @@ int main(int argc, char **argv) {
     if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, FD_ALPHA, "GRU");
     test_bounds();  // each encoding with a bounded tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
+    if (wants("hook xpos")) test_xpos_rotation();
     if (wants("hook")) test_pass_positions();
     if (wants("hook alibi erpe shaw")) test_attn_bias();
     test_schemes();  // each check by its scheme

@@ -97,6 +97,11 @@ PE_TABLE order; the integer is the `pos_kind` tensor of the reference files):
                ln(c_l u + 1), f = fire_w2[l] relu(fire_w1[l] x + fire_b1[l]) (32 units, an output
                per head, no output bias), c = fire_c, L = fire_thresh held at or above 0.01 (BOUNDS);
                the distance and the query's position in float32 as the C code forms them.
+    13 "xpos"  xPos (Sun et al. 2023, torchscale's XPOS): the RoPE rotation above, with each
+               pair j of a query at position n scaled by zeta_j^(n' / 512) and of a key at m by
+               zeta_j^(-m' / 512), zeta_j = (2j + 0.4 hd) / (1.4 hd), n', m' the positions
+               centred on the sequence's middle as torchscale centres them (xpos_scales); no
+               parameters.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -258,6 +263,19 @@ def apply_rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def xpos_scales(T, hd, alpha, dtype, device, scale_base=512.0):
+    """(T, hd/2) xPos's scales of queries and of keys (Sun et al. 2023, torchscale's XPOS):
+    zeta_j^(e_t / scale_base) and its inverse, zeta_j = (2j + 0.4 hd) / (1.4 hd), written from
+    torchscale's code: the exponent e_t is the position alpha t + offset centred on the
+    sequence's middle token, as torchscale centres it (a constant that cancels in q . k; the C
+    code does not centre). Float64."""
+    zeta = (torch.arange(0, hd, 2, dtype=torch.float64, device=device) + 0.4 * hd) / (1.4 * hd)
+    min_pos = -T // 2                                  # torchscale's, with no cache offset
+    e = alpha * (torch.arange(T, dtype=torch.float64, device=device) + min_pos)  # p_t - p_(-min_pos): offset cancels
+    scale = zeta[None, :] ** (e[:, None] / scale_base)
+    return scale.to(dtype), (1.0 / scale).to(dtype)
+
+
 def rmsnorm(x, gain, eps):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gain
 
@@ -314,6 +332,13 @@ class Encoding:
 def rope_tables(m, T, alphas, offset):
     cos, sin = m.rope_tables(T, alphas, offset)
     return {"cos": cos, "sin": sin}
+
+
+def xpos_tables(m, T, alphas, offset):
+    """RoPE's rotation with xPos's scales on cos and sin, queries' and keys' (xpos_scales)."""
+    t = rope_tables(m, T, alphas, offset)
+    sq, sk = zip(*[xpos_scales(T, m.cfg.hd, a, m.wte.dtype, m.wte.device) for a in alphas])
+    return dict(t, scale_q=torch.stack(sq), scale_k=torch.stack(sk))
 
 
 def sinusoidal_tables(scale):
@@ -423,6 +448,7 @@ ENCODINGS = {
                       ("fire_thresh", lambda cfg, m: (cfg.L,), const_after_draw(lambda cfg: cfg.T))),
                      bounds={"fire_c": (0.01, math.inf), "fire_thresh": (0.01, math.inf)},
                      reference=fire_reference, fd_step=1e-4),  # its ReLU kinks: a step of 1e-3 crosses some
+    "xpos": Encoding(xpos_tables),
 }
 POS_KINDS = {name: i for i, name in enumerate(ENCODINGS)}
 QK_NORM_TENSORS = (("q_norm", lambda cfg, m: (cfg.L, cfg.NH * cfg.hd), const(1.0)),

@@ -137,7 +137,9 @@ enum {
     X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 "  \
       "learned per layer and head", PEF_POSITIONS, 0)                                                                  \
     X(PE_FIRE, "fire", "FIRE (Li et al.): logits get f_h(psi(p_i - p_j) / psi(max(L, p_i))), psi(x) = ln(c x + 1), "   \
-      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer", PEF_POSITIONS, 0)
+      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer", PEF_POSITIONS, 0)                \
+    X(PE_XPOS, "xpos", "xPos (Sun et al.): RoPE with q scaled by zeta_j^(p_t / 512) and k by zeta_j^(-p_t / 512), "    \
+      "zeta_j = (2j + 0.4 hd) / (1.4 hd): logits decay with the distance", PEF_ROTARY_DEFAULTS, 0)
 #define PE_ENUM(e, name, what, props, clip) e,
 #define PE_NAME(e, name, what, props, clip) name,
 #define PE_WHAT_OF(e, name, what, props, clip) what,
@@ -231,8 +233,24 @@ HOST_DEVICE static inline float rope_rotary(const PosStep *ps, float p, int j, i
     return MUL_RN(p, ps->inv_freq[j]);
 }
 
+// xPos (Sun et al. 2023, torchscale's XPOS): RoPE's angle; queries scaled by zeta_j^(p/gamma),
+// keys by zeta_j^(-p/gamma), zeta_j = (2j + 0.4 hd) / (1.4 hd) in (0, 1), gamma = 512 (its
+// scale_base): the logit of query n and key m gets zeta_j^((n - m)/gamma) per pair, a decay
+// with the distance. torchscale centres the exponent on the middle of the sequence, which
+// cancels in q . k; here it is p itself, so the scale of the smallest zeta_0 = 2/7 stays
+// within 2^(+-64) (products of scaled queries, keys and their gradients far from fp32's
+// range) up to |p| = 64 ln 2 gamma / ln 3.5 = 18130: XPOS_MAX_POSITION.
+#define XPOS_GAMMA 512.0f
+#define XPOS_MAX_POSITION 18130.0f
+HOST_DEVICE static inline float xpos_rotary(const PosStep *ps, float p, int j, int hd, int side, float *scale) {
+    float zeta = (MUL_RN(2.0f, (float)j) + MUL_RN(0.4f, (float)hd)) / MUL_RN(1.4f, (float)hd);
+    *scale = powf(zeta, (side == ROT_KEY ? -p : p) / XPOS_GAMMA);
+    return MUL_RN(p, ps->inv_freq[j]);
+}
+
 #define ROTARY_TABLE(X)                                                                                                \
-    X(PE_ROPE, rope_rotary, INFINITY)
+    X(PE_ROPE, rope_rotary, INFINITY)                                                                                  \
+    X(PE_XPOS, xpos_rotary, XPOS_MAX_POSITION)
 
 // The angle of pair j at position p for encoding ps->pe, and its scale on a query or key
 HOST_DEVICE static inline float pe_rotary(const PosStep *ps, float p, int j, int hd, int side, float *scale) {
