@@ -274,6 +274,8 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
     if (pe == PE_FIRE) fire_kinks_between(&g, &ps);
     for (int i = 0; i < NP; i++)  // a tensor with a ceiling: its first entry there (the forward takes it as any value)
         if (PARAM_HI[i] < INFINITY && g.shapes[i].numel) g.params[i][0] = PARAM_HI[i];
+    if (pe == PE_KERPLE_POWER)  // head 0 at power 2 (its ceiling) with a small coefficient: a bias of order 1, not a
+        g.params[P_KERPLE_POW_R1][0] = 0.02f;  // head that sees only its own token (-r1 (3.7 d)^2 at r1 ~ 1)
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
@@ -1753,7 +1755,7 @@ static void test_resume_keeps_flags(void) {
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
         "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug",
-        "--pe xpos --pos posaug"};
+        "--pe xpos --pos posaug", "--pe kerple-power --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -3137,6 +3139,7 @@ static const struct {
     {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0,
      "does not take --pe fire's bias of each query and key"},
     {"xpos posaug", "xPos+PosAug case", "dev/reference_xpos.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"kerple-power posaug", "KERPLE power+PosAug case", "dev/reference_kerple_power.bin", 0, 0, 0, 0, 0, 0, NULL},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -3265,6 +3268,7 @@ static const struct {
     {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
     {"fire posaug", "dev/reference_fire.bin", "CPU vs PyTorch, FIRE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
+    {"kerple-power posaug", "dev/reference_kerple_power.bin", "CPU vs PyTorch, KERPLE power+PosAug"},
     {"xpos posaug", "dev/reference_xpos.bin", "CPU vs PyTorch, xPos+PosAug"},
 };
 

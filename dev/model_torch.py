@@ -42,6 +42,8 @@ and after them, only when present (EXTRA_NAMES):
     fire_w2    (L, NH, 32)      pos_kind "fire"
     fire_c     (L)              pos_kind "fire"
     fire_thresh (L)             pos_kind "fire"
+    kerple_pow_r1 (L, NH)       pos_kind "kerple-power"
+    kerple_pow_r2 (L, NH)       pos_kind "kerple-power"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -102,6 +104,10 @@ PE_TABLE order; the integer is the `pos_kind` tensor of the reference files):
                zeta_j^(-m' / 512), zeta_j = (2j + 0.4 hd) / (1.4 hd), n', m' the positions
                centred on the sequence's middle as torchscale centres them (xpos_scales); no
                parameters.
+    14 "kerple-power" KERPLE's power variant: the scaled logit of query i and key j <= i gets
+               -kerple_pow_r1[l, h] * (alpha_l (i - j))^kerple_pow_r2[l, h], r1 >= 0.01 and
+               r2 in [0.01, 2] held after every step (BOUNDS, as KERPLE's code clamps them;
+               r1 drawn U(0, 1), r2 U(0, 2)); no weight decay.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -376,6 +382,19 @@ def kerple_tables(m, T, alphas, offset):
                                  for l, a in enumerate(alphas)])}
 
 
+def kerple_power_tables(m, T, alphas, offset):
+    """-r1 dist^r2 per layer and head (torch's pow takes d(0^r2)/dr2 as 0)"""
+    return {"bias": torch.stack([-m.kerple_pow_r1[l][:, None, None]
+                                 * distances(T, a).to(m.wte.dtype) ** m.kerple_pow_r2[l][:, None, None]
+                                 for l, a in enumerate(alphas)])}
+
+
+def kerple_power_reference(m, gen):
+    """layer 0's powers at their ceiling 2 (the trainer's too: AdamW's steps push some above it, where the
+    bound holds them: a path that ignores it fails the file's final weights)"""
+    m.kerple_pow_r2[0].fill_(2.0)
+
+
 def set_attn_bias(m, gen):
     """a table away from zero (the model's init is zeros), so that the check pass reads it"""
     m.attn_bias.copy_(0.5 * torch.randn(m.attn_bias.shape, generator=gen, dtype=torch.float32))
@@ -449,6 +468,10 @@ ENCODINGS = {
                      bounds={"fire_c": (0.01, math.inf), "fire_thresh": (0.01, math.inf)},
                      reference=fire_reference, fd_step=1e-4),  # its ReLU kinks: a step of 1e-3 crosses some
     "xpos": Encoding(xpos_tables),
+    "kerple-power": Encoding(kerple_power_tables,
+                             (("kerple_pow_r1", LAYERS_NH, uniform_to(1.0)), ("kerple_pow_r2", LAYERS_NH, uniform_to(2.0))),
+                             bounds={"kerple_pow_r1": (KERPLE_EPS, math.inf), "kerple_pow_r2": (KERPLE_EPS, 2.0)},
+                             reference=kerple_power_reference),
 }
 POS_KINDS = {name: i for i, name in enumerate(ENCODINGS)}
 QK_NORM_TENSORS = (("q_norm", lambda cfg, m: (cfg.L, cfg.NH * cfg.hd), const(1.0)),
