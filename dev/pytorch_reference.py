@@ -37,8 +37,8 @@ p = LayerNorm(wpe); wpe (T, C), tupe_uq and tupe_uk (NH*hd, C), drawn last as N(
 N(0, 1/C) (an untied term of order 1, not the model's ~1e-5 at init), then the LayerNorm's
 gain 1 + 0.1 N(0, 1) and bias 0.1 N(0, 1) (tupe_ln_w, tupe_ln_b (C)) and the query
 projection's bias 0.5 N(0, 1) (tupe_bq (NH*hd)); attn_bias (1, NH, 32), one table for every
-layer, 0.5 N(0, 1); alphas ignored) or kerple, fire (model_torch's docstring). --qk_norm
-(any kind; its file uses rope): q and
+layer, 0.5 N(0, 1); alphas ignored) or any later entry of ENCODINGS (model_torch's
+docstring describes each). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
