@@ -2999,6 +2999,7 @@ static const struct {
     {PE_ROPE, ""}, {PE_NOPE, "--pos rope"}, {PE_ALIBI, ""}, {PE_SINUSOIDAL, ""},
     {PE_LEARNED, "--pos rope --wpe_rows 128"}, {PE_ERPE, ""}, {PE_T5, ""}, {PE_TAPE, "--pos rope"},
     {PE_SHAW, "--pos rope"}, {PE_TPE, ""}, {PE_TUPE, "--pos rope --wpe_rows 128"}, {PE_KERPLE, ""}, {PE_FIRE, ""},
+    {PE_XPOS, ""}, {PE_KERPLE_POWER, ""},
 };
 #define N_EVAL_CASES (int)(sizeof(EVAL_CASES) / sizeof(EVAL_CASES[0]))
 static const char *EVAL_CASE_FLAGS = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
