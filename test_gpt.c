@@ -272,16 +272,21 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         ps.offset = 5.0f;
     }
     if (pe == PE_FIRE) fire_kinks_between(&g, &ps);
+    for (int i = 0; i < NP; i++)  // a tensor with a ceiling: its first entry there (the forward takes it as any value)
+        if (PARAM_HI[i] < INFINITY && g.shapes[i].numel) g.params[i][0] = PARAM_HI[i];
+    if (pe == PE_KERPLE_POWER)  // head 0 at power 2 (its ceiling) with a small coefficient: a bias of order 1, not a
+        g.params[P_KERPLE_POW_R1][0] = 0.02f;  // head that sees only its own token (-r1 (3.7 d)^2 at r1 ~ 1)
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
     for (int i = 0; i < NP; i++) {
         if (!g.shapes[i].numel) continue;
         double worst = 0;
-        for (size_t pick = 0; pick < 3 && pick < g.shapes[i].numel; pick++) {  // the 3 largest |grad| entries
+        int at_bound = PARAM_HI[i] < INFINITY;  // first its entry at the ceiling, then the 3 largest |grad| entries
+        for (size_t pick = 0; pick < 3 + (size_t)at_bound && pick < g.shapes[i].numel; pick++) {
             size_t best = 0;
             float bestv = -1;
-            for (size_t j = 0; j < g.shapes[i].numel; j++)
+            for (size_t j = 0; j < g.shapes[i].numel && !(at_bound && pick == 0); j++)
                 if (fabsf(g.grads[i][j]) > bestv) { bestv = fabsf(g.grads[i][j]); best = j; }
             float *p = &g.params[i][best];
             float orig = *p, h = 1e-2f * (fabsf(orig) > 0.1f ? fabsf(orig) : 0.1f);
@@ -297,19 +302,22 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         }
         char label[96];
         snprintf(label, sizeof(label), "finite differences (%s) %s", what, PARAM_NAMES[i]);
-        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
+        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients%s", worst,
+              at_bound ? " and the entry at its ceiling" : "");
     }
     gpt_free(&g);
 }
 
-// A tensor's floor (PARAM_TABLE's constraint column) on every encoding with one: the init
-// leaves no entry below it, and one AdamW step moves every entry below it (set there by
-// hand, no gradient) to the floor and leaves the other tensors and entries as they were.
-static void test_floors(void) {
+// The bounds of a tensor (PARAM_TABLE's [lo, hi] columns) on every encoding with a bounded
+// tensor: the init leaves no entry outside them, and one AdamW step moves every entry below
+// lo (set there by hand, no gradient) to lo and every entry above hi to hi, and leaves the
+// other tensors and entries as they were. Each bound is checked where a tensor has one (a
+// path that ignores a ceiling leaves its entries above it).
+static void test_bounds(void) {
     for (int pe = 0; pe < PE_N; pe++) {
-        int floored = 0;
-        for (int k = 0; k < BP_N; k++) floored |= (pe_bias_tensors(pe) >> k & 1) && PARAM_FLOOR[P_BIAS0 + k] > -INFINITY;
-        if (!floored || !wants(PE_NAMES[pe])) continue;
+        int bounded = 0, n_lo = 0, n_hi = 0;
+        for (int k = 0; k < BP_N; k++) bounded |= (pe_bias_tensors(pe) >> k & 1) && param_bounded(P_BIAS0 + k);
+        if (!bounded || !wants(PE_NAMES[pe])) continue;
         Config c;
         config_defaults(&c);
         c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
@@ -320,23 +328,30 @@ static void test_floors(void) {
         for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
             gpt_init(&g, seed);
             for (int i = 0; i < NP; i++)
-                for (size_t j = 0; j < g.shapes[i].numel; j++) init_ok &= g.params[i][j] >= PARAM_FLOOR[i];
+                for (size_t j = 0; j < g.shapes[i].numel; j++)
+                    init_ok &= g.params[i][j] >= PARAM_LO[i] && g.params[i][j] <= PARAM_HI[i];
         }
         float *before = (float *)xmalloc(g.n_params * sizeof(float));
-        for (int i = 0; i < NP; i++)  // half of each floored tensor below its floor
-            for (size_t j = 0; PARAM_FLOOR[i] > -INFINITY && j < g.shapes[i].numel; j += 2) g.params[i][j] = PARAM_FLOOR[i] - 0.5f;
+        for (int i = 0; i < NP; i++)  // a quarter of each bounded tensor below lo, a quarter above hi
+            for (size_t j = 0; j < g.shapes[i].numel; j++) {
+                if (j % 4 == 0 && PARAM_LO[i] > -INFINITY) g.params[i][j] = PARAM_LO[i] - 0.5f, n_lo++;
+                if (j % 4 == 2 && PARAM_HI[i] < INFINITY) g.params[i][j] = PARAM_HI[i] + 0.5f, n_hi++;
+            }
         memcpy(before, g.params_mem, g.n_params * sizeof(float));
         memset(g.grads_mem, 0, g.n_params * sizeof(float));
         adamw_update(&g, 1e-3f, 1, 1.0f);
         for (int i = 0; i < NP; i++)
             for (size_t j = 0; j < g.shapes[i].numel; j++) {
                 float b = before[g.params[i] - g.params_mem + j], a = g.params[i][j];
-                if (b < PARAM_FLOOR[i]) moved_ok &= a == PARAM_FLOOR[i];
+                if (b < PARAM_LO[i]) moved_ok &= a == PARAM_LO[i];
+                else if (b > PARAM_HI[i]) moved_ok &= a == PARAM_HI[i];
                 else if (!PARAM_DECAY[i]) kept_ok &= a == b;  // no gradient, no decay: AdamW moves nothing
             }
         char label[160];
-        snprintf(label, sizeof(label), "--pe %s: its tensors' floors: the init (50 seeds) above them, AdamW holds them there", PE_NAMES[pe]);
-        check(init_ok && moved_ok && kept_ok, label, "init %d, held %d, others kept %d", init_ok, moved_ok, kept_ok);
+        snprintf(label, sizeof(label), "--pe %s: its tensors' bounds: the init (50 seeds) inside them, AdamW holds them there",
+                 PE_NAMES[pe]);
+        check(init_ok && moved_ok && kept_ok && n_lo > 0, label, "init %d, held %d (%d entries below a floor, %d above a "
+              "ceiling), others kept %d", init_ok, moved_ok, n_lo, n_hi, kept_ok);
         free(before);
         gpt_free(&g);
     }
@@ -344,6 +359,57 @@ static void test_floors(void) {
 
 // ----------------------------------------------------------------------------
 // 3. the position hook
+
+// xPos (Sun et al. 2023; torchscale's XPOS) through the CPU's rotary loop: a query at
+// position n and a key at m, each pair rotated as RoPE's and scaled by zeta_j^(n/512) and
+// zeta_j^(-m/512), zeta_j = (2j + 0.4 hd) / (1.4 hd), the formula written out here in double
+// (the angle the fp32 product the loop forms), at 12000 and 11000 (scales of 1e-13 and 1e12)
+// and at 1000 and 0; the backward is the forward's transpose (<R x, y> = <x, R^T y>).
+static void xpos_rotate(float *x, int hd, float p, int side, float sign) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.pe = PE_XPOS;
+    ps.mscale = 1.0f;
+    pos_inv_freq(ps.inv_freq, hd, 10000.0);
+    rope_rotate(x, 1, 1, 1, hd, &p, 0, &ps, side, sign);
+}
+static double dot_hd(const float *a, const float *b, int hd) {
+    double d = 0;
+    for (int c = 0; c < hd; c++) d += (double)a[c] * b[c];
+    return d;
+}
+static void test_xpos_rotation(void) {
+    enum { HD = 64, HALF = HD / 2 };
+    float q0[HD], k0[HD], q[HD], k[HD], y[HD], inv[HALF];
+    Rng r = rng_make(3, 9);
+    for (int c = 0; c < HD; c++) q0[c] = rng_normal(&r), k0[c] = rng_normal(&r), y[c] = rng_normal(&r);
+    pos_inv_freq(inv, HD, 10000.0);
+    double err = 0;
+    float n[2] = {12000.0f, 1000.0f}, m[2] = {11000.0f, 0.0f};
+    for (int shift = 0; shift < 2; shift++) {
+        memcpy(q, q0, sizeof(q));
+        memcpy(k, k0, sizeof(k));
+        xpos_rotate(q, HD, n[shift], ROT_QUERY, 1.0f);
+        xpos_rotate(k, HD, m[shift], ROT_KEY, 1.0f);
+        for (int j = 0; j < HALF; j++) {  // the paper's formula, pair by pair
+            double zeta = (2.0 * j + 0.4 * HD) / (1.4 * HD), sq = pow(zeta, n[shift] / 512.0), sk = pow(zeta, -m[shift] / 512.0);
+            double aq = (double)(n[shift] * inv[j]), ak = (double)(m[shift] * inv[j]);
+            double wq[2] = {sq * (q0[j] * cos(aq) - q0[j + HALF] * sin(aq)), sq * (q0[j + HALF] * cos(aq) + q0[j] * sin(aq))};
+            double wk[2] = {sk * (k0[j] * cos(ak) - k0[j + HALF] * sin(ak)), sk * (k0[j + HALF] * cos(ak) + k0[j] * sin(ak))};
+            err = fmax(err, fmax(fabs(q[j] - wq[0]) / fabs(wq[0]), fabs(q[j + HALF] - wq[1]) / fabs(wq[1])));
+            err = fmax(err, fmax(fabs(k[j] - wk[0]) / fabs(wk[0]), fabs(k[j + HALF] - wk[1]) / fabs(wk[1])));
+        }
+    }
+    check(err < 2e-5, "xPos: each pair of a query and a key rotated and scaled by zeta_j^(+-p/512), scales 1e-13 to 1e12",
+          "max rel err %.2e", err);
+    memcpy(q, q0, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, 1.0f);
+    double fwd = dot_hd(q, y, HD);  // <R x, y>
+    memcpy(q, y, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, -1.0f);
+    double bwd = dot_hd(q0, q, HD);  // <x, R^T y>
+    check(fabs(fwd - bwd) / fabs(fwd) < 1e-5, "xPos: its backward is the forward's transpose", "%.6g vs %.6g", fwd, bwd);
+}
 
 // A position config for hook tests (RoPE base 1e4, 4 heads, alpha set {1,2,4,8}).
 static PosConfig test_pc(int scheme, float a, float b, float fixed, int hd, int L, uint64_t seed) {
@@ -406,7 +472,7 @@ static void test_position_hook(void) {
     PosConfig pc3 = test_pc(POS_FIXED, 1, 1, 8.0f, hd, 1, 1);
     PosStep p3 = pos_schedule_step(&pc3, 0);
     PassPositions pp3 = pos_pass(&p3, 1, 1, 0, T);
-    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     double max_err = 0, max_angle = 0;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < half; j++) {
@@ -420,7 +486,7 @@ static void test_position_hook(void) {
         }
     check(max_err < 2e-6 && max_angle > 1e5, "RoPE sin/cos accurate at large angles",
           "max abs err %.2e at angles up to %.0f rad", max_err, max_angle);
-    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     check(rel_err(x, x0, (size_t)T * hd) < 1e-6, "RoPE backward is the inverse rotation", "rel err %.2e",
           rel_err(x, x0, (size_t)T * hd));
     free(x); free(x0);
@@ -1688,7 +1754,8 @@ static void test_resume_keeps_flags(void) {
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
-        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug"};
+        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug",
+        "--pe xpos --pos posaug", "--pe kerple-power --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -2350,12 +2417,14 @@ static void test_bad_inputs(void) {
         {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
         {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
-        {"unknown encoding", "--pe xpos", "--pe: unknown value 'xpos'"},
+        {"unknown encoding", "--pe cope", "--pe: unknown value 'cope'"},
+        {"xPos past its scale's range", "--pe xpos --eval_len 20000", "--pe xpos takes positions up to 18130 (ROTARY_TABLE: "
+         "its scale's range); this run reaches 19999"},
         {"unknown attention path", "--attention fast", "--attention: unknown value 'fast'"},
         {"flash with hd 256", "--attention flash --n_embd 512 --n_head 2 --n_kv_head 2", "head sizes up to 128"},
         {"flash with TUPE", "--attention flash --pe tupe --pos rope", "--attention flash does not take --pe tupe's untied positions"},
         {"flash with T-PE", "--attention flash --pe tpe", "--attention flash does not take --pe tpe's relative keys"},
-        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope (rows 0..T-1), got --pos posaug"},
+        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope, got --pos posaug"},
         {"TUPE evaluated past its table", "--pe tupe --pos rope --eval_len 64", "--pe tupe: wpe has rows for positions 0..31 only"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
@@ -2365,8 +2434,8 @@ static void test_bad_inputs(void) {
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--pos rpe --rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
-        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope"},
-        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose --pe rope, got --pos pose --pe sinusoidal"},
+        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates the rotary frequencies under PoSE's skips: it needs --pos pose and --pe rope, xpos"},
+        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose and --pe rope, xpos, got --pos pose --pe sinusoidal"},
         {"PoSE scaling and --scaling", "--pos pose --pose_scaling yarn --scaling pi", "trained with --pose_scaling yarn"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
@@ -2383,11 +2452,11 @@ static void test_bad_inputs(void) {
         {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
         {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
         {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
-        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
+        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws the rotary base: it needs --pe rope, xpos, got --pe alibi"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
-        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe erpe does not use them"},
+        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5, tupe; --pe erpe does not use them"},
         {"--t5_max_distance within the exact buckets", "--pe t5 --t5_buckets 16 --t5_max_distance 8", "--t5_max_distance 8 must exceed the 8 distances"},
         {"--t5_buckets 1", "--pe t5 --t5_buckets 1", "--t5_buckets 1 must lie in [2, 4096]"},
         {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's and tupe's table; --pe rope has none"},
@@ -2930,6 +2999,7 @@ static const struct {
     {PE_ROPE, ""}, {PE_NOPE, "--pos rope"}, {PE_ALIBI, ""}, {PE_SINUSOIDAL, ""},
     {PE_LEARNED, "--pos rope --wpe_rows 128"}, {PE_ERPE, ""}, {PE_T5, ""}, {PE_TAPE, "--pos rope"},
     {PE_SHAW, "--pos rope"}, {PE_TPE, ""}, {PE_TUPE, "--pos rope --wpe_rows 128"}, {PE_KERPLE, ""}, {PE_FIRE, ""},
+    {PE_XPOS, ""}, {PE_KERPLE_POWER, ""},
 };
 #define N_EVAL_CASES (int)(sizeof(EVAL_CASES) / sizeof(EVAL_CASES[0]))
 static const char *EVAL_CASE_FLAGS = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
@@ -3069,6 +3139,8 @@ static const struct {
     {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, NULL},
     {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0,
      "does not take --pe fire's bias of each query and key"},
+    {"xpos posaug", "xPos+PosAug case", "dev/reference_xpos.bin", 0, 0, 0, 0, 0, 0, NULL},
+    {"kerple-power posaug", "KERPLE power+PosAug case", "dev/reference_kerple_power.bin", 0, 0, 0, 0, 0, 0, NULL},
 };
 #define N_GPU_CASES (int)(sizeof(GPU_CASES) / sizeof(GPU_CASES[0]))
 
@@ -3197,7 +3269,50 @@ static const struct {
     {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
     {"fire posaug", "dev/reference_fire.bin", "CPU vs PyTorch, FIRE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
+    {"kerple-power posaug", "dev/reference_kerple_power.bin", "CPU vs PyTorch, KERPLE power+PosAug"},
+    {"xpos posaug", "dev/reference_xpos.bin", "CPU vs PyTorch, xPos+PosAug"},
 };
+
+// Every encoding has its pieces beyond the trainer: its PyTorch file (dev/model_torch.py's
+// ENCODINGS entry, written by make reference as dev/reference_<name>.bin, '-' as '_'; RoPE's is
+// reference_tiny.bin), stored as its own index and compared here (a row of TORCH_FILES), and
+// its section in doc/schemes.md (its flag, "--pe name").
+static void test_encodings_complete(void) {
+    char *doc = NULL;
+    size_t doc_len = 0;
+    FILE *f = fopen("doc/schemes.md", "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        doc_len = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        doc = (char *)xmalloc(doc_len + 1);
+        doc[fread(doc, 1, doc_len, f)] = 0;
+        fclose(f);
+    }
+    for (int pe = 0; pe < PE_N; pe++) {
+        if (!wants(PE_NAMES[pe])) continue;
+        char file[128], flag[64], label[160];
+        if (pe == PE_ROPE) snprintf(file, sizeof(file), "dev/reference_tiny.bin");
+        else snprintf(file, sizeof(file), "dev/reference_%s.bin", PE_NAMES[pe]);
+        for (char *c = file + strlen("dev/"); *c; c++)
+            if (*c == '-') *c = '_';
+        int listed = pe == PE_ROPE, stored = -1;  // RoPE's file is the reference case's (test_reference)
+        for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++) listed |= strcmp(TORCH_FILES[i].file, file) == 0;
+        if (access(file, F_OK) == 0) {
+            TensorFile tf;
+            tf_load(&tf, file, 0);
+            const TensorEntry *e = tf_find(&tf, "pos_kind");
+            stored = e ? ((const int32_t *)tf_get(&tf, "pos_kind", TF_I32, 1))[0] : PE_ROPE;
+            tf_free(&tf);
+        }
+        snprintf(flag, sizeof(flag), "`--pe %s", PE_NAMES[pe]);
+        snprintf(label, sizeof(label), "--pe %s has its PyTorch file, compared, and its doc section", PE_NAMES[pe]);
+        check(stored == pe && listed && doc && strstr(doc, flag), label, "%s: %s%s; doc/schemes.md %s", file,
+              stored < 0 ? "missing (make reference)" : stored != pe ? "another encoding's" : "present",
+              listed ? ", in TORCH_FILES" : ", not in TORCH_FILES", doc && strstr(doc, flag) ? "names it" : "does not name it");
+    }
+    free(doc);
+}
 
 // --list: every name --only takes
 static void list_names(void) {
@@ -3261,13 +3376,15 @@ int main(int argc, char **argv) {
     if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, FD_RPE, "learned APE at RPE positions");
     if (wants("pose")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, FD_POSE_YARN, "PoSE + YaRN");
     if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, FD_ALPHA, "GRU");
-    test_floors();  // each encoding with a floored tensor by its name
+    test_bounds();  // each encoding with a bounded tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
+    if (wants("hook xpos")) test_xpos_rotation();
     if (wants("hook")) test_pass_positions();
     if (wants("hook alibi erpe shaw")) test_attn_bias();
     test_schemes();  // each check by its scheme
     for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++)
         if (wants(TORCH_FILES[i].names)) test_reference_named(TORCH_FILES[i].file, TORCH_FILES[i].label);
+    test_encodings_complete();  // each encoding by its name
     if (wants("metrics")) {
         test_metrics();
         test_eval_metrics();

@@ -94,7 +94,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t att = tr * !flash * B * c->NH * T * T;
     size_t pq = pe_bias_per_query(c->pe), tb = tr && train && pe_bias_fn(c->pe) && !pq;  // a learned bias per distance
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
-    size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
+    size_t tu = tr && train && pe_is(c->pe, PEF_UNTIED);  // TUPE's untied positions
     size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
@@ -547,12 +547,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     if (pe_sinusoidal(ps->pe))
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
                      sinusoidal_freqs(C, ps->ape_scale));
-    if (ps->pe == PE_LEARNED) {
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) {
         if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);
     }
     TupePass tp = {NULL, NULL, NULL, NULL, NULL};
-    if (ps->pe == PE_TUPE) {
+    if (pe_is(ps->pe, PEF_UNTIED)) {
         if (a->train && c->attention == ATTN_FLASH)
             fail("--attention flash does not take --pe tupe's untied positions yet: use --attention naive");
         tp = tupe_pass(g, a, pp, o && o->kv ? o->kv->len + T : T, o && o->kv ? o->kv->len : 0);
@@ -574,8 +574,8 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
                         KD, c->rms_eps);
         }
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
-        rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
-        rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
+        rope(q, B, T, NH, hd, ps, pp, l, ROT_QUERY, 1.0f);
+        rope(k, B, T, NKV, hd, ps, pp, l, ROT_KEY, 1.0f);
         if (tp.pq) scale_array(q, TUPE_QSCALE, (size_t)N * QD);  // TUPE: q . k / sqrt(2 hd)
         const float *rk = layer_rel_keys(g, a, l);  // relative keys: every query's scores first
         if (rk) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
@@ -621,7 +621,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NF = (size_t)N * F;
     head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
-    int tupe = ps->pe == PE_TUPE;
+    int tupe = pe_is(ps->pe, PEF_UNTIED);
     if (tupe) cudaCheck(cudaMemset(a->tupe_D, 0, (size_t)NH * T * T * sizeof(float)));
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
@@ -656,8 +656,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
             tupe_pair_grad(a->tupe_D, a->datt, B, NH, T, hd);
             scale_array(a->dq, TUPE_QSCALE, (size_t)N * QD);
         }
-        rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
-        rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
+        rope(a->dq, B, T, NH, hd, ps, &a->pos, l, ROT_QUERY, -1.0f);
+        rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, ROT_KEY, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
             rmsnorm_backward(a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dw_part, a->dq, a->qraw + l * a->ls_q,
@@ -674,7 +674,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
     scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C, embed_scale(c));
-    if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
     if (tupe) {  // through the projections, once for every layer's share
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);
         TupeGrads tg = {G(g, P_WPE), G(g, P_TUPE_LN_W), G(g, P_TUPE_LN_B), G(g, P_TUPE_UQ), G(g, P_TUPE_UK), G(g, P_TUPE_BQ)};
@@ -702,7 +702,7 @@ static void stage_micro(int *dst, const GPT *g, const int *rows, const PosStep *
         memcpy(tgt + b * T, rows + (size_t)b * (T + 1) + 1, T * sizeof(int));
     }
     scatter_build(sc_wte, inp, N, g->cfg.V);
-    if (ps->pe != PE_LEARNED) return;
+    if (!pe_is(ps->pe, PEF_WPE_ADDED)) return;
     int wpe_rows = (int)g->shapes[P_WPE].shape[0];
     PassPositions pp = pos_pass(ps, g->cfg.L, B, 0, T);
     learned_rows_check(&pp, B, wpe_rows);  // before the positions become indices
@@ -771,7 +771,7 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
         numel[i] = g->shapes[i].numel;
         wd[i] = PARAM_DECAY[i] ? c->weight_decay : 0.0f;
     }
-    adamw_update(g->params, g->params_x, g->grads, g->m, g->v, numel, wd, PARAM_FLOOR, NP, lr, c->beta1, c->beta2, bc1,
+    adamw_update(g->params, g->params_x, g->grads, g->m, g->v, numel, wd, PARAM_LO, PARAM_HI, NP, lr, c->beta1, c->beta2, bc1,
                  bc2, c->adam_eps, scale);
 }
 
@@ -1102,7 +1102,7 @@ static void gpu_memory_check(const Config *c, int train) {
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
             dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
-        if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, its projected and normalized positions
+        if (pe_is(c->pe, PEF_UNTIED))  // TUPE's untied term of a full pass, its projected and normalized positions
             dev.eval += fl * (double)c->eval_len * (c->NH * (c->eval_len + 2.0 * (c->C / c->NH)) + c->C + 2);
         if (pe_bias_per_query(c->pe))  // a learned bias's term of each query and key of a full pass
             dev.eval += fl * c->NH * (double)c->eval_len * c->eval_len;

@@ -56,6 +56,7 @@ else
 fi
 
 run headers bash dev/check_headers.sh
+run encoding-names bash dev/check_encoding_names.sh  # no --pe or --pos named outside its table
 run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks use these builds
 run cuda-emu bash dev/cuda_emu/run.sh
 run gpu-coverage bash dev/cuda_emu/coverage.sh  # memcheck's runs (dev/memcheck_runs.txt) launch every kernel of llmc/cuda

@@ -27,7 +27,8 @@
 // The one table of them, in contract order (the checkpoint's and the init's): name (P_<name>
 // is its index), its name in files, shape (ndim, then up to three sizes in terms of the config
 // c, the transformer's layer count L, the GRU's Lg, the head size hd and qk = --qk_norm),
-// init, AdamW weight decay, and a floor (the least value AdamW leaves; NO_FLOOR: none). A new
+// init, AdamW weight decay, and its bounds [lo, hi] (the values the init and every AdamW path
+// keep it in: a constraint; NO_LO, NO_HI: none). A new
 // tensor is one row (appended: the init draws in this order, so an optional tensor never
 // changes the others); the learned biases' rows come last, from llmc/attn_bias.h.
 // The init: INIT_NORMAL, std (0.02 for matrices; 0.02 / sqrt(2L), proj, for the residual
@@ -35,47 +36,53 @@
 // range from the start); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
 // torch.nn.GRU's default, k); INIT_CONST, value (norm gains 1).
 #define CORE_PARAM_TABLE(X)                                                                                     \
-    X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                       \
-    X(ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                 \
-    X(WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
-    X(WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
-    X(WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
-    X(WO, "wo", 3, L, c->C, c->NH * hd, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                     \
-    X(MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                   \
-    X(W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                  \
-    X(W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                      \
-    X(W_DOWN, "w_down", 3, L, c->C, c->F, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                   \
-    X(FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                               \
-    X(WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                 \
-    X(Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
-    X(K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
-    X(GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
-    X(GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
-    X(GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
-    X(REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
-    X(TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                     \
-    X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
-    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
-    X(TUPE_LN_W, "tupe_ln_w", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
-    X(TUPE_LN_B, "tupe_ln_b", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)                        \
-    X(TUPE_BQ, "tupe_bq", 1, tu ? c->NH * hd : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)
+    X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                       \
+    X(ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                                 \
+    X(WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                    \
+    X(WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                   \
+    X(WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                   \
+    X(WO, "wo", 3, L, c->C, c->NH * hd, INIT_NORMAL, proj, 0, 1, NO_LO, NO_HI)                                     \
+    X(MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                                   \
+    X(W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                  \
+    X(W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                      \
+    X(W_DOWN, "w_down", 3, L, c->C, c->F, INIT_NORMAL, proj, 0, 1, NO_LO, NO_HI)                                   \
+    X(FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                               \
+    X(WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                 \
+    X(Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_LO, NO_HI)                          \
+    X(GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_LO, NO_HI)                          \
+    X(GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_LO, NO_HI)                             \
+    X(GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_LO, NO_HI)                             \
+    X(REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                    \
+    X(TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                     \
+    X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                 \
+    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                 \
+    X(TUPE_LN_W, "tupe_ln_w", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(TUPE_LN_B, "tupe_ln_b", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(TUPE_BQ, "tupe_bq", 1, tu ? c->NH * hd : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_LO, NO_HI)
 #define PARAM_TABLE(X) CORE_PARAM_TABLE(X) BIAS_PARAM_TABLE(X)
 
 enum { INIT_NORMAL, INIT_UNIFORM, INIT_CONST };
 #define PARAM_ENUM(e, ...) P_##e,
 #define PARAM_NAME(e, name, ...) name,
-#define PARAM_INIT_KIND(e, name, nd, d0, d1, d2, init, a, b, decay, floor) init,
-#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) decay,
-#define PARAM_FLOOR_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) floor,
+#define PARAM_INIT_KIND(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) init,
+#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) decay,
+#define PARAM_LO_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) lo,
+#define PARAM_HI_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) hi,
 enum { PARAM_TABLE(PARAM_ENUM) NP };
 #define P_BIAS0 ((int)NP - (int)BP_N)  // the learned biases' tensors: P_BIAS0 + BP_*
 static const char *PARAM_NAMES[NP] = {PARAM_TABLE(PARAM_NAME)};
 static const int PARAM_INITS[NP] = {PARAM_TABLE(PARAM_INIT_KIND)};
 static const int PARAM_DECAY[NP] = {PARAM_TABLE(PARAM_DECAY_OF)};
-static const float PARAM_FLOOR[NP] = {PARAM_TABLE(PARAM_FLOOR_OF)};
+static const float PARAM_LO[NP] = {PARAM_TABLE(PARAM_LO_OF)};  // each tensor's bounds
+static const float PARAM_HI[NP] = {PARAM_TABLE(PARAM_HI_OF)};
+// whether tensor i has a bound
+static inline int param_bounded(int i) { return PARAM_LO[i] > -INFINITY || PARAM_HI[i] < INFINITY; }
+// x held in tensor i's bounds (a NaN stays one, for the trainers to see)
+static inline float param_clamp(int i, float x) { return x < PARAM_LO[i] ? PARAM_LO[i] : x > PARAM_HI[i] ? PARAM_HI[i] : x; }
 
 typedef struct {
     int ndim, shape[3];
@@ -139,7 +146,7 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
     RelShape rs = rel_shape_of(c);
     int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), nk = kind == BIAS_KEY ? pe_bias_buckets(c->pe, rs, c->T) : 0;
-    int fn = kind == BIAS_KEY_FN, tu = !gru && c->pe == PE_TUPE, nb = pe_bias_fn_buckets(c->pe, rs);
+    int fn = kind == BIAS_KEY_FN, tu = !gru && pe_is(c->pe, PEF_UNTIED), nb = pe_bias_fn_buckets(c->pe, rs);
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, ...) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -182,13 +189,13 @@ static inline BiasFn bias_fn_layer(const BiasPass *bp, int l, const Config *c, c
 }
 
 // Seeded init, identical in both trainers, each tensor by its PARAM_TABLE init (wte's
-// padded rows V..Vp-1 zero), then held at its floor. Tensors are drawn in table order.
+// padded rows V..Vp-1 zero), then held in its bounds. Tensors are drawn in table order.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
     Rng r = rng_make(seed, RNG_INIT);
     float proj = 0.02f / sqrtf(2.0f * c->L), k = 1.0f / sqrtf((float)c->C);
-#define PARAM_INIT_ARGS(e, name, nd, d0, d1, d2, init, a, b, decay, floor) {(float)(a), (float)(b)},
+#define PARAM_INIT_ARGS(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) {(float)(a), (float)(b)},
     float args[NP][2] = {PARAM_TABLE(PARAM_INIT_ARGS)};
 #undef PARAM_INIT_ARGS
     for (int i = 0; i < NP; i++) {
@@ -199,7 +206,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
             case INIT_UNIFORM: p[j] = mid + half * (2.0f * rng_f32(&r) - 1.0f); break;  // U(a, b)
             default: p[j] = a; break;  // INIT_CONST
             }
-            if (p[j] < PARAM_FLOOR[i]) p[j] = PARAM_FLOOR[i];
+            p[j] = param_clamp(i, p[j]);
         }
     }
     memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
@@ -290,7 +297,7 @@ static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], Trai
     st->alpha_fixed = cf[4];
     if (st->pos_scheme < 0 || st->pos_scheme >= POS_N_SCHEMES || st->pe < 0 || st->pe >= PE_N)
         fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, st->pos_scheme, st->pe);
-    if (st->pe == PE_TUPE && !tf_find(tf, "param.tupe_ln_w"))
+    if (pe_is(st->pe, PEF_UNTIED) && !tf_find(tf, "param.tupe_ln_w"))
         fail("'%s' is a --pe tupe model made before TUPE followed its released code (a LayerNorm on the position "
              "table, a bias on its query projection, one relative bias for every layer): it cannot be loaded; train it "
              "again with this version", tf->path);

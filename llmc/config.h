@@ -361,14 +361,72 @@ static inline const ArgSpec *find_arg(const char *name) {
     return NULL;
 }
 
-// Rows of the learned position table (--pe learned): the positions training can reach.
-static inline int wpe_rows(const Config *c) {
-    return !pe_has_wpe(c->pe) ? 0 : c->learned_rows ? c->learned_rows : c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
+// The largest value of --alpha_set (a list checked by validate_config)
+static inline float alpha_set_max(const Config *c) {
+    float set[MAX_ALPHA_SET], m = 0.0f;
+    int n = parse_float_list(c->alpha_set, set, MAX_ALPHA_SET, "--alpha_set");
+    for (int i = 0; i < n; i++) m = fmaxf(m, set[i]);
+    return m;
 }
 
-// eRPE's and Shaw's clip distance: --rel_clip, or eRPE's last distance of the training
-// window, Shaw's k = 16 (Shaw et al. 2018)
-static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : c->pe == PE_SHAW ? 16 : c->T - 1; }
+// The largest position the run's training reaches (POS_TABLE's reach)
+static inline float pos_train_reach(const Config *c) {
+    switch (c->pos_scheme) {
+#define POS_REACH(e, name, what, show, props, reach, alpha_fn, step_fn, infer_fn) \
+    case e: return reach;
+        POS_TABLE(POS_REACH)
+#undef POS_REACH
+    }
+    return 0.0f;
+}
+
+// Rows of the learned position table (--pe learned, tupe): the integer positions training
+// can reach, or --wpe_rows.
+static inline int wpe_rows(const Config *c) {
+    if (!pe_has_wpe(c->pe)) return 0;
+    return c->learned_rows ? c->learned_rows : pos_is(c->pos_scheme, POSF_INTEGER) ? (int)pos_train_reach(c) + 1 : c->T;
+}
+
+// The default of --rel_clip of encoding pe (PE_TABLE's clip; 0: it does not read the flag)
+static inline int rel_clip_default(const Config *c, int pe) {
+    switch (pe) {
+#define PE_CLIP(e, name, what, props, clip) \
+    case e: return clip;
+        PE_TABLE(PE_CLIP)
+#undef PE_CLIP
+    }
+    return 0;
+}
+
+// eRPE's and Shaw's clip distance: --rel_clip, or the encoding's default (eRPE's last
+// distance of the training window, Shaw's k = 16 as Shaw et al. 2018)
+static inline int rel_clip_of(const Config *c) { return c->rel_clip ? c->rel_clip : rel_clip_default(c, c->pe); }
+
+// "t5, tupe": the names of a table's rows (n of them) whose properties hold f, for a message
+// (four calls' lists stay valid at once)
+static inline const char *names_with(const char *const *names, const int *props, int n, int f) {
+    static char lists[4][256];
+    static int next;
+    char *list = lists[next++ % 4];
+    list[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (props[i] & f) snprintf(list + strlen(list), sizeof(lists[0]) - strlen(list), "%s%s", list[0] ? ", " : "", names[i]);
+    return list;
+}
+#define pe_names_with(f) names_with(PE_NAMES, PE_PROPS, PE_N, f)                    // PEF_*
+#define pos_names_with(f) names_with(POS_SCHEME_NAMES, POS_PROPS, POS_N_SCHEMES, f)  // POSF_*
+
+// The largest position any pass of the run reaches: training's, the evaluation's (--eval_len
+// and its prompts: passkey and RULER with their generated tokens), and generation's.
+static inline float run_position_reach(const Config *c) {
+    float reach = fmaxf(pos_train_reach(c), (float)(c->eval_len - 1));
+    int list[64];
+    int n = parse_int_list(c->passkey_lengths, list, 64, "--passkey_lengths");
+    for (int i = 0; i < n; i++) reach = fmaxf(reach, (float)(list[i] + 10 - 1));
+    n = parse_int_list(c->ruler_lengths, list, 64, "--ruler_lengths");
+    for (int i = 0; i < n; i++) reach = fmaxf(reach, (float)(list[i] + 12 - 1));
+    return fmaxf(reach, (float)((int)strlen(c->prompt) + c->generate - 1));
+}
 
 // the learned relative encodings' buckets from the flags
 static inline RelShape rel_shape_of(const Config *c) {
@@ -440,17 +498,19 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->beta2 > 0 && c->beta2 < 1, "--beta2 must lie in (0, 1), got %g", c->beta2);
     REQUIRE(!(c->resume[0] && c->init_from[0]), "--resume continues a run, --init_from starts one from its weights: pass one of them");
     // combinations in which a flag would silently do nothing
-    REQUIRE(c->pe != PE_NOPE || c->pos_scheme == POS_ROPE, "--pe nope has no positional signal: --pos %s would change nothing (use --pos rope)",
-            POS_SCHEME_NAMES[c->pos_scheme]);
-    REQUIRE(c->pos_scheme != POS_RANDOM_BASE || c->pe == PE_ROPE, "--pos random-base draws RoPE's base: it needs --pe rope, got --pe %s",
-            PE_NAMES[c->pe]);
-    REQUIRE(!c->pose_scaling || (c->pos_scheme == POS_POSE && c->pe == PE_ROPE),
-            "--pose_scaling %s interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope, got --pos %s --pe %s",
-            POSE_SCALING_NAMES[c->pose_scaling], POS_SCHEME_NAMES[c->pos_scheme], PE_NAMES[c->pe]);
+    int s = c->pos_scheme;
+    REQUIRE(pe_is(c->pe, PEF_POSITIONS) || pos_is(s, POSF_STANDARD), "--pe %s has no positional signal: --pos %s would "
+            "change nothing (use --pos %s)", PE_NAMES[c->pe], POS_SCHEME_NAMES[s], pos_names_with(POSF_STANDARD));
+    REQUIRE(!pos_is(s, POSF_DRAWS_BASE) || pe_is(c->pe, PEF_BASE_DRAWN), "--pos %s draws the rotary base: it needs "
+            "--pe %s, got --pe %s", POS_SCHEME_NAMES[s], pe_names_with(PEF_BASE_DRAWN), PE_NAMES[c->pe]);
+    REQUIRE(!c->pose_scaling || (pos_is(s, POSF_POSE_SCALING) && pe_is(c->pe, PEF_FREQ_SCALES)),
+            "--pose_scaling %s interpolates the rotary frequencies under PoSE's skips: it needs --pos %s and --pe %s, got "
+            "--pos %s --pe %s", POSE_SCALING_NAMES[c->pose_scaling], pos_names_with(POSF_POSE_SCALING),
+            pe_names_with(PEF_FREQ_SCALES), POS_SCHEME_NAMES[s], PE_NAMES[c->pe]);
     if (!c->eval_only) scaling_check(c->scaling, pe_after_drop(c->pe, c->drope_step, c->steps), c->pose_scaling);  // eval-only: the checkpoint's
-    REQUIRE(!pe_reads_distances(c->pe) || !pos_explicit(c->pos_scheme),
-            "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs --pe rope, sinusoidal or learned",
-            PE_NAMES[c->pe], POS_SCHEME_NAMES[c->pos_scheme]);
+    REQUIRE(!pe_reads_distances(c->pe) || !pos_is(s, POSF_EXPLICIT),
+            "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs an encoding that reads "
+            "positions (rotary or absolute)", PE_NAMES[c->pe], POS_SCHEME_NAMES[s]);
     REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
     REQUIRE(c->t5_buckets >= 2 && c->t5_buckets <= 4096, "--t5_buckets %d must lie in [2, 4096]", c->t5_buckets);
     REQUIRE(c->t5_max_distance > c->t5_buckets / 2 && c->t5_max_distance <= MAX_POSITION,
@@ -459,21 +519,25 @@ static inline void validate_config(Config *c) {
     if (c->pose_target == 0) c->pose_target = 8 * c->T;  // as --rpe_max
     REQUIRE(c->pose_target >= c->T && c->pose_target <= MAX_POSITION, "--pose_target %d must lie in [--seq_len %d, %d]",
             c->pose_target, c->T, MAX_POSITION);
+    REQUIRE(run_position_reach(c) <= pe_position_limit(c->pe), "--pe %s takes positions up to %g (ROTARY_TABLE: its "
+            "scale's range); this run reaches %g (training %g, --eval_len %d, and the passkey, RULER and --generate "
+            "lengths): shorten them", PE_NAMES[c->pe], pe_position_limit(c->pe), run_position_reach(c), pos_train_reach(c),
+            c->eval_len);
     if (pe_has_wpe(c->pe)) {
-        int reach = c->pos_scheme == POS_RPE ? c->rpe_max : c->T;
         const char *pe = PE_NAMES[c->pe];
+        int added = pe_is(c->pe, PEF_WPE_ADDED);  // rows at any integer positions; untied ones: 0..T-1
+        int reach = pos_is(s, POSF_INTEGER) ? (int)pos_train_reach(c) + 1 : c->T;
         REQUIRE(!c->learned_rows || (c->learned_rows >= reach && c->learned_rows <= MAX_POSITION),
                 "--wpe_rows %d must cover the positions training reaches (%d) and be at most %d", c->learned_rows, reach, MAX_POSITION);
-        REQUIRE(c->pos_scheme == POS_ROPE || (c->pos_scheme == POS_RPE && c->pe == PE_LEARNED),
-                "--pe %s needs integer positions: --pos rope (rows 0..T-1)%s, got --pos %s", pe,
-                c->pe == PE_LEARNED ? " or rpe (rows 0..rpe_max-1)" : "", POS_SCHEME_NAMES[c->pos_scheme]);
+        REQUIRE(added ? pos_is(s, POSF_INTEGER) : pos_is(s, POSF_STANDARD), "--pe %s needs integer positions: --pos %s, "
+                "got --pos %s", pe, pos_names_with(added ? POSF_INTEGER : POSF_STANDARD), POS_SCHEME_NAMES[s]);
         REQUIRE(!c->drope_step, "--drope_step drops RoPE; with --pe %s there is none to drop", pe);
         REQUIRE(c->eval_len <= wpe_rows(c), "--pe %s: wpe has rows for positions 0..%d only, so --eval_len %d cannot be "
                 "evaluated (pass --eval_len 0, give the table more rows with --wpe_rows%s)", pe, wpe_rows(c) - 1, c->eval_len,
-                c->pe == PE_LEARNED ? ", or train with --pos rpe, whose table reaches --rpe_max" : "");
+                added ? ", or train with --pos rpe, whose table reaches --rpe_max" : "");
     }
-    REQUIRE(c->attention != ATTN_FLASH || c->pe != PE_TUPE, "--attention flash does not take --pe tupe's untied "
-            "positions yet: use --attention naive");
+    REQUIRE(c->attention != ATTN_FLASH || !pe_is(c->pe, PEF_UNTIED), "--attention flash does not take --pe %s's untied "
+            "positions yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || !pe_bias_keys(c->pe), "--attention flash does not take --pe %s's "
             "relative keys yet: use --attention naive", PE_NAMES[c->pe]);
     REQUIRE(c->attention != ATTN_FLASH || !pe_bias_per_query(c->pe), "--attention flash does not take --pe %s's "
@@ -490,7 +554,9 @@ static inline void validate_config(Config *c) {
     REQUIRE(c->scale_factor == 0 || c->scale_factor >= 1, "--scale_factor must be >= 1, got %g", c->scale_factor);
     REQUIRE(c->yarn_beta_fast > c->yarn_beta_slow && c->yarn_beta_slow > 0, "need --yarn_beta_fast > --yarn_beta_slow > 0");
     if (c->arch == ARCH_GRU) {  // a recurrence carries order itself: no position mechanism, nothing banded
-        REQUIRE(c->pos_scheme == POS_ROPE && c->pe == PE_ROPE && !c->qk_norm && !c->drope_step && !c->scaling,
+        Config d;
+        config_defaults(&d);
+        REQUIRE(c->pos_scheme == d.pos_scheme && c->pe == d.pe && !c->qk_norm && !c->drope_step && !c->scaling,
                 "--arch gru has no positional encoding: --pos, --pe, --qk_norm, --drope_step and --scaling do not apply");
         REQUIRE(c->gain_window <= 0, "--arch gru: the context gain's banded and chunked passes are attention's; pass --gain_window 0");
         c->gain_window = 0;
@@ -673,7 +739,7 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
     if (c->eval_only) return;  // the checkpoint's scheme is evaluated, whatever the flags say
     int s = c->pos_scheme;
     const char *pos = POS_SCHEME_NAMES[s];
-    if (FLAG_VALUE(cli, "--alpha_range") && s != POS_POSAUG && s != POS_POSAUG_LOG && s != POS_CURR_LINEAR && s != POS_CURR_STEP)
+    if (FLAG_VALUE(cli, "--alpha_range") && POS_SCHEME_SHOW[s] != SHOW_RANGE)
         fail("--alpha_range is the range of --pos posaug, posaug-log and the curriculum schemes; --pos %s draws no alpha from it",
              pos);
 #define POS_PARAM_IGNORED(field, ctype, argtype, flag, def, scheme, check, must, help)                                    \
@@ -681,13 +747,14 @@ static inline void check_ignored_flags(const Config *c, const char *const cli[N_
         fail("%s is a parameter of --pos %s; --pos %s does not use it", flag, POS_SCHEME_NAMES[scheme], pos);
     POS_PARAM_TABLE(POS_PARAM_IGNORED)
 #undef POS_PARAM_IGNORED
-    if (FLAG_VALUE(cli, "--rel_clip") && c->pe != PE_ERPE && c->pe != PE_SHAW)
+    if (FLAG_VALUE(cli, "--rel_clip") && !rel_clip_default(c, c->pe))
         fail("--rel_clip is a parameter of --pe erpe and shaw; --pe %s does not use it", PE_NAMES[c->pe]);
-    if ((FLAG_VALUE(cli, "--t5_buckets") || FLAG_VALUE(cli, "--t5_max_distance")) && c->pe != PE_T5 && c->pe != PE_TUPE)
-        fail("--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe %s does not use them", PE_NAMES[c->pe]);
+    if ((FLAG_VALUE(cli, "--t5_buckets") || FLAG_VALUE(cli, "--t5_max_distance")) && !pe_is(c->pe, PEF_T5))
+        fail("--t5_buckets and --t5_max_distance are parameters of --pe %s; --pe %s does not use them", pe_names_with(PEF_T5),
+             PE_NAMES[c->pe]);
     if (FLAG_VALUE(cli, "--wpe_rows") && !pe_has_wpe(c->pe))
         fail("--wpe_rows is the size of --pe learned's and tupe's table; --pe %s has none", PE_NAMES[c->pe]);
-    if (FLAG_VALUE(cli, "--alpha_set") && s != POS_DISCRETE && s != POS_CYCLE)
+    if (FLAG_VALUE(cli, "--alpha_set") && POS_SCHEME_SHOW[s] != SHOW_SET)
         fail("--alpha_set is the set of --pos discrete and cycle; --pos %s does not use it", pos);
 }
 
@@ -854,7 +921,7 @@ static inline PosConfig pos_config_of(const Config *c) {
     p.rpe_per_layer = c->rpe_layers;
     p.rpe_eval_random = c->rpe_eval;
     p.rel = rel_shape_of(c);
-    p.ape_scale = c->pe == PE_TAPE ? (float)c->C / (float)c->T : 1.0f;
+    p.ape_scale = pe_is(c->pe, PEF_WINDOW_FREQS) ? (float)c->C / (float)c->T : 1.0f;
     p.pose_scaling = c->pose_scaling;
 #define POS_PARAM_COPY(field, ctype, argtype, flag, def, scheme, check, must, help) p.field = c->field;
     POS_PARAM_TABLE(POS_PARAM_COPY)

@@ -409,12 +409,14 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     report(what, names, errs, 2);
 }
 
-// ---- RoPE (the PosAug hook): the pass's positions from llmc/schedule.h's pos_pass, fp32 angles ----
-// mode 0: alpha * t + offset; 1: explicit positions, a pass from pos0 3; 2: explicit positions per sequence
-static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
+// ---- the rotary encodings (the PosAug hook): the pass's positions from llmc/schedule.h's pos_pass, fp32 angles ----
+// mode 0: alpha * t + offset; 1: explicit positions, a pass from pos0 3; 2: explicit positions per sequence.
+// pe: PE_ROPE (scale 1) or PE_XPOS (each pair of a query scaled by zeta_j^(p/512), of a key by
+// zeta_j^(-p/512), zeta_j = (2j + 0.4 hd) / (1.4 hd), formed here in double from the formula)
+static void test_rope(int B, int T, int H, int hd, float alpha, int mode, int pe = PE_ROPE, int side = ROT_QUERY) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
-    ps.pe = PE_ROPE;
+    ps.pe = pe;
     for (int l = 0; l < 2; l++) ps.alpha[l] = 1.0f;
     ps.alpha[1] = alpha;  // layer 1
     ps.offset = 0.5f;
@@ -438,7 +440,8 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
         int t = (int)(r / H % T), b = (int)(r / H / T);
         float p = mode ? positions[(size_t)(mode == 2 ? b : 0) * np + pos0 + t] : alpha * (float)t + ps.offset;  // unfused
         for (int j = 0; j < hd / 2; j++) {
-            double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale, s = sin(a) * ps.mscale;
+            double zeta = (2.0 * j + 0.4 * hd) / (1.4 * hd), sc = pe == PE_XPOS ? pow(zeta, (side == ROT_KEY ? -p : p) / 512.0) : 1;
+            double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale * sc, s = sin(a) * ps.mscale * sc;
             double u = x0[r * hd + j], w = x0[r * hd + j + hd / 2];
             want[r * hd + j] = u * c - w * s;
             want[r * hd + j + hd / 2] = w * c + u * s;
@@ -451,18 +454,29 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
         if (runs != v) continue;  // the call takes a lower variant, tested already
         x = x0;
         ps.mscale = 1.25f;
-        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
+        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, side, 1.0f);
         if (v == 1) x1 = x;
         double e_fwd = rel(x, want), e_bits = memcmp(x.data(), x1.data(), n * sizeof(float)) ? 1.0 : 0.0;
-        ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
-        std::vector<float> y = x0;
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, -1.0f);
-        double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
+        ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it (RoPE), or is its transpose:
+        std::vector<float> y = x0;  // for xPos, the forward then the backward scale each pair twice
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, side, 1.0f);
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, side, -1.0f);
+        std::vector<double> back(x0.begin(), x0.end());
+        for (size_t r = 0; r < n / hd && pe == PE_XPOS; r++) {
+            int t = (int)(r / H % T), b = (int)(r / H / T);
+            float p = mode ? positions[(size_t)(mode == 2 ? b : 0) * np + pos0 + t] : alpha * (float)t + ps.offset;
+            for (int j = 0; j < hd / 2; j++) {
+                double zeta = (2.0 * j + 0.4 * hd) / (1.4 * hd), sc = pow(zeta, (side == ROT_KEY ? -p : p) / 512.0);
+                back[r * hd + j] *= sc * sc;
+                back[r * hd + j + hd / 2] *= sc * sc;
+            }
+        }
+        double e_back = rel(y, back);
         const char *names[3] = {"forward", "backward after forward", "bits differ from v1"};
         double errs[3] = {e_fwd, e_back, e_bits};
         char what[160];
-        snprintf(what, sizeof(what), "RoPE v%d B %d T %d H %d hd %d, %s", v, B, T, H, hd,
+        snprintf(what, sizeof(what), "%s v%d B %d T %d H %d hd %d, %s", pe == PE_XPOS ? side == ROT_KEY ? "xPos keys"
+                 : "xPos queries" : "RoPE", v, B, T, H, hd,
                  mode == 1 ? "explicit positions from pos0 3" : mode == 2 ? "positions per sequence"
                  : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
         report(what, names, errs, 3);
@@ -784,9 +798,11 @@ static void test_small(void) {
         report("residual add and floatX copy", names, e, 2);
     }
     {  // AdamW with the clip scale folded in, and the floatX copy, each variant through the
-       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, floors
+       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, bounds
+       // [lo, hi]: floors, ceilings, both
         const size_t numel[5] = {301, 0, 77, 398, 1};
-        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, floors[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f};
+        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, lo[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f},
+                    hi[5] = {INFINITY, INFINITY, 0.5f, 0.0f, INFINITY};
         size_t n = 777;
         std::vector<float> p0 = randn(n), g = randn(n), m0 = randn(n, 0.1f), v0(n);
         for (float &x : v0) x = 0.01f * fabsf(rng_normal(&rng));
@@ -798,19 +814,19 @@ static void test_small(void) {
             wm[i] = b1 * (double)m0[i] + (1 - (double)b1) * gi;
             wv[i] = b2 * (double)v0[i] + (1 - (double)b2) * gi * gi;
             wp[i] = p0[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wds[k] * (double)p0[i]);
-            wp[i] = std::max(wp[i], (double)floors[k]);  // about half the floored entries held at it
+            wp[i] = std::min(std::max(wp[i], (double)lo[k]), (double)hi[k]);  // about half the bounded entries held at one
         }
         std::vector<float> p1;
         for (int variant = 1; variant <= 2; variant++) {
             std::vector<float> p = p0, m = m0, v = v0, px(n, NAN);
-            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, floors, 5, lr, b1, b2, bc1, bc2, eps,
+            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, lo, hi, 5, lr, b1, b2, bc1, bc2, eps,
                          gs, variant);
             const char *names[5] = {"p", "m", "v", "px", "p differs from v1's bits"};
             if (variant == 1) p1 = p;
             double errs[5] = {rel(p, wp), rel(m, wm), rel(v, wv), rel(px, wp),
                               memcmp(p.data(), p1.data(), n * sizeof(float)) ? 1.0 : 0.0};
             char what[96];
-            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors, 5 tensors (one empty)", variant);
+            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors and ceilings, 5 tensors (one empty)", variant);
             report(what, names, errs, 5);
         }
     }
@@ -1092,6 +1108,9 @@ int main() {
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
     test_rope(3, 20, 2, 32, 1.0f, 2);
+    test_rope(2, 37, 3, 16, 8.0f, 0, PE_XPOS, ROT_QUERY);  // a rotary variant: the same kernels, its row's scale
+    test_rope(2, 37, 3, 32, 8.0f, 0, PE_XPOS, ROT_KEY);
+    test_rope(3, 20, 2, 32, 1.0f, 2, PE_XPOS, ROT_KEY);
     test_sinusoidal(2, 50, 64, 4.0f);
     test_classifier(5, 257, 384, 0, 0);
     test_classifier(4, 1000, 1024, 1, 0);
