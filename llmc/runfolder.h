@@ -141,7 +141,7 @@ static inline int eval_journal_read(const char *dir, const char *tag, char names
         if (access(file, F_OK) != 0 && access(tmp, F_OK) != 0)
             return snprintf(why, wn, "'%.60s' is in the folder neither renamed nor as its .tmp", line), 0;
         summary |= strstr(line, ".json") != NULL;
-        snprintf(names[(*n)++], 256, "%s", line);
+        snprintf(names[(*n)++], 256, "%.255s", line);
     }
     if (end < 0) return snprintf(why, wn, "no end line: cut short"), 0;
     if (end != *n || !*n) return snprintf(why, wn, "its end line says %d files, it names %d", end, *n), 0;
