@@ -10,7 +10,8 @@ Each argument is a run folder (every evaluation in it, whatever its --eval_tag, 
 written by the trainer (README, "What the numbers mean"; the PosAug paper's Section 3); in a
 folder, a JSON is one when its first field is `"tag": "<tag>"`, its own name (the trainer's
 run-folder rule, llmc/runfolder.h). A folder whose evaluation was stopped while its files
-were being renamed (`<tag>.commit` there) is refused until a trainer run in it finishes it.
+were being renamed (`<tag>.commit` there), or a JSON in such a folder, is refused until a
+trainer run in it finishes it (a journal that is not whole: until the user removes it).
 
 Columns: method | cliff | G(C) | in-dist | delta | penalty | OOD/in-dist
 - Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`
@@ -170,15 +171,39 @@ def summaries(folder):
     return found
 
 
+def journal_whole(path):
+    """Whether an evaluation's journal <tag>.commit is whole: its last line `end <n>` after n
+    file names (doc/formats.md, llmc/runfolder.h); an empty or cut one is not."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 16).split("\n")
+    except OSError:
+        return False
+    m = re.fullmatch(r"end (\d+)", lines[-2]) if len(lines) >= 3 and lines[-1] == "" else None
+    return bool(m) and int(m.group(1)) == len(lines) - 2
+
+
+def refuse_pending(folder, arg):
+    """A folder with a journal (<tag>.commit: an evaluation stopped while its files were renamed)
+    holds a set that may be half old, half new: refused, whether the argument is the folder
+    or a JSON in it."""
+    pending = sorted(glob.glob(os.path.join(glob.escape(folder), "*.commit")))
+    if not pending:
+        return
+    tag = os.path.basename(pending[0])[:-len(".commit")]
+    if journal_whole(pending[0]):
+        die("%s: the evaluation %s in %s was stopped while its files were renamed: run any trainer command in that "
+            "folder (it finishes it) first" % (arg, tag, folder))
+    die("%s: %s is not a whole journal of an evaluation (the trainer leaves it, and the files of %s, as they are): "
+        "check those files, then remove it" % (arg, pending[0], tag))
+
+
 def load_evals(args_paths, tag=None):
     """Expand arguments to a list of (argument index, Eval)."""
     out = []
     for k, p in enumerate(args_paths):
         if os.path.isdir(p):
-            pending = sorted(glob.glob(os.path.join(glob.escape(p), "*.commit")))
-            if pending:
-                die("%s: the evaluation %s was stopped while its files were renamed: run any trainer command in that "
-                    "folder (it finishes it) first" % (p, os.path.basename(pending[0])[:-len(".commit")]))
+            refuse_pending(p, p)
             files = summaries(p)
             if tag is not None:
                 files = [f for f in files if os.path.splitext(os.path.basename(f))[0] == tag]
@@ -186,6 +211,7 @@ def load_evals(args_paths, tag=None):
                 die("%s: no %s in this folder" % (p, ("evaluation tagged %s" % tag) if tag else "evaluation"))
             out.extend((k, Eval(f)) for f in files)
         elif os.path.isfile(p) and p.endswith(".json"):
+            refuse_pending(os.path.dirname(p) or ".", p)
             out.append((k, Eval(p)))
         else:
             die("%s: not a run folder or an evaluation .json" % p)

@@ -252,6 +252,58 @@ def table_finds_evaluations_by_tag():
     check(rc != 0 and "long_context" in err and "Traceback" not in err, "pending commit refused: %d %s" % (rc, err))
 
 
+@test
+def pending_commit_refuses_a_json_named_directly():
+    """A JSON named directly in a folder with a pending commit is refused as the folder is, by
+    eval_table.py and plot_eval.py (its CSV may be the new set's, the JSON the old one's), and
+    the refusal makes no file or folder (plot_eval's --out folder); a journal that is not
+    whole is named as such."""
+    run = os.path.join(TMP, "pending")
+    write_eval(run, "eval_L1024", 2.0, 0.5)
+    js = os.path.join(run, "eval_L1024.json")
+    for journal, says in (("eval_L1024.csv\neval_L1024.json\nend 2\n", "stopped while its files were renamed"),
+                          ("", "is not a whole journal")):
+        with open(os.path.join(run, "eval_L1024.commit"), "w") as f:
+            f.write(journal)
+        rc, out, err = run_py("dev/eval_table.py", js)
+        check(rc == 1 and says in err and "eval_L1024" in err and not out and "Traceback" not in err,
+              "eval_table.py %s with %r: %d %s %s" % (js, journal, rc, out, err))
+        if need_matplotlib_or_none():
+            png = os.path.join(TMP, "pending_plots", "x.png")
+            rc, out, err = run_py("dev/plot_eval.py", js, "--out", png)
+            check(rc == 1 and says in err and not os.path.exists(os.path.dirname(png)),
+                  "plot_eval.py %s with %r: %d %s, folder made: %s" % (js, journal, rc, err,
+                                                                       os.path.exists(os.path.dirname(png))))
+
+
+@test
+def plot_refusals_make_no_folder():
+    """plot_eval.py refusing its input (a missing run, a number out of range) makes no --out folder."""
+    need_matplotlib()
+    for args, says in (([f"{TMP}/no_such_run"], "not a run folder"), ([f"{RUNS}/tiny_nope", "--points", "0"], "--points"),
+                       ([f"{RUNS}/tiny_nope", "--window", "-3"], "--window")):
+        png = os.path.join(TMP, "refused_plots", "x.png")
+        rc, out, err = run_py("dev/plot_eval.py", *args, "--out", png)
+        check(rc == 1 and says in err and not os.path.exists(os.path.dirname(png)),
+              "%s: %d %s, folder made: %s" % (args, rc, err, os.path.exists(os.path.dirname(png))))
+
+
+@test
+def test_gpt_reads_its_arguments_strictly():
+    """./test_gpt refuses THREADS that is not a whole number in [1, 1024] and an argument that is
+    neither a flag nor a readable reference file (a forgotten --only), with one line, before any check."""
+    exe = os.path.join(ROOT, "test_gpt")
+    if not os.path.exists(exe):
+        raise Skip("./test_gpt is not built (make test_gpt)")
+    cases = [({"THREADS": v}, ["--only", "files"], "THREADS") for v in ("2junk", "1.9", "4294967298", "0", "")]
+    cases.append(({}, ["kerple", "--only", "files"], "'kerple' is neither a flag nor a reference file"))
+    for env, args, says in cases:
+        r = subprocess.run([exe, *args], cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+        err = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(err) == 1 and says in err[0] and "PASS" not in r.stdout,
+              "%s ./test_gpt %s: exit %d, %s" % (env, " ".join(args), r.returncode, r.stderr.strip()[-300:]))
+
+
 # ---- plot_eval -----------------------------------------------------------------------
 def need_matplotlib():
     try:
