@@ -772,7 +772,7 @@ def tensorfile_cli_lists_and_refuses():
 # dev/gpu_check.sh and dev/bench_cpu.sh run only where a GPU or PyTorch is: a syntax error
 # there would cost a GPU session its time, so every script is parsed here (bash -n) and,
 # where shellcheck is installed, kept free of its warnings.
-SHELL_SCRIPTS = [".ci/run", "dev/bench_cpu.sh", "dev/check_cuda_build.sh", "dev/check_headers.sh",
+SHELL_SCRIPTS = [".ci/run", "dev/bench_cpu.sh", "dev/check_cuda_build.sh", "dev/check_encoding_names.sh", "dev/check_headers.sh",
                  "dev/check_arm64.sh", "dev/check_kernel_isas.sh", "dev/check_no_openmp.sh", "dev/check_user_build.sh", "dev/cpu_machine.sh", "dev/gpu_check.sh", "dev/overhead.sh", "dev/profile_cpu.sh", "dev/run_tests.sh", "dev/sanitize.sh",
                  "dev/cuda_emu/coverage.sh", "dev/cuda_emu/run.sh", "dev/cuda_emu/trainer.sh", "dev/fuzz/run.sh"]
 

@@ -720,11 +720,11 @@ static inline const char *ck_range(double lo, double hi) {
     X("meta.config_i L", h->ci[CKI_L], v >= 1 && v <= MAX_LAYERS, ck_range(1, MAX_LAYERS), 0)                                \
     X("meta.config_i F", h->ci[CKI_F], v >= 1 && v <= MAX_SEQ, ck_range(1, MAX_SEQ), 0)                                      \
     X("meta.config_i T", h->ci[CKI_T], v >= 1 && v <= MAX_SEQ, ck_range(1, MAX_SEQ), 0)                                      \
-    X("meta.config_i arch", h->ci[CKI_ARCH], v >= 0 && v < ARCH_N, ck_range(0, ARCH_N - 1), v >= ARCH_N)                     \
-    X("meta.config_i pos_scheme", h->ci[CKI_POS], v >= 0 && v < POS_N_SCHEMES && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU),    \
-      ck_text("in [0, %.9g] (0 for a GRU)", POS_N_SCHEMES - 1), v >= POS_N_SCHEMES)                                          \
-    X("meta.config_i pe", h->ci[CKI_PE], v >= 0 && v < PE_N && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU),                      \
-      ck_text("in [0, %.9g] (0 for a GRU)", PE_N - 1), v >= PE_N)                                                            \
+    X("meta.config_i arch", h->ci[CKI_ARCH], v >= 0 && v < (int)ARCH_N, ck_range(0, ARCH_N - 1), v >= (int)ARCH_N)           \
+    X("meta.config_i pos_scheme", h->ci[CKI_POS], v >= 0 && v < (int)POS_N_SCHEMES && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU), \
+      ck_text("in [0, %.9g] (0 for a GRU)", POS_N_SCHEMES - 1), v >= (int)POS_N_SCHEMES)                                     \
+    X("meta.config_i pe", h->ci[CKI_PE], v >= 0 && v < (int)PE_N && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU),                 \
+      ck_text("in [0, %.9g] (0 for a GRU)", PE_N - 1), v >= (int)PE_N)                                                       \
     X("meta.config_i qk_norm", h->ci[CKI_QK], v == 0 || (v == 1 && h->ci[CKI_ARCH] != ARCH_GRU), "0 or 1 (0 for a GRU)", 0)  \
     X("meta.config_i wpe_rows", h->ci[CKI_WPE], pe_has_wpe(h->ci[CKI_PE]) ? v >= h->ci[CKI_T] && v <= MAX_POSITION : v == 0, \
       ck_text("0 without a learned table, else in [T, %.9g]", MAX_POSITION), 0)                                              \
