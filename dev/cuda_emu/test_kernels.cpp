@@ -3,7 +3,7 @@
 // The launch shapes repeat the trainer's host functions (flash_forward_hd,
 // flash_backward_hd, rmsnorm_backward), or the host functions themselves run
 // (attention_forward_online, the tensor-core flash attention, the matmuls, the
-// embeddings' scatter). Outputs start as NaN, so an element no thread writes fails; the
+// embeddings' scatter, the LM head with the classifier). Outputs start as NaN, so an element no thread writes fails; the
 // tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and TOL_BF16 for bf16
 // outputs (references computed from the bf16-rounded inputs).
 #include "../../llmc/config.h"
