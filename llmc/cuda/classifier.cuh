@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(1024) classifier_kernel(floatX *logits, float 
 //   v2  chunks of CLASSIFIER_CHUNK rows, one after another, into one (CLASSIFIER_CHUNK,Vp)
 //       buffer: the chunk's logits, its dlogits written over them, its rows of dx, and its
 //       share of dwte added by cuBLAS with beta = 1, the chunks in order (no atomics: the
-//       same bits on every run). Each chunk reads wte twice and dwte once more (fp32, read
-//       and written), so v2 moves more bytes than v1 unless a chunk's logits stay in L2
-//       (doc/cuda.md counts them); it saves the memory.
+//       same bits on every run). Every chunk reads wte twice and reads and writes the fp32
+//       dwte, which v1 does once, so v2 moves more bytes than v1 unless a chunk's logits
+//       stay in L2 (doc/cuda.md counts them); it saves the memory.
 // A pass of N <= CLASSIFIER_CHUNK rows is one chunk: v1 (classifier_variant_for).
 #define CLASSIFIER_VARIANT 1
 #define CLASSIFIER_CHUNK 2048
@@ -125,7 +125,7 @@ static void classifier_forward(float *losses, floatX *logits, const floatX *x, c
 
 // The forward and backward of the same: losses (N), dx (N,C) = dlogits . wte, dwte (Vp,C)
 // fp32 += dlogits^T . x, each row's dloss as in classifier_kernel (weights (N) or dloss),
-// `rows` rows of logits at a time in logits (rows,Vp).              mirrors head_backward's
+// `rows` rows of logits at a time in logits (rows,Vp).  mirrors head_backward's classifier and products
 static void classifier_backward(floatX *dx, float *dwte, float *losses, floatX *logits, const floatX *x,
                                 const floatX *wte, const int *targets, const float *weights, int N, int C, int V,
                                 int Vp, float dloss, int rows) {
