@@ -9,6 +9,9 @@
 # make venv       the project's Python environment: .venv from dev/requirements.txt (numpy,
 #                 matplotlib, tokenizers) for the scripts in dev/ and data/ (make test makes it too)
 # make bench      CPU tokens/s against PyTorch on the same machine
+# make reference  regenerate the PyTorch reference files test_gpt compares against (dev/reference_*.bin:
+#                 every encoding of dev/model_torch.py's ENCODINGS, QK-norm, the GRU), with PyTorch in
+#                 .venv-bench (made once, shared with make bench; a CPU wheel is enough; CI never needs it)
 # make profile    where the tiny model's training step goes on this CPU (perf)
 # make kernels-run  validate and benchmark every dev/cuda kernel variant (needs a GPU)
 CC = gcc
@@ -49,7 +52,7 @@ endif
 NVCC_FLAGS = -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-ffp-contract=off $(if $(WERROR),-Xcompiler -Werror -Werror all-warnings)
 CUDA_BINS = train_gpt train_gpt_fp32
 
-.PHONY: all test bench profile clean data cuda kernels kernels-run sanitize fuzz venv FORCE
+.PHONY: all test bench profile clean data cuda kernels kernels-run sanitize fuzz venv venv-bench reference FORCE
 all: train_gpt_cpu test_gpt data
 
 # the flags the binaries were built with: a binary is rebuilt when they change (WERROR, CFLAGS)
@@ -96,6 +99,21 @@ venv: .venv/requirements.txt
 	$(PYTHON) -m venv .venv
 	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r dev/requirements.txt
 	cp dev/requirements.txt .venv/requirements.txt
+
+# PyTorch for make bench and make reference (dev/requirements-bench.txt): the CPU wheel from
+# download.pytorch.org where reachable, else PyPI's; remade when the requirements change
+venv-bench: .venv-bench/requirements.txt
+.venv-bench/requirements.txt: dev/requirements-bench.txt
+	rm -rf .venv-bench
+	$(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install --quiet --disable-pip-version-check -r dev/requirements-bench.txt \
+		--index-url https://download.pytorch.org/whl/cpu 2>/dev/null || \
+		.venv-bench/bin/python -m pip install --quiet --disable-pip-version-check -r dev/requirements-bench.txt
+	cp dev/requirements-bench.txt .venv-bench/requirements.txt
+
+reference: venv-bench
+	.venv-bench/bin/python dev/pytorch_reference.py --all
+	.venv-bench/bin/python dev/gru_reference.py
 
 # the project checks itself with warnings as errors
 test: export WERROR = -Werror

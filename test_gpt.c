@@ -6,7 +6,9 @@
 //   ./test_gpt [REFERENCE]   every check
 //   ./test_gpt --only NAME   the checks that concern NAME: a --pos scheme, a --pe encoding, or
 //                            a group of the other checks (./test_gpt --list names them all)
-// THREADS in the environment: the trainer's threads in the runs (default: the CPUs online).
+// THREADS in the environment: the trainer's threads in the runs, 1 to 1024 (default: the CPUs online);
+// TRAINER: the trainer under test (default ./train_gpt_cpu). A bad value, or an argument that is
+// neither a flag nor a readable reference file, is refused with one line.
 #define TESTING
 #include "train_gpt_cpu.c"
 #include <sys/resource.h>
@@ -272,16 +274,21 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         ps.offset = 5.0f;
     }
     if (pe == PE_FIRE) fire_kinks_between(&g, &ps);
+    for (int i = 0; i < NP; i++)  // a tensor with a ceiling: its first entry there (the forward takes it as any value)
+        if (PARAM_HI[i] < INFINITY && g.shapes[i].numel) g.params[i][0] = PARAM_HI[i];
+    if (pe == PE_KERPLE_POWER)  // head 0 at power 2 (its ceiling) with a small coefficient: a bias of order 1, not a
+        g.params[P_KERPLE_POW_R1][0] = 0.02f;  // head that sees only its own token (-r1 (3.7 d)^2 at r1 ~ 1)
     memset(g.grads_mem, 0, g.n_params * sizeof(float));
     gpt_forward(&g, &g.acts, inp, tgt, &ps);
     gpt_backward(&g, &g.acts, inp, tgt, NULL, &ps, 1.0f);
     for (int i = 0; i < NP; i++) {
         if (!g.shapes[i].numel) continue;
         double worst = 0;
-        for (size_t pick = 0; pick < 3 && pick < g.shapes[i].numel; pick++) {  // the 3 largest |grad| entries
+        int at_bound = PARAM_HI[i] < INFINITY;  // first its entry at the ceiling, then the 3 largest |grad| entries
+        for (size_t pick = 0; pick < 3 + (size_t)at_bound && pick < g.shapes[i].numel; pick++) {
             size_t best = 0;
             float bestv = -1;
-            for (size_t j = 0; j < g.shapes[i].numel; j++)
+            for (size_t j = 0; j < g.shapes[i].numel && !(at_bound && pick == 0); j++)
                 if (fabsf(g.grads[i][j]) > bestv) { bestv = fabsf(g.grads[i][j]); best = j; }
             float *p = &g.params[i][best];
             float orig = *p, h = 1e-2f * (fabsf(orig) > 0.1f ? fabsf(orig) : 0.1f);
@@ -297,19 +304,22 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
         }
         char label[96];
         snprintf(label, sizeof(label), "finite differences (%s) %s", what, PARAM_NAMES[i]);
-        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients", worst);
+        check(worst < 2e-2, label, "worst rel err %.2e over the 3 largest gradients%s", worst,
+              at_bound ? " and the entry at its ceiling" : "");
     }
     gpt_free(&g);
 }
 
-// A tensor's floor (PARAM_TABLE's constraint column) on every encoding with one: the init
-// leaves no entry below it, and one AdamW step moves every entry below it (set there by
-// hand, no gradient) to the floor and leaves the other tensors and entries as they were.
-static void test_floors(void) {
+// The bounds of a tensor (PARAM_TABLE's [lo, hi] columns) on every encoding with a bounded
+// tensor: the init leaves no entry outside them, and one AdamW step moves every entry below
+// lo (set there by hand, no gradient) to lo and every entry above hi to hi, and leaves the
+// other tensors and entries as they were. Each bound is checked where a tensor has one (a
+// path that ignores a ceiling leaves its entries above it).
+static void test_bounds(void) {
     for (int pe = 0; pe < PE_N; pe++) {
-        int floored = 0;
-        for (int k = 0; k < BP_N; k++) floored |= (pe_bias_tensors(pe) >> k & 1) && PARAM_FLOOR[P_BIAS0 + k] > -INFINITY;
-        if (!floored || !wants(PE_NAMES[pe])) continue;
+        int bounded = 0, n_lo = 0, n_hi = 0;
+        for (int k = 0; k < BP_N; k++) bounded |= (pe_bias_tensors(pe) >> k & 1) && param_bounded(P_BIAS0 + k);
+        if (!bounded || !wants(PE_NAMES[pe])) continue;
         Config c;
         config_defaults(&c);
         c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
@@ -320,23 +330,30 @@ static void test_floors(void) {
         for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
             gpt_init(&g, seed);
             for (int i = 0; i < NP; i++)
-                for (size_t j = 0; j < g.shapes[i].numel; j++) init_ok &= g.params[i][j] >= PARAM_FLOOR[i];
+                for (size_t j = 0; j < g.shapes[i].numel; j++)
+                    init_ok &= g.params[i][j] >= PARAM_LO[i] && g.params[i][j] <= PARAM_HI[i];
         }
         float *before = (float *)xmalloc(g.n_params * sizeof(float));
-        for (int i = 0; i < NP; i++)  // half of each floored tensor below its floor
-            for (size_t j = 0; PARAM_FLOOR[i] > -INFINITY && j < g.shapes[i].numel; j += 2) g.params[i][j] = PARAM_FLOOR[i] - 0.5f;
+        for (int i = 0; i < NP; i++)  // a quarter of each bounded tensor below lo, a quarter above hi
+            for (size_t j = 0; j < g.shapes[i].numel; j++) {
+                if (j % 4 == 0 && PARAM_LO[i] > -INFINITY) g.params[i][j] = PARAM_LO[i] - 0.5f, n_lo++;
+                if (j % 4 == 2 && PARAM_HI[i] < INFINITY) g.params[i][j] = PARAM_HI[i] + 0.5f, n_hi++;
+            }
         memcpy(before, g.params_mem, g.n_params * sizeof(float));
         memset(g.grads_mem, 0, g.n_params * sizeof(float));
         adamw_update(&g, 1e-3f, 1, 1.0f);
         for (int i = 0; i < NP; i++)
             for (size_t j = 0; j < g.shapes[i].numel; j++) {
                 float b = before[g.params[i] - g.params_mem + j], a = g.params[i][j];
-                if (b < PARAM_FLOOR[i]) moved_ok &= a == PARAM_FLOOR[i];
+                if (b < PARAM_LO[i]) moved_ok &= a == PARAM_LO[i];
+                else if (b > PARAM_HI[i]) moved_ok &= a == PARAM_HI[i];
                 else if (!PARAM_DECAY[i]) kept_ok &= a == b;  // no gradient, no decay: AdamW moves nothing
             }
         char label[160];
-        snprintf(label, sizeof(label), "--pe %s: its tensors' floors: the init (50 seeds) above them, AdamW holds them there", PE_NAMES[pe]);
-        check(init_ok && moved_ok && kept_ok, label, "init %d, held %d, others kept %d", init_ok, moved_ok, kept_ok);
+        snprintf(label, sizeof(label), "--pe %s: its tensors' bounds: the init (50 seeds) inside them, AdamW holds them there",
+                 PE_NAMES[pe]);
+        check(init_ok && moved_ok && kept_ok && n_lo > 0, label, "init %d, held %d (%d entries below a floor, %d above a "
+              "ceiling), others kept %d", init_ok, moved_ok, n_lo, n_hi, kept_ok);
         free(before);
         gpt_free(&g);
     }
@@ -344,6 +361,57 @@ static void test_floors(void) {
 
 // ----------------------------------------------------------------------------
 // 3. the position hook
+
+// xPos (Sun et al. 2023; torchscale's XPOS) through the CPU's rotary loop: a query at
+// position n and a key at m, each pair rotated as RoPE's and scaled by zeta_j^(n/512) and
+// zeta_j^(-m/512), zeta_j = (2j + 0.4 hd) / (1.4 hd), the formula written out here in double
+// (the angle the fp32 product the loop forms), at 12000 and 11000 (scales of 1e-13 and 1e12)
+// and at 1000 and 0; the backward is the forward's transpose (<R x, y> = <x, R^T y>).
+static void xpos_rotate(float *x, int hd, float p, int side, float sign) {
+    PosStep ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.pe = PE_XPOS;
+    ps.mscale = 1.0f;
+    pos_inv_freq(ps.inv_freq, hd, 10000.0);
+    rope_rotate(x, 1, 1, 1, hd, &p, 0, &ps, side, sign);
+}
+static double dot_hd(const float *a, const float *b, int hd) {
+    double d = 0;
+    for (int c = 0; c < hd; c++) d += (double)a[c] * b[c];
+    return d;
+}
+static void test_xpos_rotation(void) {
+    enum { HD = 64, HALF = HD / 2 };
+    float q0[HD], k0[HD], q[HD], k[HD], y[HD], inv[HALF];
+    Rng r = rng_make(3, 9);
+    for (int c = 0; c < HD; c++) q0[c] = rng_normal(&r), k0[c] = rng_normal(&r), y[c] = rng_normal(&r);
+    pos_inv_freq(inv, HD, 10000.0);
+    double err = 0;
+    float n[2] = {12000.0f, 1000.0f}, m[2] = {11000.0f, 0.0f};
+    for (int shift = 0; shift < 2; shift++) {
+        memcpy(q, q0, sizeof(q));
+        memcpy(k, k0, sizeof(k));
+        xpos_rotate(q, HD, n[shift], ROT_QUERY, 1.0f);
+        xpos_rotate(k, HD, m[shift], ROT_KEY, 1.0f);
+        for (int j = 0; j < HALF; j++) {  // the paper's formula, pair by pair
+            double zeta = (2.0 * j + 0.4 * HD) / (1.4 * HD), sq = pow(zeta, n[shift] / 512.0), sk = pow(zeta, -m[shift] / 512.0);
+            double aq = (double)(n[shift] * inv[j]), ak = (double)(m[shift] * inv[j]);
+            double wq[2] = {sq * (q0[j] * cos(aq) - q0[j + HALF] * sin(aq)), sq * (q0[j + HALF] * cos(aq) + q0[j] * sin(aq))};
+            double wk[2] = {sk * (k0[j] * cos(ak) - k0[j + HALF] * sin(ak)), sk * (k0[j + HALF] * cos(ak) + k0[j] * sin(ak))};
+            err = fmax(err, fmax(fabs(q[j] - wq[0]) / fabs(wq[0]), fabs(q[j + HALF] - wq[1]) / fabs(wq[1])));
+            err = fmax(err, fmax(fabs(k[j] - wk[0]) / fabs(wk[0]), fabs(k[j + HALF] - wk[1]) / fabs(wk[1])));
+        }
+    }
+    check(err < 2e-5, "xPos: each pair of a query and a key rotated and scaled by zeta_j^(+-p/512), scales 1e-13 to 1e12",
+          "max rel err %.2e", err);
+    memcpy(q, q0, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, 1.0f);
+    double fwd = dot_hd(q, y, HD);  // <R x, y>
+    memcpy(q, y, sizeof(q));
+    xpos_rotate(q, HD, 5000.0f, ROT_KEY, -1.0f);
+    double bwd = dot_hd(q0, q, HD);  // <x, R^T y>
+    check(fabs(fwd - bwd) / fabs(fwd) < 1e-5, "xPos: its backward is the forward's transpose", "%.6g vs %.6g", fwd, bwd);
+}
 
 // A position config for hook tests (RoPE base 1e4, 4 heads, alpha set {1,2,4,8}).
 static PosConfig test_pc(int scheme, float a, float b, float fixed, int hd, int L, uint64_t seed) {
@@ -406,7 +474,7 @@ static void test_position_hook(void) {
     PosConfig pc3 = test_pc(POS_FIXED, 1, 1, 8.0f, hd, 1, 1);
     PosStep p3 = pos_schedule_step(&pc3, 0);
     PassPositions pp3 = pos_pass(&p3, 1, 1, 0, T);
-    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_forward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     double max_err = 0, max_angle = 0;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < half; j++) {
@@ -420,7 +488,7 @@ static void test_position_hook(void) {
         }
     check(max_err < 2e-6 && max_angle > 1e5, "RoPE sin/cos accurate at large angles",
           "max abs err %.2e at angles up to %.0f rad", max_err, max_angle);
-    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0);
+    rope_backward(x, 1, T, 1, hd, &p3, &pp3, 0, ROT_QUERY);
     check(rel_err(x, x0, (size_t)T * hd) < 1e-6, "RoPE backward is the inverse rotation", "rel err %.2e",
           rel_err(x, x0, (size_t)T * hd));
     free(x); free(x0);
@@ -1109,24 +1177,79 @@ static void write_v1_copy(const char *src, const char *dst) {
     tf_free(&tf);
 }
 
-// A copy of a tensor file with element `index` of tensor `name` set to fvalue (f32) or
-// uvalue (u64), written with a valid checksum: damage that the checksum cannot see.
-static void rewrite_tensor(const char *src, const char *dst, const char *name, size_t index, float fvalue, uint64_t uvalue) {
+// One change to one tensor of a file: its element `index` set (set: f32 to f, u64 to u,
+// int32 to (int32_t)u), or its name (new_name, NULL: kept) or shape (ndim, shape; 0: kept;
+// the data padded with zeros to a larger one) changed.
+typedef struct {
+    const char *name, *new_name;
+    int set, ndim;
+    const int *shape;
+    size_t index;
+    float f;
+    uint64_t u;
+} TensorEdit;
+
+// A copy of src with one tensor changed, written with a valid checksum: damage the checksum
+// cannot see.
+static void rewrite_with(const char *src, const char *dst, TensorEdit ed) {
     TensorFile tf;
     tf_load(&tf, src, 0);
     TensorWriter w;
     tw_open(&w, dst, tf.kind, tf.n);
     for (int i = 0; i < tf.n; i++) {
         const TensorEntry *e = &tf.t[i];
-        size_t nb = e->numel * tf_dtype_size(e->dtype);
-        unsigned char *d = (unsigned char *)xmalloc(nb);
-        memcpy(d, e->data, nb);
-        if (strcmp(e->name, name) == 0 && e->dtype == TF_F32) ((float *)d)[index] = fvalue;
-        if (strcmp(e->name, name) == 0 && e->dtype == TF_U64) ((uint64_t *)d)[index] = uvalue;
-        tw_add(&w, e->name, e->dtype, e->ndim, e->shape, d);
+        int hit = strcmp(e->name, ed.name) == 0, nd = hit && ed.ndim ? ed.ndim : e->ndim;
+        const int *sh = hit && ed.ndim ? ed.shape : e->shape;
+        size_t n = 1, es = tf_dtype_size(e->dtype);
+        for (int d = 0; d < nd; d++) n *= (size_t)sh[d];
+        unsigned char *d = (unsigned char *)xcalloc(n > e->numel ? n : e->numel, es);
+        memcpy(d, e->data, e->numel * es);
+        if (hit && ed.set && e->dtype == TF_F32) ((float *)d)[ed.index] = ed.f;
+        if (hit && ed.set && e->dtype == TF_U64) ((uint64_t *)d)[ed.index] = ed.u;
+        if (hit && ed.set && e->dtype == TF_I32) ((int32_t *)d)[ed.index] = (int32_t)ed.u;
+        tw_add(&w, hit && ed.new_name ? ed.new_name : e->name, e->dtype, nd, sh, d);
         free(d);
     }
     tw_close(&w);
+    tf_free(&tf);
+}
+
+// A copy with element `index` of tensor `name` set to fvalue (f32) or uvalue (u64, int32)
+static void rewrite_tensor(const char *src, const char *dst, const char *name, size_t index, float fvalue, uint64_t uvalue) {
+    TensorEdit ed = {name, NULL, 1, 0, NULL, index, fvalue, uvalue};
+    rewrite_with(src, dst, ed);
+}
+
+// A copy with tensor `name` renamed to new_name (NULL: the same) and given the shape (ndim,
+// shape; ndim 0: the same)
+static void rewrite_entry(const char *src, const char *dst, const char *name, const char *new_name, int ndim, const int *shape) {
+    TensorEdit ed = {name, new_name, 0, ndim, shape, 0, 0.0f, 0};
+    rewrite_with(src, dst, ed);
+}
+
+// A copy of a checkpoint whose meta.flags text has `from` replaced by `to` (valid checksum).
+static void rewrite_flags(const char *src, const char *dst, const char *from, const char *to) {
+    TensorFile tf;
+    tf_load(&tf, src, TF_KIND_CHECKPOINT);
+    static char text[8192], out[8192];
+    const TensorEntry *f = tf_find(&tf, "meta.flags");
+    size_t n = f ? f->numel : 0;
+    for (size_t i = 0; i < n && i + 1 < sizeof(text); i++) text[i] = (char)((const int32_t *)f->data)[i];
+    text[n] = 0;
+    char *at = strstr(text, from);
+    if (at) snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    else snprintf(out, sizeof(out), "%s", text);
+    size_t nf;
+    int32_t *ints = flags_to_ints(out, &nf);
+    TensorWriter w;
+    tw_open(&w, dst, tf.kind, tf.n);
+    for (int i = 0; i < tf.n; i++) {
+        const TensorEntry *e = &tf.t[i];
+        if (strcmp(e->name, "meta.flags") == 0) tw_add1(&w, e->name, TF_I32, (int)nf, ints);
+        else tw_add(&w, e->name, e->dtype, e->ndim, e->shape, e->data);
+    }
+    tw_close(&w);
+    free(ints);
     tf_free(&tf);
 }
 
@@ -1688,7 +1811,8 @@ static void test_resume_keeps_flags(void) {
         "--qk_norm --pos posaug", "--pos rope --drope_step 4", "--pe erpe --pos posaug --rel_clip 20",
         "--pe t5 --pos posaug --t5_buckets 16 --t5_max_distance 64",
         "--pe tape --pos posaug", "--pe shaw --pos posaug --rel_clip 8", "--pe tpe --pos posaug", "--pe tupe --pos rope", "--pos pose --pose_target 300",
-        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug"};
+        "--pe learned --pos rope --wpe_rows 100", "--pe kerple --pos posaug", "--pe fire --pos posaug",
+        "--pe xpos --pos posaug", "--pe kerple-power --pos posaug"};
     char flags[1024], prefix[32], what[160];
     for (size_t k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
         if (!wants_flags(schemes[k]) && !wants("resume")) continue;
@@ -2134,12 +2258,26 @@ static void test_task_eval(void) {
 // An evaluation records the data it read (its JSON's val_data), an --eval_only takes the
 // run's own --val_data from the checkpoint, and does not replace an evaluation of other
 // data without --eval_tag or --overwrite.
+// Token i of a uint16 shard (data/prepare.py's format: a 1024-byte header) changed in place
+// to another value below 256; 0 when the file cannot be.
+static int bump_token(const char *path, long i) {
+    FILE *f = fopen(path, "r+b");
+    uint16_t tok = 0;
+    int ok = f && fseek(f, 1024 + 2 * i, SEEK_SET) == 0 && fread(&tok, 2, 1, f) == 1;
+    tok = (uint16_t)((tok + 1) % 256);
+    ok = ok && fseek(f, 1024 + 2 * i, SEEK_SET) == 0 && fwrite(&tok, 2, 1, f) == 1;
+    if (f) fclose(f);
+    return ok;
+}
+
 static void test_eval_data(void) {
-    char cmd[4096], out[8192], dir[512], json[600], copy[600];
+    char cmd[4096], out[8192], dir[512], json[600], copy[600], val[600];
     snprintf(dir, sizeof(dir), "%s/vdata", TMP);
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s/data && cp data/builtin/val.bin %s/data/val.bin && "
-             "%s --steps 2 --eval_len 0 --val_every 0 --val_data %s/data/val.bin --out_dir %s/run", dir, dir, SMALL, dir, dir);
-    int r0 = run_cmd(cmd, out, sizeof(out));
+    snprintf(val, sizeof(val), "%s/data/val.bin", dir);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/data && cp data/builtin/val.bin %s", dir, val);
+    int copied = run_cmd(cmd, NULL, 0) == 0 && bump_token(val, 10);  // the run's own data: not the built-in corpus
+    snprintf(cmd, sizeof(cmd), "%s --steps 2 --eval_len 0 --val_every 0 --val_data %s --out_dir %s/run", SMALL, val, dir);
+    int r0 = copied ? run_cmd(cmd, out, sizeof(out)) : -1;
     snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
              TRAINER, dir);
     int r1 = run_cmd(cmd, out, sizeof(out));
@@ -2167,6 +2305,27 @@ static void test_eval_data(void) {
     int r4 = run_cmd(cmd, out, sizeof(out));
     check(r3 == 0 && r4 == 0 && !files_equal(json, copy), "... but does with its own --eval_tag, or --overwrite", "exit %d %d",
           r3, r4);
+    // the data is its content: the same file by another name is the same data; other tokens
+    // under the same name (and count) are other data
+    char cwd[1024], before[600];
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data %s --overwrite", TRAINER, dir, val);
+    int r5 = run_cmd(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data %s/%s/data/../data/val.bin", TRAINER, dir, getcwd(cwd, sizeof(cwd)) ? cwd : ".", dir);
+    int r6 = run_cmd(cmd, out, sizeof(out));
+    check(r5 == 0 && r6 == 0 && !strstr(out, "other validation data"),
+          "an evaluation of the same file by another name (absolute, through ..) is of the same data", "exit %d %d", r5, r6);
+    snprintf(before, sizeof(before), "%s/json_before", dir);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", json, before);
+    run_cmd(cmd, NULL, 0);
+    int changed = bump_token(val, 20);  // a token the evaluation reads
+    snprintf(cmd, sizeof(cmd), "%s --resume %s/run/checkpoint.bin --eval_only --eval_len 64 --eval_n 1 --indist_start 8 "
+             "--val_data %s", TRAINER, dir, val);
+    int r7 = run_cmd(cmd, out, sizeof(out));
+    check(changed && r7 == 1 && strstr(out, "is an evaluation of other validation data") && strstr(out, "CRC-32") &&
+              files_equal(json, before),
+          "other tokens under the same name and count are other data: the folder's evaluation is not replaced", "exit %d", r7);
 }
 
 // A long evaluation reports progress (positions, rate, time left) in a log as on a terminal,
@@ -2192,6 +2351,18 @@ static void test_eval_progress(void) {
              TRAINER, dir);
     int r1 = run_cmd(cmd, out, sizeof(out));
     check(r1 == 0 && !strstr(out, " positions ("), "a short evaluation adds no progress line to a log", "exit %d", r1);
+    const char *bad[] = {"2junk", "-1", "nan"};
+    int refused = 0;
+    for (int i = 0; i < 3; i++) {  // refused before the run: not when the evaluation begins, after training
+        snprintf(cmd, sizeof(cmd), "PROGRESS_EVERY=%s %s --steps 1 --eval_len 96 --eval_n 2 --indist_start 8 --out_dir %s_bad",
+                 bad[i], SMALL, dir);
+        int r = run_cmd(cmd, out, sizeof(out));
+        char folder[600];
+        snprintf(folder, sizeof(folder), "%s_bad", dir);
+        refused += r == 1 && strstr(out, "error: PROGRESS_EVERY") && !strstr(out, "| loss ") && access(folder, F_OK) != 0;
+    }
+    check(refused == 3, "PROGRESS_EVERY that is not a number of seconds >= 0 (2junk, -1, nan) is refused before the run",
+          "%d of 3 refused", refused);
 }
 
 // every scheme and encoding trains two steps and evaluates through the trainer binary
@@ -2306,6 +2477,38 @@ static void test_bad_inputs(void) {
         fclose(g);
         free(buf);
     }
+    // a checkpoint's every field checked for what it can be: damaged values (valid checksums)
+    // refused as corrupt naming the field; a newer build's values naming the checkpoint
+    enum { N_DAMAGED = 17 };
+    char dmg[N_DAMAGED][600], a_dmg[N_DAMAGED][700];
+    for (int k = 0; k < N_DAMAGED; k++) {
+        snprintf(dmg[k], sizeof(dmg[k]), "%s/damaged%d.bin", TMP, k);
+        snprintf(a_dmg[k], sizeof(a_dmg[k]), "--resume %.600s --eval_only --eval_len 64 --eval_n 1", dmg[k]);
+    }
+    char x_pe[200], x_neg[200], x_pos[200];  // the tables' sizes: the first index past them is a newer build's
+    snprintf(x_pe, sizeof(x_pe), "was made by a newer build of this project (its meta.config_i pe is %d", PE_N);
+    snprintf(x_neg, sizeof(x_neg), "is corrupt: meta.config_i pe is -1; it can be in [0, %d]", PE_N - 1);
+    snprintf(x_pos, sizeof(x_pos), "was made by a newer build of this project (its meta.config_i pos_scheme is %d", POS_N_SCHEMES);
+    int wk_t[3] = {2, 32, 16}, ci14[1] = {CKI_N + 1};
+    rewrite_tensor(good, dmg[0], "meta.embed_scale", 0, 3.0f, 0);
+    rewrite_tensor(good, dmg[1], "meta.embed_scale", 0, 1e30f, 0);
+    rewrite_tensor(good, dmg[2], "meta.config_i", CKI_PE, 0, PE_N);
+    rewrite_tensor(good, dmg[3], "meta.config_i", CKI_PE, 0, (uint64_t)-1);
+    rewrite_tensor(good, dmg[4], "meta.config_i", CKI_POS, 0, POS_N_SCHEMES);
+    rewrite_tensor(good, dmg[5], "meta.config_i", CKI_C, 0, 33);
+    rewrite_tensor(good, dmg[6], "meta.config_f", 0, 0.5f, 0);
+    rewrite_tensor(good, dmg[7], "meta.config_f", 1, 2.0f, 0);
+    rewrite_flags(good, dmg[8], "--pos\tposaug", "--pos\tfuture");
+    rewrite_flags(good, dmg[9], "--pos\tposaug\n", "--pos\tposaug\n--future\t1\n");
+    rewrite_flags(good, dmg[10], "--pos\tposaug\n", "--pos\tposaug\n--lr\tfast\n");
+    rewrite_entry(good, dmg[11], "param.wk", NULL, 3, wk_t);
+    rewrite_entry(good, dmg[12], "adam_v.wte", "param.future", 0, NULL);
+    rewrite_entry(good, dmg[13], "adam_v.wte", "param.wpe", 0, NULL);
+    rewrite_entry(good, dmg[14], "meta.config_i", NULL, 1, ci14);
+    rewrite_tensor(good, dmg[15], "meta.config_i", CKI_WPE, 0, 64);
+    snprintf(a_dmg[15], sizeof(a_dmg[15]), "--resume %.600s --steps 8", dmg[15]);
+    rewrite_flags(good, dmg[16], "--pos\tposaug\n", "--pos\tposaug\n--rel_clip\t2147483647\n");
+    snprintf(a_dmg[16], sizeof(a_dmg[16]), "--init_from %.600s --steps 8", dmg[16]);  // (--resume adopts the flag: refused as given)
     char ck_w[600], a_w[700];
     snprintf(ck_w, sizeof(ck_w), "%s/weights_only.bin", TMP);
     write_weights_only(good, ck_w);
@@ -2350,12 +2553,14 @@ static void test_bad_inputs(void) {
         {"total batch not a multiple", "--total_batch 5 --batch_size 2", "multiple of --batch_size"},
         {"eval_len within the window", "--eval_len 16", "must exceed the training window"},
         {"unknown scheme", "--pos magic", "--pos: unknown value 'magic'"},
-        {"unknown encoding", "--pe xpos", "--pe: unknown value 'xpos'"},
+        {"unknown encoding", "--pe cope", "--pe: unknown value 'cope'"},
+        {"xPos past its scale's range", "--pe xpos --eval_len 20000", "--pe xpos takes positions up to 18130 (ROTARY_TABLE: "
+         "its scale's range); this run reaches 19999"},
         {"unknown attention path", "--attention fast", "--attention: unknown value 'fast'"},
         {"flash with hd 256", "--attention flash --n_embd 512 --n_head 2 --n_kv_head 2", "head sizes up to 128"},
         {"flash with TUPE", "--attention flash --pe tupe --pos rope", "--attention flash does not take --pe tupe's untied positions"},
         {"flash with T-PE", "--attention flash --pe tpe", "--attention flash does not take --pe tpe's relative keys"},
-        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope (rows 0..T-1), got --pos posaug"},
+        {"TUPE with scaled positions", "--pe tupe --pos posaug", "--pe tupe needs integer positions: --pos rope, got --pos posaug"},
         {"TUPE evaluated past its table", "--pe tupe --pos rope --eval_len 64", "--pe tupe: wpe has rows for positions 0..31 only"},
         {"unknown preset", "--model 7b", "unknown preset '7b'"},
         {"min_lr above lr", "--lr 1e-3 --min_lr 1e-2", "--min_lr"},
@@ -2365,8 +2570,8 @@ static void test_bad_inputs(void) {
         {"unknown layer mode", "--pos_layers middle", "--pos_layers: unknown value 'middle'"},
         {"rpe range below the window", "--pos rpe --rpe_max 16", "--rpe_max 16 must be at least --seq_len 32"},
         {"scale factor below 1", "--scale_factor 0.5", "--scale_factor must be >= 1"},
-        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates RoPE under PoSE's skips: it needs --pos pose --pe rope"},
-        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose --pe rope, got --pos pose --pe sinusoidal"},
+        {"PoSE scaling without PoSE", "--pose_scaling linear", "--pose_scaling linear interpolates the rotary frequencies under PoSE's skips: it needs --pos pose and --pe rope, xpos"},
+        {"PoSE scaling of a sinusoid", "--pos pose --pe sinusoidal --pose_scaling ntk", "it needs --pos pose and --pe rope, xpos, got --pos pose --pe sinusoidal"},
         {"PoSE scaling and --scaling", "--pos pose --pose_scaling yarn --scaling pi", "trained with --pose_scaling yarn"},
         {"gain lengths syntax", "--gain_lengths 512,x", "--gain_lengths expects positive integers"},
         {"gain length past L_eval", "--eval_len 64 --gain_lengths 128", "must lie in"},
@@ -2383,11 +2588,11 @@ static void test_bad_inputs(void) {
         {"RPE evaluation past rpe_max", "--pos rpe --rpe_eval random --rpe_max 48 --eval_len 64", "--rpe_eval random draws --eval_len 64"},
         {"beta2 out of range", "--beta2 1", "--beta2 must lie in (0, 1)"},
         {"NoPE with a position scheme", "--pe nope --pos posaug", "--pe nope has no positional signal"},
-        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws RoPE's base"},
+        {"random base without RoPE", "--pe alibi --pos random-base", "--pos random-base draws the rotary base: it needs --pe rope, xpos, got --pe alibi"},
         {"ALiBi with explicit positions", "--pe alibi --pos rfs", "not by explicit positions"},
         {"a learned bias with PoSE's positions", "--pe erpe --pos pose", "--pe erpe biases by alpha * (i - j), not by explicit positions"},
         {"--rel_clip without eRPE", "--pe t5 --rel_clip 8", "--rel_clip is a parameter of --pe erpe and shaw; --pe t5 does not use it"},
-        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5 and tupe; --pe erpe does not use them"},
+        {"--t5_buckets without T5", "--pe erpe --t5_buckets 16", "--t5_buckets and --t5_max_distance are parameters of --pe t5, tupe; --pe erpe does not use them"},
         {"--t5_max_distance within the exact buckets", "--pe t5 --t5_buckets 16 --t5_max_distance 8", "--t5_max_distance 8 must exceed the 8 distances"},
         {"--t5_buckets 1", "--pe t5 --t5_buckets 1", "--t5_buckets 1 must lie in [2, 4096]"},
         {"--wpe_rows without a learned table", "--wpe_rows 64", "--wpe_rows is the size of --pe learned's and tupe's table; --pe rope has none"},
@@ -2407,6 +2612,24 @@ static void test_bad_inputs(void) {
         {"Inf in a checkpoint's AdamW moments", a_inf, "adam_v.w_up[3] is inf"},
         {"a flipped bit in a checkpoint", a_flip, "is corrupt: its CRC-32 is"},
         {"a data position past an int", a_state, "meta.state data_sample is 1099511627776"},
+        {"an embedding factor other than 1 or sqrt(C)", a_dmg[0], "is corrupt: meta.embed_scale is 3; it can be 1 or sqrt(C) = 5.65685"},
+        {"an embedding factor of 1e30", a_dmg[1], "is corrupt: meta.embed_scale is 1.00000002e+30"},
+        {"an encoding of a newer build", a_dmg[2], x_pe},
+        {"a negative encoding", a_dmg[3], x_neg},
+        {"a position scheme of a newer build", a_dmg[4], x_pos},
+        {"a width that no head count divides", a_dmg[5], "is corrupt: meta.config_i C is 33; it can be NH times an even head size"},
+        {"a RoPE base below 1", a_dmg[6], "is corrupt: meta.config_f rope_base is 0.5"},
+        {"an RMSNorm eps of 2", a_dmg[7], "is corrupt: meta.config_f rms_eps is 2; it can be in (0, 1)"},
+        {"a kept flag's value of a newer build", a_dmg[8], "was made by a newer build of this project (its run's --pos is 'future'"},
+        {"a kept flag of a newer build", a_dmg[9], "was made by a newer build of this project (its run's flag --future"},
+        {"a kept flag's damaged value", a_dmg[10], "is corrupt: meta.flags holds --lr 'fast', not a value of that flag"},
+        {"a tensor of another shape, as many values", a_dmg[11], "is corrupt: param.wk is f32 [2, 32, 16] (3 dims), its model's is f32 [2, 16, 32]"},
+        {"a tensor of a newer build", a_dmg[12], "was made by a newer build of this project (it holds the tensor param.future"},
+        {"a tensor its model does not have", a_dmg[13], "is corrupt: it holds param.wpe, which its model (a transformer with --pe rope"},
+        {"a header of a newer build", a_dmg[14], "was made by a newer build of this project (its meta.config_i has 14 values"},
+        {"a learned table's rows without one", a_dmg[15], "is corrupt: meta.config_i wpe_rows is 64; it can be 0 without a learned table"},
+        {"a kept clip distance past the positions", a_dmg[16], "is corrupt: meta.flags sizes its relative encoding past 16777216"},
+        {"a clip distance past the positions", "--pe erpe --rel_clip 2147483647", "--rel_clip must lie in [0, 16777216]"},
         {"a folder as the checkpoint", a_dir, "is not a regular file"},
         {"a weights-only checkpoint resumed", a_w, "holds weights only (no AdamW moments"},
         {"--alpha_range with a scheme that draws no alpha", "--pos rope --alpha_range 0.5,2", "--pos rope draws no alpha from it"},
@@ -2795,7 +3018,8 @@ static void test_embed_scale(void) {
     rewrite_tensor(ck, bad, "meta.embed_scale", 0, -1.0f, 0);
     snprintf(cmd, sizeof(cmd), "%s --resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8 --out_dir %s/badrun", TRAINER, bad, dir);
     int r2 = run_cmd(cmd, out, sizeof(out));
-    check(r2 == 1 && strstr(out, "meta.embed_scale is not one positive float"), "a damaged meta.embed_scale is refused", "exit %d", r2);
+    check(r2 == 1 && strstr(out, "is corrupt: meta.embed_scale is -1; it can be 1 or sqrt(C)"), "a damaged meta.embed_scale is refused",
+          "exit %d", r2);
 }
 
 // A TUPE checkpoint from before its released code's form (no LayerNorm on wpe, no query
@@ -2937,6 +3161,7 @@ static const struct {
     {PE_ROPE, ""}, {PE_NOPE, "--pos rope"}, {PE_ALIBI, ""}, {PE_SINUSOIDAL, ""},
     {PE_LEARNED, "--pos rope --wpe_rows 128"}, {PE_ERPE, ""}, {PE_T5, ""}, {PE_TAPE, "--pos rope"},
     {PE_SHAW, "--pos rope"}, {PE_TPE, ""}, {PE_TUPE, "--pos rope --wpe_rows 128"}, {PE_KERPLE, ""}, {PE_FIRE, ""},
+    {PE_XPOS, ""}, {PE_KERPLE_POWER, ""},
 };
 #define N_EVAL_CASES (int)(sizeof(EVAL_CASES) / sizeof(EVAL_CASES[0]))
 static const char *EVAL_CASE_FLAGS = "--eval_only --eval_len 128 --eval_n 2 --gain_window 16 --gain_lengths 64,128";
@@ -3079,6 +3304,8 @@ static const struct {
     {"kerple posaug", "KERPLE+PosAug case", "dev/reference_kerple.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
     {"fire posaug", "FIRE+PosAug case", "dev/reference_fire.bin", 0, 0, 0, 0, 0, 0, 0, 0,
      "does not take --pe fire's bias of each query and key"},
+    {"xpos posaug", "xPos+PosAug case", "dev/reference_xpos.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"kerple-power posaug", "KERPLE power+PosAug case", "dev/reference_kerple_power.bin", 0, 0, 0, 0, 0, 0, 0, 0, NULL},
     // the attention bias at head sizes of flash's variant 2 (hd 32, 64, 128), T off its tiles of
     // 64 (T5's past its largest distance, 128)
     {"alibi", "ALiBi case at hd 64 (GQA, T 100)", NULL, 100, PE_ALIBI, 0, -1, 0, 64, 4, 2, NULL},
@@ -3254,7 +3481,50 @@ static const struct {
     {"kerple posaug", "dev/reference_kerple.bin", "CPU vs PyTorch, KERPLE+PosAug"},
     {"fire posaug", "dev/reference_fire.bin", "CPU vs PyTorch, FIRE+PosAug"},
     {"gru", "dev/reference_gru.bin", "CPU vs PyTorch (torch.nn.GRU), GRU"},
+    {"kerple-power posaug", "dev/reference_kerple_power.bin", "CPU vs PyTorch, KERPLE power+PosAug"},
+    {"xpos posaug", "dev/reference_xpos.bin", "CPU vs PyTorch, xPos+PosAug"},
 };
+
+// Every encoding has its pieces beyond the trainer: its PyTorch file (dev/model_torch.py's
+// ENCODINGS entry, written by make reference as dev/reference_<name>.bin, '-' as '_'; RoPE's is
+// reference_tiny.bin), stored as its own index and compared here (a row of TORCH_FILES), and
+// its section in doc/schemes.md (its flag, "--pe name").
+static void test_encodings_complete(void) {
+    char *doc = NULL;
+    size_t doc_len = 0;
+    FILE *f = fopen("doc/schemes.md", "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        doc_len = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        doc = (char *)xmalloc(doc_len + 1);
+        doc[fread(doc, 1, doc_len, f)] = 0;
+        fclose(f);
+    }
+    for (int pe = 0; pe < PE_N; pe++) {
+        if (!wants(PE_NAMES[pe])) continue;
+        char file[128], flag[64], label[160];
+        if (pe == PE_ROPE) snprintf(file, sizeof(file), "dev/reference_tiny.bin");
+        else snprintf(file, sizeof(file), "dev/reference_%s.bin", PE_NAMES[pe]);
+        for (char *c = file + strlen("dev/"); *c; c++)
+            if (*c == '-') *c = '_';
+        int listed = pe == PE_ROPE, stored = -1;  // RoPE's file is the reference case's (test_reference)
+        for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++) listed |= strcmp(TORCH_FILES[i].file, file) == 0;
+        if (access(file, F_OK) == 0) {
+            TensorFile tf;
+            tf_load(&tf, file, 0);
+            const TensorEntry *e = tf_find(&tf, "pos_kind");
+            stored = e ? ((const int32_t *)tf_get(&tf, "pos_kind", TF_I32, 1))[0] : PE_ROPE;
+            tf_free(&tf);
+        }
+        snprintf(flag, sizeof(flag), "`--pe %s", PE_NAMES[pe]);
+        snprintf(label, sizeof(label), "--pe %s has its PyTorch file, compared, and its doc section", PE_NAMES[pe]);
+        check(stored == pe && listed && doc && strstr(doc, flag), label, "%s: %s%s; doc/schemes.md %s", file,
+              stored < 0 ? "missing (make reference)" : stored != pe ? "another encoding's" : "present",
+              listed ? ", in TORCH_FILES" : ", not in TORCH_FILES", doc && strstr(doc, flag) ? "names it" : "does not name it");
+    }
+    free(doc);
+}
 
 // --list: every name --only takes
 static void list_names(void) {
@@ -3277,19 +3547,31 @@ static int known_name(const char *name) {
 
 int main(int argc, char **argv) {
     const char *ref = "dev/reference_tiny.bin";
+    int ref_given = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0) { list_names(); return 0; }
         if (strcmp(argv[i], "--only") == 0) {
             if (i + 1 >= argc) fail("--only takes a name (./test_gpt --list shows them)");
             ONLY = argv[++i];
             if (!known_name(ONLY)) fail("--only %s: no check concerns that name (./test_gpt --list shows them)", ONLY);
-        } else if (argv[i][0] == '-') fail("unknown flag %s (test_gpt takes [REFERENCE], --only NAME, --list)", argv[i]);
-        else ref = argv[i];
+        } else if (argv[i][0] == '-') {
+            fail("unknown flag %s (test_gpt takes [REFERENCE], --only NAME, --list)", argv[i]);
+        } else {  // the reference file: one, and one that can be read
+            struct stat sb;
+            if (ref_given++) fail("test_gpt takes one REFERENCE file, got '%s' and '%s'", ref, argv[i]);
+            if (stat(argv[i], &sb) != 0 || !S_ISREG(sb.st_mode) || access(argv[i], R_OK) != 0)
+                fail("'%s' is neither a flag nor a reference file test_gpt can read (test_gpt takes [REFERENCE], --only "
+                     "NAME, --list)%s%s", argv[i], known_name(argv[i]) ? "; the checks of that name: --only " : "",
+                     known_name(argv[i]) ? argv[i] : "");
+            ref = argv[i];
+        }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);  // in order with the trainers' stderr
     if (getenv("TRAINER")) TRAINER = getenv("TRAINER");
-    THREADS = getenv("THREADS") ? atoi(getenv("THREADS")) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (THREADS < 1 || THREADS > 1024) fail("THREADS=%s: give the trainer's threads, 1 to 1024", getenv("THREADS"));
+    if (access(TRAINER, X_OK) != 0) fail("TRAINER=%s: not a trainer this can run (%s): make train_gpt_cpu first", TRAINER, strerror(errno));
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    THREADS = getenv("THREADS") ? (int)parse_int_in("THREADS (the trainer's threads)", getenv("THREADS"), 1, MAX_THREADS)
+                                : (int)(cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus);
     snprintf(SMALL, sizeof(SMALL), "%s %s --threads %d", TRAINER, SMALL_FLAGS, THREADS);
     mkdir(TMP, 0755);
     if (getenv("KERNELS_ONLY")) {  // dev/check_kernel_isas.sh: this build's GEMM and exp only
@@ -3319,13 +3601,15 @@ int main(int argc, char **argv) {
     if (wants("learned rpe")) test_finite_differences(ARCH_TRANSFORMER, PE_LEARNED, 0, FD_RPE, "learned APE at RPE positions");
     if (wants("pose")) test_finite_differences(ARCH_TRANSFORMER, PE_ROPE, 0, FD_POSE_YARN, "PoSE + YaRN");
     if (wants("gru")) test_finite_differences(ARCH_GRU, PE_ROPE, 0, FD_ALPHA, "GRU");
-    test_floors();  // each encoding with a floored tensor by its name
+    test_bounds();  // each encoding with a bounded tensor by its name
     if (wants("hook posaug posaug-log rope")) test_position_hook();
+    if (wants("hook xpos")) test_xpos_rotation();
     if (wants("hook")) test_pass_positions();
     if (wants("hook alibi erpe shaw")) test_attn_bias();
     test_schemes();  // each check by its scheme
     for (size_t i = 0; i < sizeof(TORCH_FILES) / sizeof(TORCH_FILES[0]); i++)
         if (wants(TORCH_FILES[i].names)) test_reference_named(TORCH_FILES[i].file, TORCH_FILES[i].label);
+    test_encodings_complete();  // each encoding by its name
     if (wants("metrics")) {
         test_metrics();
         test_eval_metrics();

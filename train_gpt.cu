@@ -14,9 +14,9 @@
 //                      alpha is drawn by pos_schedule_step() in llmc/schedule.h), attention
 //                      (with the attention-score hook's bias, llmc/attn_bias.h: ALiBi, a
 //                      learned table), output projection, residual, RMSNorm, SwiGLU MLP,
-//                      residual; then the final norm and the fused classifier (loss and
-//                      dlogits)
-//   gpt_backward       the same layers in reverse
+//                      residual; then the final norm
+//   gpt_backward       the LM head and the fused classifier (logits, loss and dlogits, all
+//                      rows at once or in chunks: CLASSIFIER_VARIANT), then the layers in reverse
 //   compute_gradients  the three above per micro-batch, accumulated; the global gradient norm
 //   apply_update       clip folded into AdamW; the bf16 copy of the weights
 #include "llmc/checkpoint.h"
@@ -52,6 +52,7 @@
 
 typedef struct {
     int B, T, train;
+    int logit_rows;  // the rows of logits kept at once: B*T, or a chunk (classifier_rows)
     size_t ls_C, ls_q, ls_kv, ls_F, ls_N, ls_att;  // per-layer strides (0 when !train)
     void *mem;
     floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
@@ -94,10 +95,11 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t att = tr * !flash * B * c->NH * T * T;
     size_t pq = pe_bias_per_query(c->pe), tb = tr && train && pe_bias_fn(c->pe) && !pq;  // a learned bias per distance
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
-    size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
+    size_t tu = tr && train && pe_is(c->pe, PEF_UNTIED);  // TUPE's untied positions
     size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
+    a->logit_rows = classifier_rows(CLASSIFIER_VARIANT, (int)N);
     a->ls_C = train ? N * C : 0;
     a->ls_q = train ? N * QD : 0;
     a->ls_kv = train ? N * KD : 0;
@@ -120,7 +122,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(k, tr * nl * N * KD), VIEW(v, tr * nl * N * KD), VIEW(att, train ? nl * att : 0),
         VIEW(atty, tr * nl * N * QD), VIEW(mid, tr * nl * N * C), VIEW(n2, tr * nl * N * C),
         VIEW(gate, tr * nl * N * F), VIEW(up, tr * nl * N * F), VIEW(h, tr * nl * N * F), VIEW(nf, N * C),
-        VIEW(logits, N * c->Vp),
+        VIEW(logits, (size_t)a->logit_rows * c->Vp),
         // the backward's scratch, one layer
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD),
         VIEW(dk, tr * train * N * KD), VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD),
@@ -302,27 +304,31 @@ typedef struct {
     floatX *state;   // --arch gru, device (L,B,C), when given: the state to continue from, updated
 } FwdOpts;
 
-// The head: final norm of xL (B,T,C), logits, and with with_loss the per-position losses.
-//                                                             mirrors head_forward
+// The head: final norm of xL (B,T,C), and with with_loss the per-position losses (the
+// logits a->logit_rows rows at a time). Without, the logits wait for head_logits or for
+// head_backward, which computes them itself.                  mirrors head_forward
 static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
     LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, c->C, c->rms_eps);
-    matmul_forward(a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp);
-    if (with_loss) {
-        classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, NULL, N, c->V, c->Vp, 0.0f, 0);
-        cudaCheck(cudaGetLastError());
-    }
+    if (with_loss)
+        classifier_forward(a->losses, a->logits, a->nf, P(g, P_WTE), a->targets, N, c->C, c->V, c->Vp, a->logit_rows);
 }
 
-// Its backward (the forward must not have run the classifier): a->dres = d xL. Each
-// target's loss weighs dloss / N, or weights[i] (device) when given.  mirrors head_backward
+// The logits (n,Vp) of rows row0.. of the last forward into a->logits (n <= a->logit_rows)
+static void head_logits(GPT *g, Acts *a, int row0, int n) {
+    const Config *c = &g->cfg;
+    matmul_forward(a->logits, a->nf + (size_t)row0 * c->C, P(g, P_WTE), n, c->C, c->Vp);
+}
+
+// Its backward: the logits, losses and dlogits, a->logit_rows rows at a time (the forward
+// keeps none), then a->dres = d xL. Each target's loss weighs dloss / N, or weights[i]
+// (device) when given.                                        mirrors head_backward
 static void head_backward(GPT *g, Acts *a, const floatX *xL, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
-    classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
-    cudaCheck(cudaGetLastError());
-    matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
+    classifier_backward(a->dC, G(g, P_WTE), a->losses, a->logits, a->nf, P(g, P_WTE), a->targets, weights, N, c->C,
+                        c->V, c->Vp, dloss / N, a->logit_rows);
     rmsnorm_backward(a->dres, G(g, P_FINAL_NORM), a->dw_part, a->dC, xL, P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);
 }
 
@@ -547,12 +553,12 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     if (pe_sinusoidal(ps->pe))
         LAUNCH_ELEMS(sinusoidal_kernel, (size_t)N * (C / 2), a->resid, B, T, C, d_pos_layer(pp, 0), pp->seq_stride,
                      sinusoidal_freqs(C, ps->ape_scale));
-    if (ps->pe == PE_LEARNED) {
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) {
         if (!a->train) learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);  // training's: stage_micro
         LAUNCH_ELEMS(learned_forward_kernel, NC, a->resid, P(g, P_WPE), B, T, C, d_pos_layer(pp, 0), pp->seq_stride);
     }
     TupePass tp = {NULL, NULL, NULL, NULL, NULL};
-    if (ps->pe == PE_TUPE) {
+    if (pe_is(ps->pe, PEF_UNTIED)) {
         if (a->train && c->attention == ATTN_FLASH)
             fail("--attention flash does not take --pe tupe's untied positions yet: use --attention naive");
         tp = tupe_pass(g, a, pp, o && o->kv ? o->kv->len + T : T, o && o->kv ? o->kv->len : 0);
@@ -574,8 +580,8 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
                         KD, c->rms_eps);
         }
         matmul_forward(v, n1, P(g, P_WV) + (size_t)l * KD * C, N, C, KD);
-        rope(q, B, T, NH, hd, ps, pp, l, 1.0f);
-        rope(k, B, T, NKV, hd, ps, pp, l, 1.0f);
+        rope(q, B, T, NH, hd, ps, pp, l, ROT_QUERY, 1.0f);
+        rope(k, B, T, NKV, hd, ps, pp, l, ROT_KEY, 1.0f);
         if (tp.pq) scale_array(q, TUPE_QSCALE, (size_t)N * QD);  // TUPE: q . k / sqrt(2 hd)
         const float *rk = layer_rel_keys(g, a, l);  // relative keys: every query's scores first
         if (rk) rel_key_scores(a->qrel, q, rk, (size_t)N * NH, hd, a->bias.NB);
@@ -609,8 +615,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     head_forward(g, a, a->resid + (a->train ? c->L * a->ls_C : 0), with_loss);
 }
 
-// Backward of the last forward (which must not have run the classifier): gradients
-// accumulate into g->grads. Mirrors gpt_backward.
+// Backward of the last forward: gradients accumulate into g->grads. Mirrors gpt_backward.
 static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *ps, float dloss) {
     const Config *c = &g->cfg;
     if (c->arch == ARCH_GRU) {
@@ -621,7 +626,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
     int N = B * T, QD = NH * hd, KD = NKV * hd;
     size_t NF = (size_t)N * F;
     head_backward(g, a, a->resid + c->L * a->ls_C, weights, dloss);
-    int tupe = ps->pe == PE_TUPE;
+    int tupe = pe_is(ps->pe, PEF_UNTIED);
     if (tupe) cudaCheck(cudaMemset(a->tupe_D, 0, (size_t)NH * T * T * sizeof(float)));
     for (int l = c->L - 1; l >= 0; l--) {
         floatX *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
@@ -656,8 +661,8 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
             tupe_pair_grad(a->tupe_D, a->datt, B, NH, T, hd);
             scale_array(a->dq, TUPE_QSCALE, (size_t)N * QD);
         }
-        rope(a->dq, B, T, NH, hd, ps, &a->pos, l, -1.0f);
-        rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, -1.0f);
+        rope(a->dq, B, T, NH, hd, ps, &a->pos, l, ROT_QUERY, -1.0f);
+        rope(a->dk, B, T, NKV, hd, ps, &a->pos, l, ROT_KEY, -1.0f);
         floatX *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
             rmsnorm_backward(a->dqraw, G(g, P_Q_NORM) + (size_t)l * QD, a->dw_part, a->dq, a->qraw + l * a->ls_q,
@@ -674,7 +679,7 @@ static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *p
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
     scatter_add_rows(G(g, P_WTE), a->dres, a->sc_wte, N, C, embed_scale(c));
-    if (ps->pe == PE_LEARNED) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) scatter_add_rows(G(g, P_WPE), a->dres, a->sc_wpe, N, C, 1.0f);
     if (tupe) {  // through the projections, once for every layer's share
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);
         TupeGrads tg = {G(g, P_WPE), G(g, P_TUPE_LN_W), G(g, P_TUPE_LN_B), G(g, P_TUPE_UQ), G(g, P_TUPE_UK), G(g, P_TUPE_BQ)};
@@ -702,7 +707,7 @@ static void stage_micro(int *dst, const GPT *g, const int *rows, const PosStep *
         memcpy(tgt + b * T, rows + (size_t)b * (T + 1) + 1, T * sizeof(int));
     }
     scatter_build(sc_wte, inp, N, g->cfg.V);
-    if (ps->pe != PE_LEARNED) return;
+    if (!pe_is(ps->pe, PEF_WPE_ADDED)) return;
     int wpe_rows = (int)g->shapes[P_WPE].shape[0];
     PassPositions pp = pos_pass(ps, g->cfg.L, B, 0, T);
     learned_rows_check(&pp, B, wpe_rows);  // before the positions become indices
@@ -771,7 +776,7 @@ static void apply_update(GPT *g, float lr, int t, float norm) {
         numel[i] = g->shapes[i].numel;
         wd[i] = PARAM_DECAY[i] ? c->weight_decay : 0.0f;
     }
-    adamw_update(g->params, g->params_x, g->grads, g->m, g->v, numel, wd, PARAM_FLOOR, NP, lr, c->beta1, c->beta2, bc1,
+    adamw_update(g->params, g->params_x, g->grads, g->m, g->v, numel, wd, PARAM_LO, PARAM_HI, NP, lr, c->beta1, c->beta2, bc1,
                  bc2, c->adam_eps, scale);
 }
 
@@ -904,7 +909,8 @@ static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const Pos
     upload_tokens(a, prompt, n, 0);
     FwdOpts o = {0, NULL, gru ? NULL : &kv, 0, state};
     gpt_forward(e->g, a, ps, 0, &o);
-    int next = argmax_row(a->logits + (size_t)(n - 1) * c->Vp, c->V);
+    head_logits(e->g, a, n - 1, 1);
+    int next = argmax_row(a->logits, c->V);
     for (int i = 0; i < n_new; i++) {
         out[i] = next;
         if (i + 1 == n_new) break;
@@ -912,6 +918,7 @@ static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const Pos
         upload_tokens(a1, &next, 1, 0);
         o.pos0 = kv.len;
         gpt_forward(e->g, a1, ps, 0, &o);
+        head_logits(e->g, a1, 0, 1);
         next = argmax_row(a1->logits, c->V);
     }
     if (!gru) kv_free(&kv);
@@ -992,7 +999,7 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     PosConfig pc = pos_config_of(&c);
     PosStep ps = case_pos_step(&pc, scheduled, check_alpha, 0);
 
-    // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
+    // check pass on tokens[0,0]: forward, its logits (a->logit_rows rows at a time), backward
     size_t ni = acts_ints(N, 1);
     int *ints = (int *)xmalloc(ni * sizeof(int));
     stage_micro(ints, &g, tokens, &ps);
@@ -1000,7 +1007,11 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     cudaCheck(cudaMemset(g.grads, 0, g.n_params * sizeof(float)));
     gpt_forward(&g, &g.acts, &ps, 0, NULL);
     floatX *lx = (floatX *)xmalloc((size_t)N * c.Vp * sizeof(floatX));
-    cudaCheck(cudaMemcpy(lx, g.acts.logits, (size_t)N * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (int r0 = 0; r0 < N; r0 += g.acts.logit_rows) {
+        int n = N - r0 < g.acts.logit_rows ? N - r0 : g.acts.logit_rows;
+        head_logits(&g, &g.acts, r0, n);
+        cudaCheck(cudaMemcpy(lx + (size_t)r0 * c.Vp, g.acts.logits, (size_t)n * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    }
     float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
     for (int i = 0; i < N; i++)
         for (int v = 0; v < c.V; v++) {
@@ -1109,12 +1120,14 @@ static void print_kernel_variants(const Config *c, int train) {
     if (c->arch == ARCH_TRANSFORMER) {
         v = swiglu_variant_for(SWIGLU_VARIANT, NULL, NULL, NULL, NULL, NULL, &why);
         variant_plan(s, sizeof(s), "swiglu", SWIGLU_VARIANT, v, why);
-        if (c->pe == PE_ROPE) {
+        if (pe_rotates(c->pe)) {
             PosConfig pc = pos_config_of(c);
             v = rope_variant_for(ROPE_VARIANT, NULL, hd, pos_schedule_step(&pc, 0).seq_stride, &why);
             variant_plan(s, sizeof(s), "rope", ROPE_VARIANT, v, why);
         }
     }
+    v = classifier_variant_for(CLASSIFIER_VARIANT, c->B * c->T, &why);
+    variant_plan(s, sizeof(s), "classifier", CLASSIFIER_VARIANT, v, why);
     if (train) {
         v = rmsnorm_backward_variant_for(RMSNORM_BWD_VARIANT, c->C, NULL, NULL, NULL, NULL, &why);
         variant_plan(s, sizeof(s), "rmsnorm backward", RMSNORM_BWD_VARIANT, v, why);
@@ -1174,7 +1187,7 @@ static void gpu_memory_check(const Config *c, int train) {
                    fl * c->NH * c->eval_len + kv_row * (c->gain_window + chunk > small ? c->gain_window + chunk : small);
         if (pe_bias_keys(c->pe))  // the relative keys' scores of a full pass (T-PE: a key per distance)
             dev.eval += fl * c->NH * c->eval_len * (double)pe_bias_buckets(c->pe, rel_shape_of(c), c->eval_len);
-        if (c->pe == PE_TUPE)  // TUPE's untied term of a full pass, its projected and normalized positions
+        if (pe_is(c->pe, PEF_UNTIED))  // TUPE's untied term of a full pass, its projected and normalized positions
             dev.eval += fl * (double)c->eval_len * (c->NH * (c->eval_len + 2.0 * (c->C / c->NH)) + c->C + 2);
         if (pe_bias_per_query(c->pe))  // a learned bias's term of each query and key of a full pass
             dev.eval += fl * c->NH * (double)c->eval_len * c->eval_len;

@@ -151,14 +151,16 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
 }
 
 // ----------------------------------------------------------------------------
-// RoPE, rotate-half layout: element j pairs with j + hd/2.
-// THE POSAUG HOOK: angle = p[b][t] * inv_freq[j] in fp32, computed here when needed, from
-// one layer's pass positions p (seq_stride 0: every sequence shares them; llmc/schedule.h's
+// The rotary encodings (ROTARY_TABLE, llmc/schedule.h), rotate-half layout: element j pairs
+// with j + hd/2. THE POSAUG HOOK: each pair's angle (p[b][t] * inv_freq[j] in fp32 for RoPE)
+// and scale from the encoding's function pe_rotary, computed here when needed, from one
+// layer's pass positions p (seq_stride 0: every sequence shares them; llmc/schedule.h's
 // pos_pass fills them from the step's alpha, offset or explicit positions); cos and sin are
-// scaled by mscale (YaRN's attention factor).
-// x (B,T,H,hd) rotated in place; sign = +1 forward, -1 backward (rotation by -angle).
-static void rope_rotate(float *x, int B, int T, int H, int hd, const float *p, int seq_stride, const float *inv_freq,
-                        float mscale, float sign) {
+// scaled by mscale (YaRN's attention factor) times the pair's scale.
+// x (B,T,H,hd) of the queries or keys (side ROT_QUERY, ROT_KEY) rotated in place; sign = +1
+// forward, -1 backward (rotation by -angle, the same scale).
+static void rope_rotate(float *x, int B, int T, int H, int hd, const float *p, int seq_stride, const PosStep *ps,
+                        int side, float sign) {
     int half = hd / 2, nb = seq_stride ? B : 1;
     float *cs = (float *)xmalloc((size_t)nb * T * half * 2 * sizeof(float));  // (nb, T, half, {cos,sin})
 #pragma omp parallel for collapse(2)
@@ -167,9 +169,10 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, const float *p, i
             float pt = p[(size_t)b * seq_stride + t];
             float *c = cs + ((size_t)b * T + t) * half * 2;
             for (int j = 0; j < half; j++) {
-                float angle = pt * inv_freq[j];  // fp32 angle; libm sinf/cosf reduce large angles exactly
-                c[2 * j + 0] = cosf(angle) * mscale;
-                c[2 * j + 1] = sign * sinf(angle) * mscale;
+                float scale, angle = pe_rotary(ps, pt, j, hd, side, &scale);  // libm sinf/cosf reduce large angles exactly
+                float m = ps->mscale * scale;
+                c[2 * j + 0] = cosf(angle) * m;
+                c[2 * j + 1] = sinf(angle) * (sign * m);
             }
         }
 #pragma omp parallel for collapse(2)
@@ -188,16 +191,18 @@ static void rope_rotate(float *x, int B, int T, int H, int hd, const float *p, i
     free(cs);
 }
 
-// layer l's rotation at the pass's positions pp (NoPE, ALiBi and the absolute encodings rotate nothing)
-static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l) {
-    if (ps->pe != PE_ROPE) return;
-    rope_rotate(x, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps->inv_freq, ps->mscale, 1.0f);
+// layer l's rotation of the queries or keys (side) at the pass's positions pp (the encodings
+// without a rotary row rotate nothing)
+static void rope_forward(float *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, int side) {
+    if (!pe_rotates(ps->pe)) return;
+    rope_rotate(x, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps, side, 1.0f);
 }
 
-// The rotation is orthogonal: its transpose is the rotation by -angle (times mscale).
-static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l) {
-    if (ps->pe != PE_ROPE) return;
-    rope_rotate(dx, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps->inv_freq, ps->mscale, -1.0f);
+// The rotation is orthogonal: its transpose is the rotation by -angle (times the same mscale
+// and scale).
+static void rope_backward(float *dx, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, int side) {
+    if (!pe_rotates(ps->pe)) return;
+    rope_rotate(dx, B, T, H, hd, pp->p + (size_t)l * pp->layer_stride, pp->seq_stride, ps, side, -1.0f);
 }
 
 // ----------------------------------------------------------------------------
@@ -702,7 +707,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, flo
     size_t gru = c->arch == ARCH_GRU, tr = !gru, gt = gru && train;  // tr: transformer views, gru/gt: GRU views
     size_t pq = pe_bias_per_query(c->pe), tb = tr && train && pe_bias_fn(c->pe) && !pq;  // a learned bias per distance
     size_t rk = tr && train && pe_bias_keys(c->pe) ? (size_t)pe_bias_buckets(c->pe, rel_shape_of(c), T) : 0;  // relative keys
-    size_t tu = tr && train && c->pe == PE_TUPE;  // TUPE's untied positions
+    size_t tu = tr && train && pe_is(c->pe, PEF_UNTIED);  // TUPE's untied positions
     size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
@@ -1105,12 +1110,12 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
     a->bias = attn_bias_pass(ps, c->L, NH, Tk);  // its attention-score hook
     encoder_forward(a->resid, inputs, P[P_WTE], N, C, embed_scale(c));
     if (pe_sinusoidal(ps->pe)) sinusoidal_forward(a->resid, pp, B, T, C, ps->ape_scale);
-    if (ps->pe == PE_LEARNED) {
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) {
         learned_rows_check(pp, B, g->shapes[P_WPE].shape[0]);
         learned_forward(a->resid, P[P_WPE], pp, B, T, C);
     }
     TupePass tp = {NULL, NULL, NULL, NULL};
-    if (ps->pe == PE_TUPE) tp = tupe_pass(g, a, pp, Tk, a->train);
+    if (pe_is(ps->pe, PEF_UNTIED)) tp = tupe_pass(g, a, pp, Tk, a->train);
     for (int l = 0; l < c->L; l++) {
         float *x = a->resid + l * a->ls_C, *xn = a->resid + (a->train ? (l + 1) * a->ls_C : 0);
         float *n1 = a->n1 + l * a->ls_C, *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1126,8 +1131,8 @@ static float gpt_forward_ex(GPT *g, Acts *a, const int *inputs, const int *targe
             rmsnorm_forward(k, a->rstdk + l * a->ls_N, kraw, P[P_K_NORM] + (size_t)l * KD, N, KD, c->rms_eps);
         }
         matmul_forward(v, n1, P[P_WV] + (size_t)l * KD * C, N, C, KD);
-        rope_forward(q, B, T, NH, hd, ps, pp, l);
-        rope_forward(k, B, T, NKV, hd, ps, pp, l);
+        rope_forward(q, B, T, NH, hd, ps, pp, l, ROT_QUERY);
+        rope_forward(k, B, T, NKV, hd, ps, pp, l, ROT_KEY);
         if (tp.pq)  // TUPE: q . k / sqrt(2 hd)
             for (size_t i = 0; i < (size_t)N * QD; i++) q[i] *= TUPE_QSCALE;
         const float *rk = layer_rel_keys(g, a, l, NULL);  // relative keys: training scores every query first
@@ -1176,7 +1181,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
     float **P = g->params, **G = g->grads;
     head_backward(g, a, a->resid + c->L * a->ls_C, targets, weights, dloss);
     size_t n_pair = (size_t)B * NH * T * T;
-    if (ps->pe == PE_TUPE) memset(a->pairg, 0, n_pair * sizeof(float));
+    if (pe_is(ps->pe, PEF_UNTIED)) memset(a->pairg, 0, n_pair * sizeof(float));
     for (int l = c->L - 1; l >= 0; l--) {
         float *x = a->resid + l * a->ls_C, *n1 = a->n1 + l * a->ls_C;
         float *q = a->q + l * a->ls_q, *k = a->k + l * a->ls_kv, *v = a->v + l * a->ls_kv;
@@ -1197,7 +1202,7 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
         int fn_pair = a->bias.fn && f.per_query;
         float *diag = a->bias.fn && !f.per_query ? a->bias_diag : NULL;  // a learned bias per distance: its gradient
         float *rowg = ab.qrel ? a->rel_g : NULL;                          // relative keys: theirs
-        float *pairg = ps->pe == PE_TUPE || fn_pair ? a->pairg : NULL;   // a term per query and key: its (TUPE's over the layers)
+        float *pairg = pe_is(ps->pe, PEF_UNTIED) || fn_pair ? a->pairg : NULL;   // a term per query and key: its (TUPE's over the layers)
         if (fn_pair) memset(a->pairg, 0, n_pair * sizeof(float));
         attention_backward(a->dq, a->dk, a->dv, diag, rowg, pairg, &ab, a->datty, att, q, k, v, B, T, NH, NKV, hd);
         if (diag) bias_fn_backward(&f, diag, B, 1, T);
@@ -1206,10 +1211,10 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
             bias_fn_backward(&f, a->pairg, 1, T, T);
         }
         if (rowg) rel_keys_backward(g, a, l, &ab, q);
-        if (ps->pe == PE_TUPE)  // through TUPE's query scale
+        if (pe_is(ps->pe, PEF_UNTIED))  // through TUPE's query scale
             for (size_t i = 0; i < (size_t)N * QD; i++) a->dq[i] *= TUPE_QSCALE;
-        rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l);
-        rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l);
+        rope_backward(a->dq, B, T, NH, hd, ps, &a->pos, l, ROT_QUERY);
+        rope_backward(a->dk, B, T, NKV, hd, ps, &a->pos, l, ROT_KEY);
         float *dq = a->dq, *dk = a->dk;  // gradients of the projections
         if (c->qk_norm) {
             rmsnorm_backward(a->dqraw, G[P_Q_NORM] + (size_t)l * QD, a->dq, a->qraw + l * a->ls_q,
@@ -1226,8 +1231,8 @@ static void gpt_backward(GPT *g, Acts *a, const int *inputs, const int *targets,
                          a->rstd1 + l * a->ls_N, N, C, 1);
     }
     encoder_backward(G[P_WTE], a->dres, inputs, N, C, embed_scale(c));
-    if (ps->pe == PE_LEARNED) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
-    if (ps->pe == PE_TUPE) {
+    if (pe_is(ps->pe, PEF_WPE_ADDED)) learned_backward(G[P_WPE], a->dres, &a->pos, B, T, C);
+    if (pe_is(ps->pe, PEF_UNTIED)) {
         TupePass tp = tupe_pass(g, a, &a->pos, T, 0);  // the forward's projections again (small: T rows)
         tupe_backward(g, a, &tp);
     }
@@ -1269,8 +1274,8 @@ static void adamw_update(GPT *g, float lr, int t, float clip_scale) {
         for (size_t ch = 0; ch < chunks; ch++) {
             size_t i = ch * ADAMW_CHUNK, m = n - i < ADAMW_CHUNK ? n - i : ADAMW_CHUNK;
             adamw_array(g->params[k] + i, g->grads[k] + i, g->m[k] + i, g->v[k] + i, m, a);
-            for (size_t j = 0; PARAM_FLOOR[k] > -INFINITY && j < m; j++)  // the tensor's constraint
-                if (g->params[k][i + j] < PARAM_FLOOR[k]) g->params[k][i + j] = PARAM_FLOOR[k];
+            for (size_t j = 0; param_bounded(k) && j < m; j++)  // the tensor's constraint
+                g->params[k][i + j] = param_clamp(k, g->params[k][i + j]);
         }
     }
 }

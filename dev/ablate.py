@@ -31,12 +31,20 @@ Modes:
   are not the paper's; the comparison is qualitative (which row has the lower cliff).
 
 Run it from the repository root (the trainers' default data paths are relative to it).
-Rows run sequentially, one seed after another. A run whose evaluation JSON exists is
-skipped (rerun the same command to resume an interrupted table; --force reruns);
-a run folder with a checkpoint but no evaluation resumes from it (GPU runs write a
-checkpoint every --ckpt_every steps). Rows needing a flag (or a
---pos / --pe value) the trainer binary does not list in its --help are skipped with a
-message (rebuild with `make`).
+A run is one row and one seed. Runs go one after another, in table order; a run whose
+evaluation JSON exists is skipped (rerun the same command to resume an interrupted
+table; --force reruns); a run folder with a checkpoint but no evaluation resumes from it
+(GPU runs write a checkpoint every --ckpt_every steps). A fine-tune row starts from its
+baseline's run of the same seed only once that run has finished its evaluation. Rows
+needing a flag (or a --pos / --pe value) the trainer binary does not list in its --help
+are skipped with a message (rebuild with `make`).
+
+Where the runs run (the commands, and so the table, are the same; doc/cluster.md):
+    --gpus 0,1,2,3   up to one run per listed GPU at a time (CUDA_VISIBLE_DEVICES per run)
+    --jobs 2         --cpu: up to 2 runs at a time, the cores split between them (--threads)
+    --slurm          a Slurm job array, one task per run (<out>/slurm/ablate.sbatch), submitted
+                     with sbatch; rerun the same command when it ends to write the table and
+                     resubmit what failed (--collect: write and list only, submit nothing)
 
 Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu; runs/pe-survey[_cpu]):
     <slug>_seed<S>/      one run folder per row and seed (log, checkpoint, eval_*.json/.csv,
@@ -46,16 +54,22 @@ Output in --out (default runs/table<N>, runs/table<N>_cpu with --cpu; runs/pe-su
     table.csv            the same numbers as CSV
     loss.png, gain.png   dev/plot_eval.py (first seed of each row)
     timings.json         wall time of every run (train, each evaluation), by row and seed
+                         (each run's own in <slug>_seed<S>/timings.json)
+    slurm/               with --slurm: the array script, the submitted jobs (jobs.json) and
+                         each task's Slurm log (<job>_<task>.log)
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -287,6 +301,11 @@ class Run:
         self.train, self.evals, self.tags = train, evals, tags
         self.steps = steps              # optimizer steps the training runs to
         self.baseline_json = None
+        self.init_run = None            # a fine-tune: the run (same seed) whose checkpoint it starts from
+
+    @property
+    def name(self):
+        return os.path.basename(self.dir)
 
     def json(self, tag):
         return os.path.join(self.dir, tag + ".json")
@@ -294,6 +313,14 @@ class Run:
     @property
     def ckpt(self):
         return os.path.join(self.dir, "checkpoint.bin")
+
+    @property
+    def log(self):
+        return os.path.join(self.dir, "train.log")
+
+    def finished(self):
+        """True when every evaluation of the run is on disk."""
+        return all(os.path.exists(self.json(t)) for t in self.tags)
 
 
 def preset(spec, mode):
@@ -313,8 +340,6 @@ def build_runs(args, spec, mode):
     if args.vocab_size:
         data += ["--vocab_size", str(args.vocab_size)]
     for r in spec["rows"]:
-        if args.rows and r["slug"] not in args.rows:
-            continue
         # the model: preset (or Table 9's shape), window, vocabulary; repeated by --eval_only
         model = ["--model", pre["model"]] + pre.get("model_flags", [])
         if r["model"]:
@@ -357,6 +382,9 @@ def build_runs(args, spec, mode):
                 train = base + init + flags + extra + ["--seed", str(seed), "--out_dir", rundir, "--eval_len", str(L)]
                 evals, tags = [], ["eval_L%d" % L]
             runs.append(Run(r, seed, rundir, train, evals, tags, steps))
+    for run in runs:
+        run.init_run = next((b for b in runs if b.r["slug"] == run.r["init"] and b.seed == run.seed), None)
+    runs = [run for run in runs if not args.rows or run.r["slug"] in args.rows]
     # --baseline JSON for the non-baseline rows (same group, seed and evaluation tag)
     for run in runs:
         if run.r["baseline"] or spec.get("evals"):
@@ -368,14 +396,20 @@ def build_runs(args, spec, mode):
     return runs
 
 
-def trained(run):
-    """True when the run folder's log.jsonl reaches the run's last step."""
+def last_step(run):
+    """The last step the run folder's log.jsonl records (None without one)."""
     try:
         with open(os.path.join(run.dir, "log.jsonl")) as f:
             last = [ln for ln in f if ln.strip()][-1]
-        return json.loads(last).get("step", -1) >= run.steps
-    except (OSError, ValueError, IndexError, AttributeError):
-        return False
+        return int(json.loads(last)["step"])
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+def trained(run):
+    """True when the run folder's log.jsonl reaches the run's last step."""
+    step = last_step(run)
+    return step is not None and step >= run.steps
 
 
 def help_text(trainer):
@@ -409,13 +443,13 @@ def tail(path, n=15):
         return ""
 
 
-def run_cmd(cmd, log_path):
+def run_cmd(cmd, log_path, env=None):
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     t0 = time.time()
     with open(log_path, "a") as log:
         log.write("$ %s\n" % fmt_cmd(cmd))
         log.flush()
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     return rc, time.time() - t0
 
 
@@ -460,7 +494,7 @@ def write_report(args, spec, runs, mode, skipped_build):
     md = ["# %s" % spec["title"], "",
           "Mode: %s (`%s`), seeds %s, written by `python dev/ablate.py %s`." % (
               "GPU, 10M preset" if mode == "gpu" else "CPU scale, tiny preset, built-in corpus unless --train_data",
-              args.trainer, ",".join(map(str, args.seeds)), " ".join(sys.argv[1:])), ""]
+              args.trainer, ",".join(map(str, args.seeds)), " ".join(args.table_args)), ""]
     if spec.get("note"):
         md += ["Note: " + spec["note"], ""]
     csv_parts = []
@@ -574,9 +608,400 @@ def plots(args, spec, done):
         print(out if p.returncode == 0 else "plot failed (%s): %s" % (name, out.splitlines()[-1] if out else p.returncode))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 epilog="Details: the module docstring and doc/schemes.md.",
+# ---- running the runs: one after another, on several GPUs or cores, or as a Slurm task --------
+
+def baseline_state(b):
+    """Where a fine-tune's baseline run stands, for the message that refuses the fine-tune."""
+    if os.path.exists(b.ckpt):
+        step = last_step(b)
+        return "%s: a checkpoint at step %s of %d, no evaluation" % (b.dir, "?" if step is None else step, b.steps)
+    return "%s: %s" % (b.dir, "no checkpoint" if os.path.isdir(b.dir) else "not run")
+
+
+def unready_fine_tunes(runs):
+    """One line per fine-tune row of runs whose baseline run (same seed) has no finished
+    evaluation, naming the row to run or finish first."""
+    by_row = {}
+    for run in runs:
+        b = run.init_run
+        if b is not None and not b.finished():
+            by_row.setdefault((run.r["slug"], b.r["slug"]), []).append(b)
+    lines = []
+    for (ft, base), bs in by_row.items():
+        resumes = any(os.path.exists(b.ckpt) for b in bs)
+        lines.append("row '%s' fine-tunes row '%s' of the same seed, whose evaluation is not finished: %s: run "
+                     "--rows %s first%s" % (ft, base, "; ".join("seed %d (%s)" % (b.seed, baseline_state(b)) for b in bs),
+                                             base, " (it resumes from the checkpoint)" if resumes else ""))
+    return lines
+
+
+def train_command(args, run):
+    """The run's training command as its folder stands: resumed from its own checkpoint, else a
+    new run (--overwrite: the row's own folder); --baseline only once that JSON exists."""
+    cmd = run.train
+    if os.path.exists(run.ckpt) and not args.force:
+        if "--init_from" in cmd:                 # a fine-tune continues from its own checkpoint
+            i = cmd.index("--init_from")
+            cmd = cmd[:i] + cmd[i + 2:]
+        cmd = cmd + ["--resume", run.ckpt]       # interrupted (or evaluation missing): continue
+    else:
+        cmd = cmd + ["--overwrite"]
+    if run.baseline_json and not os.path.exists(run.baseline_json):
+        i = cmd.index("--baseline")
+        cmd = cmd[:i] + cmd[i + 2:]
+    return cmd
+
+
+SAY = threading.Lock()
+
+
+def say(text):
+    """One whole line (or lines) on stdout at a time: runs in parallel print from their threads."""
+    with SAY:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def execute(args, run, name, gpu=None, threads=None):
+    """One run, as every mode runs it: skipped when finished, refused when it fine-tunes a run
+    that is not, else trained and evaluated (the trainer's output in its train.log, its wall
+    times in its timings.json). gpu: CUDA_VISIBLE_DEVICES; threads: --threads. Returns True
+    when its evaluations are on disk."""
+    if run.finished() and not args.force:
+        say("%s: done already (%s), skipped" % (name, summary(run.json(run.tags[0]))))
+        return True
+    why = unready_fine_tunes([run])
+    if why:
+        say("%s: not started: %s" % (name, why[0]))
+        return False
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
+    more = ["--threads", str(threads)] if threads else []
+    say("%s: running%s (log %s)" % (name, " on GPU %s" % gpu if gpu is not None else "", run.log))
+    entry = {}
+    t0 = time.time()
+    rc = 0
+    if args.force or not (run.evals and trained(run)):   # Table 15: skip a finished training
+        rc, dt = run_cmd(train_command(args, run) + more, run.log, env)
+        entry["train_s"] = round(dt, 1)
+    for tag, e in zip(run.tags, run.evals):
+        if rc != 0:
+            break
+        if os.path.exists(run.json(tag)) and not args.force:
+            continue
+        rc, dt = run_cmd(e + more, run.log, env)
+        entry[tag + "_s"] = round(dt, 1)
+    dt = time.time() - t0
+    entry["total_s"] = round(dt, 1)
+    with open(os.path.join(run.dir, "timings.json"), "w") as f:
+        json.dump(entry, f)
+    if rc == 0 and run.finished():
+        res = "; ".join("%s %s" % (t, summary(run.json(t))) for t in run.tags) if len(run.tags) > 1 \
+            else summary(run.json(run.tags[0]))
+        say("%s: done in %.1fs (%s)" % (name, dt, res))
+        return True
+    say("%s: FAILED (exit %d) after %.1fs (log %s):\n%s" % (name, rc, dt, run.log, tail(run.log)))
+    return False
+
+
+def cpu_count():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_all(args, runs, gpus=None, jobs=1):
+    """Runs in table order, up to one per GPU of gpus (CUDA_VISIBLE_DEVICES), else jobs at a time
+    with the cores split between them; a fine-tune starts once its baseline's run, when it is
+    one of runs, has ended. Ctrl-C: the running trainers stop with a checkpoint, nothing new
+    starts, KeyboardInterrupt once they have."""
+    slots = list(gpus) if gpus else [None] * jobs
+    threads = max(1, cpu_count() // jobs) if jobs > 1 else None
+    waiting, running = list(runs), {}
+
+    def start(run, gpu):
+        name = "[%d/%d] %s, seed %d" % (runs.index(run) + 1, len(runs), run.r["label"], run.seed)
+        return execute(args, run, name, gpu, threads)
+
+    with concurrent.futures.ThreadPoolExecutor(len(slots)) as pool:
+        try:
+            while waiting or running:
+                unended = set(waiting) | {run for run, _ in running.values()}
+                for run in list(waiting):
+                    if slots and run.init_run not in unended:
+                        waiting.remove(run)
+                        gpu = slots.pop(0)
+                        running[pool.submit(start, run, gpu)] = (run, gpu)
+                ended, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for f in ended:
+                    slots.append(running.pop(f)[1])
+                    f.result()
+        except KeyboardInterrupt:
+            say("\ninterrupted: the running trainers stop with a checkpoint (rerun the same command to "
+                "resume); a second Ctrl-C stops them at once")
+            waiting.clear()
+            concurrent.futures.wait(running)
+            raise
+
+
+def write_timings(args, runs):
+    """<out>/timings.json: every run's own timings.json, by row and seed."""
+    path = os.path.join(args.out, "timings.json")
+    timings = load_timings(path)
+    for run in runs:
+        entry = load_timings(os.path.join(run.dir, "timings.json"))
+        if entry:
+            timings.setdefault(run.r["slug"], {"label": run.r["label"], "seeds": {}})["seeds"][str(run.seed)] = entry
+    with open(path, "w") as f:
+        json.dump(timings, f, indent=1)
+    return path
+
+
+def unfinished_lines(args, runs, active):
+    """By row and seed, each run without its evaluation: queued or running (active: name ->
+    state), failed or stopped (with its logs), or not run."""
+    task_logs = slurm_task_logs(args)
+    lines = []
+    for run in runs:
+        if run.finished():
+            continue
+        what = "%s seed %d (%s)" % (run.r["slug"], run.seed, run.r["label"])
+        logs = [p for p in (run.log, task_logs.get(run.name)) if p and os.path.exists(p)]
+        state = active.get(run.name) or ("failed or stopped; log " + ", ".join(logs) if logs else "not run")
+        lines.append("  %s: %s" % (what, state))
+    return lines
+
+
+def finish(args, spec, runs, runnable, mode, skipped_build, active=None):
+    """table.md, table.csv, timings.json and the plots from the finished runs, then the
+    runnable ones that are not: returns 1 when some are."""
+    rep = write_report(args, spec, runs, mode, skipped_build)
+    if rep:
+        text, done = rep
+        print()
+        print(text)
+        print("wrote %s, %s, %s" % (os.path.join(args.out, "table.md"), os.path.join(args.out, "table.csv"),
+                                    write_timings(args, runs)))
+        plots(args, spec, done)
+    lines = unfinished_lines(args, runnable, active or {})
+    if lines:
+        print("%d of %d runs not finished:" % (len(lines), len(runnable)))
+        print("\n".join(lines))
+        return 1
+    return 0
+
+
+# ---- Slurm: one job array per table, submitted with sbatch, followed with squeue -------------
+
+def slurm_dir(args):
+    return os.path.join(args.out, "slurm")
+
+
+def load_jobs(args):
+    """The arrays submitted for this table: [{"job": id, "tasks": {index: run name}}]."""
+    try:
+        with open(os.path.join(slurm_dir(args), "jobs.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as e:
+        die("%s: unreadable (%s): move it aside to forget the submitted jobs" % (
+            os.path.join(slurm_dir(args), "jobs.json"), e))
+
+
+def slurm_task_logs(args):
+    """Run name -> the Slurm log of its last submitted task that wrote one."""
+    logs = {}
+    for job in load_jobs(args):
+        for index, name in job["tasks"].items():
+            p = os.path.join(slurm_dir(args), "%s_%s.log" % (job["job"], index))
+            if os.path.exists(p):
+                logs[name] = p
+    return logs
+
+
+def slurm_active(args, jobs):
+    """Run name -> 'pending (job 12_3)' for the tasks of jobs that squeue still lists."""
+    if not jobs:
+        return {}
+    if not shutil.which("squeue"):
+        print("# note: squeue not found: the runs of the jobs in %s count as ended" % os.path.join(slurm_dir(args),
+                                                                                                "jobs.json"))
+        return {}
+    try:
+        p = subprocess.run(["squeue", "--noheader", "--array", "--user=%d" % os.getuid(), "--format=%i %T"],
+                           capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        die("squeue: %s (the table's jobs are in %s)" % (e, os.path.join(slurm_dir(args), "jobs.json")))
+    if p.returncode != 0:
+        die("squeue failed: %s" % (p.stderr.strip() or "exit %d" % p.returncode))
+    names = {(job["job"], index): name for job in jobs for index, name in job["tasks"].items()}
+    active = {}
+    for line in p.stdout.splitlines():
+        task, _, state = line.strip().partition(" ")
+        name = names.get(tuple(task.split("_", 1)))
+        if name:
+            active[name] = "%s (job %s)" % (state.lower(), task)
+    return active
+
+
+def index_ranges(indices):
+    """[0, 1, 2, 5] -> '0-2,5' (sbatch --array)."""
+    parts, i = [], 0
+    while i < len(indices):
+        j = i
+        while j + 1 < len(indices) and indices[j + 1] == indices[j] + 1:
+            j += 1
+        parts.append(str(indices[i]) if i == j else "%d-%d" % (indices[i], indices[j]))
+        i = j + 1
+    return ",".join(parts)
+
+
+def slurm_script(args, spec, runs):
+    """The table's array script: task i runs runs[i] through this script's --task."""
+    cmd = [sys.executable, os.path.abspath(__file__)] + args.table_args + ["--task"]
+    lines = ["#!/bin/bash",
+             "# %s" % spec["title"],
+             "# One array task per row and seed, written by dev/ablate.py --slurm. Task i runs RUNS[i]",
+             "# with the table's dev/ablate.py command and --task: the trainer commands the sequential",
+             "# path runs for it (a finished run skipped, an interrupted one resumed from its checkpoint,",
+             "# a fine-tune refused until its baseline's evaluation exists), the trainer's output in",
+             "# <out>/<run>/train.log, this task's in the --output file below.",
+             "#SBATCH --job-name=ablate-%s" % os.path.basename(os.path.abspath(args.out)),
+             "#SBATCH --chdir=%s" % shlex.quote(os.getcwd()),
+             "#SBATCH --output=%s" % shlex.quote(os.path.join(os.path.abspath(slurm_dir(args)), "%A_%a.log")),
+             "RUNS=("]
+    lines += ["    %s  # %d: %s, seed %d" % (run.name, i, run.r["label"], run.seed) for i, run in enumerate(runs)]
+    lines += [")", "exec %s \"${RUNS[$SLURM_ARRAY_TASK_ID]}\"" % fmt_cmd(cmd), ""]
+    return "\n".join(lines)
+
+
+def slurm_submit(args, spec, runs):
+    """Submits the runs not finished as one array, and the fine-tunes of its runs as a second
+    array that starts once the first's tasks of their baselines have ended, successful or not
+    (afterany: each fine-tune then checks its own baseline's evaluation, so a failed baseline
+    holds back only its own fine-tunes, and nothing waits forever on a dependency)."""
+    todo = [run for run in runs if args.force or not run.finished()]
+    if not todo:
+        return
+    first = [run for run in todo if run.init_run not in todo]
+    second = [run for run in todo if run.init_run in todo]
+    path = os.path.join(slurm_dir(args), "ablate.sbatch")
+    arrays = [(first, False)] + ([(second, True)] if second else [])
+
+    def sbatch(part, first_job=None):
+        """The sbatch command of an array; the second's waits for its baselines' tasks in the first."""
+        after = sorted({runs.index(r.init_run) for r in part}) if first_job else []
+        return ["sbatch", "--parsable", "--array=" + index_ranges([runs.index(r) for r in part])] + \
+            (["--dependency=afterany:" + ":".join("%s_%d" % (first_job, i) for i in after)] if after else []) + \
+            shlex.split(args.slurm_args or "") + [path]
+    if args.dry_run:
+        print("# %s:\n%s" % (path, slurm_script(args, spec, runs)))
+        print("FIRST=$(%s)" % fmt_cmd(sbatch(first)))
+        if second:
+            print(fmt_cmd(sbatch(second, "FIRST")).replace("FIRST_", "${FIRST}_"))
+        return
+    os.makedirs(slurm_dir(args), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(slurm_script(args, spec, runs))
+    jobs = load_jobs(args)
+    first_id = None
+    for part, dependent in arrays:
+        cmd = sbatch(part, first_id if dependent else None)
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            die("%s failed%s: %s" % (fmt_cmd(cmd), " (job %s was submitted)" % first_id if first_id else "",
+                                     (p.stderr or p.stdout).strip() or "exit %d" % p.returncode))
+        job = p.stdout.strip().split(";")[0]
+        first_id = first_id or job
+        jobs.append({"job": job, "tasks": {str(runs.index(r)): r.name for r in part}})
+        with open(os.path.join(slurm_dir(args), "jobs.json"), "w") as f:
+            json.dump(jobs, f, indent=1)
+        print("submitted job %s: %d run(s)%s, %s" % (job, len(part), " (fine-tunes, after their baselines' tasks of "
+                                                     "job %s)" % first_id if dependent else "",
+                                                     ", ".join(r.name for r in part)))
+    print("script %s, task logs %s/<job>_<task>.log\nwhen the jobs end (squeue --me), rerun this command to write "
+          "%s and resubmit what failed, or only write it and list what failed: %s" % (
+              path, slurm_dir(args), os.path.join(args.out, "table.md"),
+              fmt_cmd(["python", "dev/ablate.py"] + args.table_args + ["--collect"])))
+
+
+def where_flags(ap):
+    """Where the runs run, not what they compute: the options that table.md's command and the
+    array tasks' command leave out."""
+    g = ap.add_argument_group("where the runs run (the commands, and so the table, are the same)")
+    return [
+        g.add_argument("--gpus", default=None, metavar="LIST",
+                       help="GPU mode: up to one run per listed GPU at a time, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES "
+                            "per run)"),
+        g.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="--cpu: up to N runs at a time, the cores split between them (--threads)"),
+        g.add_argument("--slurm", action="store_true",
+                       help="submit a Slurm job array, one task per run (<out>/slurm/); rerun the same command when "
+                            "it ends to write the table and resubmit what failed"),
+        g.add_argument("--slurm_args", default=None, metavar="OPTIONS",
+                       help="more sbatch options, one string: '--partition=gpu --gres=gpu:1 --time=1:00:00' "
+                            "(a single one as --slurm_args=--gres=gpu:1)"),
+        g.add_argument("--collect", action="store_true",
+                       help="run nothing: write the table from the finished runs, list the others by row and seed"),
+        g.add_argument("--task", default=None, metavar="RUN",
+                       help="run only RUN (<slug>_seed<S>), write no table: what each task of --slurm runs"),
+        g.add_argument("--dry_run", action="store_true", help="print the commands (with --slurm: the script) only"),
+    ]
+
+
+def table_argv(actions, argv):
+    """argv without the options of actions (as typed: --flag value or --flag=value)."""
+    takes_value = {o: a.nargs != 0 for a in actions for o in a.option_strings}
+    out, skip = [], False
+    for tok in argv:
+        key = tok.split("=", 1)[0]
+        if skip:
+            skip = False
+        elif key in takes_value:
+            skip = takes_value[key] and "=" not in tok
+        else:
+            out.append(tok)
+    return out
+
+
+def parse_gpus(v):
+    gpus = [g.strip() for g in v.split(",")]
+    bad = [g for g in gpus if not re.fullmatch(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+", g)]
+    if bad or not gpus:
+        die("--gpus: comma-separated GPU indices or UUIDs (as CUDA_VISIBLE_DEVICES takes them), got %r" % v)
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        die("--gpus: %s listed twice (one run per GPU at a time)" % ", ".join(twice))
+    return gpus
+
+
+def check_where(args, mode):
+    """The where-flags' values and combinations."""
+    if args.gpus is not None:
+        if mode == "cpu":
+            die("--gpus: GPU mode only (--cpu runs split the cores: --jobs N)")
+        args.gpus = parse_gpus(args.gpus)
+    if args.jobs < 1:
+        die("--jobs: at least 1, got %d" % args.jobs)
+    if args.jobs > 1 and mode == "gpu":
+        die("--jobs: --cpu runs only (GPU runs: list the GPUs with --gpus)")
+    if args.jobs > cpu_count():
+        die("--jobs %d: more runs at a time than the %d cores (each run needs one)" % (args.jobs, cpu_count()))
+    if args.slurm_args is not None and not args.slurm:
+        die("--slurm_args without --slurm")
+    local = args.gpus is not None or args.jobs > 1
+    if args.slurm and local:
+        die("--slurm with --gpus/--jobs: the cluster places the runs (ask for GPUs with --slurm_args)")
+    if args.collect and args.dry_run:
+        die("--collect with --dry_run: --collect runs nothing already")
+    if args.task and (args.slurm or args.collect or args.dry_run or local):
+        die("--task runs one run here: not with --slurm, --collect, --dry_run, --gpus or --jobs")
+    if args.slurm and not args.collect and not args.dry_run and not shutil.which("sbatch"):
+        die("--slurm: sbatch not found: run it where Slurm's commands are (a login node)")
+
+
+def parse_args(argv):
+    """The flags, checked: every bad value or combination ends here with one line."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
+                                 epilog="Details: the module docstring, doc/schemes.md and doc/cluster.md.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table", type=lambda v: int(v) if v.isdigit() else v, required=True,
                     choices=list(TABLES), metavar="{%s}" % ",".join(map(str, TABLES)))
@@ -590,7 +1015,7 @@ def main(argv=None):
     ap.add_argument("--rows", default=None, help="only these row slugs (comma-separated; see --dry_run)")
     ap.add_argument("--ckpt_every", type=int, default=250, help="GPU runs: checkpoint every N steps (0: end only)")
     ap.add_argument("--force", action="store_true", help="rerun rows whose evaluation exists")
-    ap.add_argument("--dry_run", action="store_true", help="print the commands only")
+    where = where_flags(ap)
     args = ap.parse_args(argv)
     missing.check()
     mode = "cpu" if args.cpu else "gpu"
@@ -601,12 +1026,18 @@ def main(argv=None):
         die("--seeds: comma-separated integers, got %r" % args.seeds)
     if not args.seeds:
         die("--seeds: no seed")
+    twice = sorted({s for s in args.seeds if args.seeds.count(s) > 1})
+    if twice:
+        die("--seeds: %s listed twice (a seed is one run: the mean and std would count it twice)"
+            % ", ".join(map(str, twice)))
     args.rows = set(args.rows.split(",")) if args.rows else None
     if args.rows:
         unknown = args.rows - {r["slug"] for r in spec["rows"]}
         if unknown:
             die("--rows: unknown %s (table %s has %s)" % (", ".join(sorted(unknown)), args.table,
                                                           ", ".join(r["slug"] for r in spec["rows"])))
+    check_where(args, mode)
+    args.table_args = table_argv(where, argv)
     args.trainer = args.trainer or ("./train_gpt_cpu" if args.cpu else "./train_gpt")
     args.out = args.out or os.path.join("runs", ("table%d" % args.table if isinstance(args.table, int) else args.table)
                                         + ("_cpu" if args.cpu else ""))
@@ -620,23 +1051,24 @@ def main(argv=None):
             args.train_data = args.train_data or "data/openwebtext/*_train_*.bin"
             args.val_data = args.val_data or "data/openwebtext/*_val_*.bin"
             print("# dry run without --train_data/--val_data: showing the README's OpenWebText paths")
-        elif not args.dry_run:
+        elif not (args.dry_run or args.collect):
             for flag, g in (("--train_data", args.train_data), ("--val_data", args.val_data)):
                 if not glob.glob(g):
                     die("%s %r matches no file" % (flag, g))
     elif args.train_data and not args.val_data:
         die("--train_data without --val_data: give both (the built-in validation set is byte-level)")
+    return args, spec, mode
 
-    runs = build_runs(args, spec, mode)
+
+def available(args, runs):
+    """The runs whose flags the trainer's --help lists, and the rows it cannot run."""
     htxt = help_text(args.trainer) if os.access(args.trainer, os.X_OK) else None
-    if htxt is None:
+    if htxt is None and not args.collect:
         msg = "%s is not built (make%s; run this script from the repository root)" % (
             args.trainer, "" if args.cpu else " on a machine with nvcc, or use --cpu")
         if not args.dry_run:
             die(msg)
         print("# note: " + msg)
-    print("# %s | %s mode | %d rows x %d seeds | out %s" % (
-        spec["title"], mode.upper(), len({r.r["slug"] for r in runs}), len(args.seeds), args.out))
     skipped_build, runnable = [], []
     seen_bad = set()
     for run in runs:
@@ -649,85 +1081,75 @@ def main(argv=None):
                       % (run.r["label"], ", ".join(miss), args.trainer))
             continue
         runnable.append(run)
+    return runnable, skipped_build
 
-    if args.dry_run:
-        for run in runnable:
-            print("\n# %s, seed %d" % (run.r["label"], run.seed))
-            print(fmt_cmd(run.train))
-            for e in run.evals:
-                print(fmt_cmd(e))
-        print("\n# then: dev/eval_table.py on the run folders -> %s/table.md (baseline: %s), dev/plot_eval.py -> "
-              "%s/loss.png, %s/gain.png" % (args.out, ", ".join(sorted({r.r["label"] for r in runs if r.r["baseline"]}))
-                                             or "-", args.out, args.out))
+
+def print_plan(args, runs, runnable):
+    """--dry_run: the commands, as the chosen way runs them."""
+    threads = max(1, cpu_count() // args.jobs) if args.jobs > 1 else None
+    more = ["--threads", str(threads)] if threads else []
+    if args.gpus:
+        print("# up to %d runs at a time, one per GPU: CUDA_VISIBLE_DEVICES=%s" % (len(args.gpus), "|".join(args.gpus)))
+    elif threads:
+        print("# up to %d runs at a time, %d threads each" % (args.jobs, threads))
+    for run in runnable:
+        print("\n# %s, seed %d" % (run.r["label"], run.seed))
+        print(fmt_cmd(run.train + more))
+        for e in run.evals:
+            print(fmt_cmd(e + more))
+    print("\n# then: dev/eval_table.py on the run folders -> %s/table.md (baseline: %s), dev/plot_eval.py -> "
+          "%s/loss.png, %s/gain.png" % (args.out, ", ".join(sorted({r.r["label"] for r in runs if r.r["baseline"]}))
+                                         or "-", args.out, args.out))
+
+
+def slurm_or_collect(args, spec, mode, runs, runnable, skipped_build):
+    """--collect: the table and what is missing. --slurm: nothing while the table's tasks are
+    queued or running; else the table (after a submission, or when every run is finished),
+    then the unfinished runs submitted."""
+    active = slurm_active(args, load_jobs(args))
+    if args.collect:
+        return finish(args, spec, runs, runnable, mode, skipped_build, active)
+    if active:
+        print("%d run(s) still queued or running: rerun this command when they end (squeue --me)\n%s" % (
+            len(active), "\n".join(unfinished_lines(args, runnable, active))))
         return 0
-
-    os.makedirs(args.out, exist_ok=True)
-    tpath = os.path.join(args.out, "timings.json")
-    timings = load_timings(tpath)
-    failed = []
-    t_all = time.time()
-    for k, run in enumerate(runnable):
-        name = "[%d/%d] %s, seed %d" % (k + 1, len(runnable), run.r["label"], run.seed)
-        if not args.force and all(os.path.exists(run.json(t)) for t in run.tags):
-            print("%s: done already (%s), skipped" % (name, summary(run.json(run.tags[0]))), flush=True)
-            continue
-        print("%s: running ..." % name, end="", flush=True)
-        log = os.path.join(run.dir, "train.log")
-        entry = {}
-        t0 = time.time()
-        ok = True
-        if args.force or not (run.evals and trained(run)):   # Table 15: skip a finished training
-            cmd = run.train
-            if os.path.exists(run.ckpt) and not args.force:
-                if "--init_from" in cmd:                 # a fine-tune continues from its own checkpoint
-                    i = cmd.index("--init_from")
-                    cmd = cmd[:i] + cmd[i + 2:]
-                cmd = cmd + ["--resume", run.ckpt]       # interrupted (or evaluation missing): continue
-            else:
-                cmd = cmd + ["--overwrite"]              # the row's own folder: a rerun replaces what is there
-            if "--init_from" in cmd and not os.path.exists(cmd[cmd.index("--init_from") + 1]):
-                print(" failed: it fine-tunes row '%s', whose checkpoint %s does not exist (run --rows %s first)"
-                      % (run.r["init"], cmd[cmd.index("--init_from") + 1], run.r["init"]), flush=True)
-                failed.append(run)
-                continue
-            if run.baseline_json and not os.path.exists(run.baseline_json):
-                i = cmd.index("--baseline")
-                cmd = cmd[:i] + cmd[i + 2:]
-            rc, dt = run_cmd(cmd, log)
-            entry["train_s"] = round(dt, 1)
-            ok = rc == 0
-        for tag, e in zip(run.tags, run.evals):
-            if not ok:
-                break
-            if os.path.exists(run.json(tag)) and not args.force:
-                continue
-            rc, dt = run_cmd(e, log)
-            entry[tag + "_s"] = round(dt, 1)
-            ok = rc == 0
-        dt = time.time() - t0
-        entry["total_s"] = round(dt, 1)
-        timings.setdefault(run.r["slug"], {"label": run.r["label"], "seeds": {}})["seeds"][str(run.seed)] = entry
-        with open(tpath, "w") as f:
-            json.dump(timings, f, indent=1)
-        if ok and all(os.path.exists(run.json(t)) for t in run.tags):
-            res = "; ".join("%s %s" % (t, summary(run.json(t))) for t in run.tags) if len(run.tags) > 1 \
-                else summary(run.json(run.tags[0]))
-            print(" done in %.1fs (%s) [elapsed %.0fs]" % (dt, res, time.time() - t_all), flush=True)
-        else:
-            failed.append(run)
-            print(" FAILED after %.1fs (log %s):\n%s" % (dt, log, tail(log)), flush=True)
-
-    rep = write_report(args, spec, runs, mode, skipped_build)
-    if rep:
-        text, done = rep
-        print()
-        print(text)
-        print("wrote %s, %s, %s" % (os.path.join(args.out, "table.md"), os.path.join(args.out, "table.csv"), tpath))
-        plots(args, spec, done)
-    if failed:
-        print("%d run(s) failed: %s" % (len(failed), ", ".join("%s seed %d" % (r.r["slug"], r.seed) for r in failed)))
-        return 1
+    if not args.dry_run and (load_jobs(args) or all(run.finished() for run in runnable)):
+        finish(args, spec, runs, runnable, mode, skipped_build)
+    slurm_submit(args, spec, runnable)
     return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, spec, mode = parse_args(argv)
+    runs = build_runs(args, spec, mode)
+    if args.task:
+        runs = [run for run in runs if run.name == args.task]
+        if not runs:
+            die("--task: no run %r in table %s with these --rows and --seeds" % (args.task, args.table))
+    print("# %s | %s mode | %d rows x %d seeds | out %s" % (
+        spec["title"], mode.upper(), len({r.r["slug"] for r in runs}), len({r.seed for r in runs}), args.out))
+    runnable, skipped_build = available(args, runs)
+    if not args.collect:   # a fine-tune needs its baseline's evaluation, or its baseline among the runs
+        bad = unready_fine_tunes([run for run in runnable if (args.force or not run.finished())
+                                  and (args.task or run.init_run not in runnable)])
+        if bad and not args.dry_run:
+            die("; ".join(bad))
+        for line in bad:
+            print("# note: " + line)
+    if args.dry_run and not args.slurm:
+        print_plan(args, runs, runnable)
+        return 0
+    if args.collect or args.slurm:
+        return slurm_or_collect(args, spec, mode, runs, runnable, skipped_build)
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        run_all(args, runnable, args.gpus, args.jobs)
+    except KeyboardInterrupt:
+        return 130
+    if args.task:
+        return 0 if all(run.finished() for run in runnable) else 1
+    return finish(args, spec, runs, runnable, mode, skipped_build)
 
 
 if __name__ == "__main__":

@@ -60,13 +60,8 @@ PY=.venv-bench/bin/python
 if [ "$SMOKE" = 1 ]; then
     PY=""
 elif ! [ -x $PY ] || ! cmp -s dev/requirements-bench.txt .venv-bench/requirements.txt; then
-    echo "setting up .venv-bench (PyTorch, once)..."
-    rm -rf .venv-bench
-    if python3 -m venv .venv-bench &&
-        { .venv-bench/bin/pip install --quiet -r dev/requirements-bench.txt --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
-          .venv-bench/bin/pip install --quiet -r dev/requirements-bench.txt; }; then
-        cp dev/requirements-bench.txt .venv-bench/requirements.txt
-    else
+    echo "setting up .venv-bench (PyTorch, once; the Makefile's venv-bench, shared with make reference)..."
+    if ! make -s venv-bench; then
         rm -rf .venv-bench
         echo "note: could not install PyTorch: the PyTorch columns say n/a"
     fi

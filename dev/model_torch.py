@@ -42,6 +42,8 @@ and after them, only when present (EXTRA_NAMES):
     fire_w2    (L, NH, 32)      pos_kind "fire"
     fire_c     (L)              pos_kind "fire"
     fire_thresh (L)             pos_kind "fire"
+    kerple_pow_r1 (L, NH)       pos_kind "kerple-power"
+    kerple_pow_r2 (L, NH)       pos_kind "kerple-power"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -49,8 +51,8 @@ Positions: p_t = alpha * t (+ offset), per layer alpha allowed. RoPE pairs
 element j with j + hd/2, angle p_t * theta_j, theta_j = base^(-2j/hd).
 Logits over the padded vocabulary Vp are masked to -inf for columns >= V.
 
-Position kinds (`pos_kind`, POS_KINDS; the integer is the `pos_kind` tensor of the
-reference files):
+Position kinds (`pos_kind`: the entries of ENCODINGS, one per encoding, in the trainer's
+PE_TABLE order; the integer is the `pos_kind` tensor of the reference files):
     0 "rope"   the rotation above;
     1 "nope"   no positional signal: q and k are not rotated, the causal mask only;
     2 "alibi"  no rotation; after the 1/sqrt(hd) scale the attention logit of query i
@@ -89,14 +91,23 @@ reference files):
                ignored, as for "learned").
     11 "kerple" KERPLE's log variant (Chi et al. 2022): no rotation; the scaled logit of query
                i and key j <= i gets -kerple_r1[l, h] * ln(1 + kerple_r2[l, h] * alpha_l (i - j)),
-               r1, r2 (L, NH) learned and held at or above 0.01 after every step (FLOORS, as
+               r1, r2 (L, NH) learned and held at or above 0.01 after every step (BOUNDS, as
                KERPLE's code clamps them; no weight decay), the distance in float32 as the C
                code forms it.
     12 "fire"  FIRE (Li et al. 2023): no rotation; the scaled logit of query i and key j <= i
                gets f_h(x), x = psi(alpha_l (i - j)) / psi(max(L_l, alpha_l i)), psi(u) =
                ln(c_l u + 1), f = fire_w2[l] relu(fire_w1[l] x + fire_b1[l]) (32 units, an output
-               per head, no output bias), c = fire_c, L = fire_thresh held at or above 0.01 (FLOORS);
+               per head, no output bias), c = fire_c, L = fire_thresh held at or above 0.01 (BOUNDS);
                the distance and the query's position in float32 as the C code forms them.
+    13 "xpos"  xPos (Sun et al. 2023, torchscale's XPOS): the RoPE rotation above, with each
+               pair j of a query at position n scaled by zeta_j^(n' / 512) and of a key at m by
+               zeta_j^(-m' / 512), zeta_j = (2j + 0.4 hd) / (1.4 hd), n', m' the positions
+               centred on the sequence's middle as torchscale centres them (xpos_scales); no
+               parameters.
+    14 "kerple-power" KERPLE's power variant: the scaled logit of query i and key j <= i gets
+               -kerple_pow_r1[l, h] * (alpha_l (i - j))^kerple_pow_r2[l, h], r1 >= 0.01 and
+               r2 in [0.01, 2] held after every step (BOUNDS, as KERPLE's code clamps them;
+               r1 drawn U(0, 1), r2 U(0, 2)); no weight decay.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -109,7 +120,7 @@ used by the benchmark).
 """
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, field
 
 import torch
 import torch.nn as nn
@@ -117,12 +128,6 @@ import torch.nn.functional as F
 
 PARAM_NAMES = ["wte", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
                "w_gate", "w_up", "w_down", "final_norm"]
-EXTRA_NAMES = ["wpe", "q_norm", "k_norm", "attn_bias", "rel_key", "tpe_w1", "tpe_b1", "tpe_w2", "tupe_uq",
-               "tupe_uk", "tupe_ln_w", "tupe_ln_b", "tupe_bq", "kerple_r1", "kerple_r2", "fire_w1",
-               "fire_b1", "fire_w2", "fire_c",
-               "fire_thresh"]  # after PARAM_NAMES, when present
-FLOORS = {"kerple_r1": 0.01, "kerple_r2": 0.01, "fire_c": 0.01, "fire_thresh": 0.01}  # the least value kept after each step
-DECAY_NAMES = {"wte", "wpe", "rel_key", "tpe_w2", "tupe_uq", "tupe_uk", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"}
 
 
 def pad_vocab(V, multiple=128):
@@ -161,8 +166,6 @@ class Config:
         return d
 
 
-POS_KINDS = {"rope": 0, "nope": 1, "alibi": 2, "sinusoidal": 3, "learned": 4, "erpe": 5, "t5": 6, "tape": 7, "shaw": 8,
-             "tpe": 9, "tupe": 10, "kerple": 11, "fire": 12}
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 TPE_HIDDEN = 32
 FIRE_HIDDEN = 32
@@ -178,12 +181,12 @@ def t5_bucket(n, num_buckets=T5_BUCKETS, max_distance=T5_MAX_DISTANCE):
     return torch.where(n < exact, n, large.clamp(max=num_buckets - 1))
 
 
-def rel_buckets(T, alpha, pos_kind, clip):
+def rel_buckets(T, alpha, t5, clip):
     """(T, T) bucket of query i, key j: floor(alpha * (i - j)) (the distance in fp32, as the
-    C code forms it), clipped (erpe) or T5-bucketed; 0 above the diagonal (masked)."""
+    C code forms it), clipped (eRPE, Shaw) or T5-bucketed (t5 True); 0 above the diagonal (masked)."""
     i = torch.arange(T, dtype=torch.float32)
     d = torch.floor(torch.tensor(alpha, dtype=torch.float32) * (i[:, None] - i[None, :]).clamp(min=0)).long()
-    return t5_bucket(d) if pos_kind == "t5" else d.clamp(max=clip)
+    return t5_bucket(d) if t5 else d.clamp(max=clip)
 
 
 def distances(T, alpha):
@@ -266,8 +269,219 @@ def apply_rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def xpos_scales(T, hd, alpha, dtype, device, scale_base=512.0):
+    """(T, hd/2) xPos's scales of queries and of keys (Sun et al. 2023, torchscale's XPOS):
+    zeta_j^(e_t / scale_base) and its inverse, zeta_j = (2j + 0.4 hd) / (1.4 hd), written from
+    torchscale's code: the exponent e_t is the position alpha t + offset centred on the
+    sequence's middle token, as torchscale centres it (a constant that cancels in q . k; the C
+    code does not centre). Float64."""
+    zeta = (torch.arange(0, hd, 2, dtype=torch.float64, device=device) + 0.4 * hd) / (1.4 * hd)
+    min_pos = -T // 2                                  # torchscale's, with no cache offset
+    e = alpha * (torch.arange(T, dtype=torch.float64, device=device) + min_pos)  # p_t - p_(-min_pos): offset cancels
+    scale = zeta[None, :] ** (e[:, None] / scale_base)
+    return scale.to(dtype), (1.0 / scale).to(dtype)
+
+
 def rmsnorm(x, gain, eps):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gain
+
+
+# ----------------------------------------------------------------------------
+# The encodings: one entry each, in the trainer's PE_TABLE order (llmc/schedule.h; the index is
+# the pos_kind the reference files store). An entry holds what the model needs of it: its own
+# tensors (name, shape of (cfg, model), init of (shape, generator, cfg): drawn in EXTRA_NAMES
+# order after the core tensors), their bounds [lo, hi] (held after the init and each optimizer
+# step) and which of them AdamW decays, its tables for a pass (tables: the forward's cos/sin
+# and scales of a rotation, logit biases, embedding terms; see LlamaRoPE.forward_tables), its
+# --rel_clip default, and for dev/pytorch_reference.py what its file starts from (reference:
+# values away from the init, drawn after it) and its finite-difference step. Adding an
+# encoding here is one entry.
+
+def normal(std):
+    return lambda shape, gen, cfg: torch.randn(shape, generator=gen, dtype=torch.float32) * std
+
+
+def const(value):  # value: a number or a function of cfg
+    return lambda shape, gen, cfg: torch.full(shape, float(value(cfg) if callable(value) else value), dtype=torch.float32)
+
+
+def uniform_to(hi):
+    """U(0, hi), as KERPLE's code draws (hi * rand)."""
+    return lambda shape, gen, cfg: hi * torch.rand(shape, generator=gen, dtype=torch.float32)
+
+
+def uniform_sym(bound):
+    """U(-bound, bound), nn.Linear's default for a fan-in of 1 / bound^2."""
+    return lambda shape, gen, cfg: (2 * torch.rand(shape, generator=gen, dtype=torch.float32) - 1) * bound
+
+
+def const_after_draw(value):
+    """value, after a U(-1/sqrt(32), 1/sqrt(32)) draw it discards (FIRE's c and L: drawn as its
+    MLP, then set; the draws after them stay those the files were made with)."""
+    def init(shape, gen, cfg):
+        uniform_sym(1.0 / math.sqrt(FIRE_HIDDEN))(shape, gen, cfg)
+        return const(value)(shape, gen, cfg)
+    return init
+
+
+@dataclass(frozen=True)
+class Encoding:
+    tables: object                                # (model, T, alphas (L floats), offset) -> dict of forward_tables' tables
+    tensors: tuple = ()                           # (name, shape(cfg, model), init(shape, generator, cfg))
+    bounds: dict = field(default_factory=dict)    # name -> (lo, hi)
+    decay: frozenset = frozenset()                # its tensors that AdamW decays
+    clip: object = lambda cfg: cfg.T - 1          # --rel_clip's default (eRPE's, Shaw's buckets)
+    reference: object = None                      # (model, generator): the reference file's start, after the init
+    fd_step: float = 1e-3                         # the reference's finite-difference step
+
+
+def rope_tables(m, T, alphas, offset):
+    cos, sin = m.rope_tables(T, alphas, offset)
+    return {"cos": cos, "sin": sin}
+
+
+def xpos_tables(m, T, alphas, offset):
+    """RoPE's rotation with xPos's scales on cos and sin, queries' and keys' (xpos_scales)."""
+    t = rope_tables(m, T, alphas, offset)
+    sq, sk = zip(*[xpos_scales(T, m.cfg.hd, a, m.wte.dtype, m.wte.device) for a in alphas])
+    return dict(t, scale_q=torch.stack(sq), scale_k=torch.stack(sk))
+
+
+def sinusoidal_tables(scale):
+    """PE(p_t) added to the embedding scaled by sqrt(C) (layer 0's alpha: the embedding is below every layer)."""
+    return lambda m, T, alphas, offset: {"pe": sinusoidal_pe(T, m.cfg.C, alphas[0], m.wte.dtype, m.wte.device, offset,
+                                                             scale(m.cfg))}
+
+
+def learned_tables(m, T, alphas, offset):
+    assert T <= m.cfg.T, f"learned APE has {m.cfg.T} rows, got T = {T}"
+    return {"wpe": m.wpe[:T]}
+
+
+def table_bias_tables(t5):
+    """a learned bias per layer, head and bucket of floor(alpha_l (i - j)): clipped, or T5's buckets"""
+    return lambda m, T, alphas, offset: {"bias": torch.stack([m.attn_bias[l][:, rel_buckets(T, a, t5, m.rel_clip)]
+                                                               for l, a in enumerate(alphas)])}
+
+
+def tupe_tables(m, T, alphas, offset):
+    """T5's buckets of i - j (integer positions: alpha ignored), one table, and the untied positions' term,
+    shared by the layers"""
+    cfg, NH, hd = m.cfg, m.cfg.NH, m.cfg.hd
+    bias = m.attn_bias[0][:, rel_buckets(T, 1.0, True, m.rel_clip)].expand(cfg.L, -1, -1, -1)
+    p = F.layer_norm(m.wpe[:T], (cfg.C,), m.tupe_ln_w, m.tupe_ln_b, eps=1e-5)
+    pq = F.linear(p, m.tupe_uq, m.tupe_bq).view(T, NH, hd).transpose(0, 1)  # (NH,T,hd)
+    pk = F.linear(p, m.tupe_uk).view(T, NH, hd).transpose(0, 1)
+    return {"bias": bias, "untied": (pq @ pk.transpose(-2, -1)) / math.sqrt(2 * hd)}  # (NH,T,T)
+
+
+def kerple_tables(m, T, alphas, offset):
+    """-r1 ln(1 + r2 dist) per layer and head"""
+    return {"bias": torch.stack([-m.kerple_r1[l][:, None, None]
+                                 * torch.log(1 + m.kerple_r2[l][:, None, None] * distances(T, a).to(m.wte.dtype))
+                                 for l, a in enumerate(alphas)])}
+
+
+def kerple_power_tables(m, T, alphas, offset):
+    """-r1 dist^r2 per layer and head (torch's pow takes d(0^r2)/dr2 as 0)"""
+    return {"bias": torch.stack([-m.kerple_pow_r1[l][:, None, None]
+                                 * distances(T, a).to(m.wte.dtype) ** m.kerple_pow_r2[l][:, None, None]
+                                 for l, a in enumerate(alphas)])}
+
+
+def kerple_power_reference(m, gen):
+    """layer 0's powers at their ceiling 2 (the trainer's too: AdamW's steps push some above it, where the
+    bound holds them: a path that ignores it fails the file's final weights)"""
+    m.kerple_pow_r2[0].fill_(2.0)
+
+
+def set_attn_bias(m, gen):
+    """a table away from zero (the model's init is zeros), so that the check pass reads it"""
+    m.attn_bias.copy_(0.5 * torch.randn(m.attn_bias.shape, generator=gen, dtype=torch.float32))
+
+
+TPE_W2_SCALE = 0.2  # the T-PE file's output weights: PyTorch's own bf16 drift 1.2e-2 at 0.2, 9.7e-2 at the init's 0.02
+
+
+def tpe_reference(m, gen):
+    """keys of order 1 (the init's are ~0.07): AdamW's first steps would move a 0.02 tensor by its own
+    size, and bf16 then flips signs"""
+    m.tpe_w2.copy_(TPE_W2_SCALE * torch.randn(m.tpe_w2.shape, generator=gen, dtype=torch.float32))
+
+
+def tupe_reference(m, gen):
+    """an untied term of order 1 (the init's is ~1e-5); the LayerNorm's gain and bias and the query
+    projection's bias away from 1 and 0"""
+    set_attn_bias(m, gen)
+    m.wpe.copy_(torch.randn(m.wpe.shape, generator=gen, dtype=torch.float32))
+    for p in (m.tupe_uq, m.tupe_uk):
+        p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) / math.sqrt(m.cfg.C))
+    for p, base, scale in ((m.tupe_ln_w, 1.0, 0.1), (m.tupe_ln_b, 0.0, 0.1), (m.tupe_bq, 0.0, 0.5)):
+        p.copy_(base + scale * torch.randn(p.shape, generator=gen, dtype=torch.float32))
+
+
+def fire_reference(m, gen):
+    """L between positions: the alphas' query positions a * t never equal it"""
+    m.fire_thresh.fill_(m.cfg.T - 1.5)
+
+
+KERPLE_EPS = 0.01  # the least r1, r2 (KERPLE's code clamps to it)
+LAYERS_NH = lambda cfg, m: (cfg.L, cfg.NH)  # noqa: E731
+ENCODINGS = {
+    "rope": Encoding(rope_tables),
+    "nope": Encoding(lambda m, T, alphas, offset: {}),
+    "alibi": Encoding(lambda m, T, alphas, offset: {"bias": m.alibi_tables(T, alphas)}),
+    "sinusoidal": Encoding(sinusoidal_tables(lambda cfg: 1.0)),
+    "learned": Encoding(learned_tables, (("wpe", lambda cfg, m: (cfg.T, cfg.C), normal(0.02)),), decay=frozenset({"wpe"})),
+    "erpe": Encoding(table_bias_tables(False), (("attn_bias", lambda cfg, m: (cfg.L, cfg.NH, m.rel_clip + 1), const(0.0)),),
+                     reference=set_attn_bias),
+    "t5": Encoding(table_bias_tables(True), (("attn_bias", lambda cfg, m: (cfg.L, cfg.NH, T5_BUCKETS), const(0.0)),),
+                   reference=set_attn_bias),
+    "tape": Encoding(sinusoidal_tables(lambda cfg: cfg.C / cfg.T)),
+    "shaw": Encoding(lambda m, T, alphas, offset: {"relb": torch.stack([rel_buckets(T, a, False, m.rel_clip)
+                                                                        for a in alphas])},
+                     (("rel_key", lambda cfg, m: (cfg.L, m.rel_clip + 1, cfg.hd), normal(0.02)),),
+                     decay=frozenset({"rel_key"}), clip=lambda cfg: 16),
+    "tpe": Encoding(lambda m, T, alphas, offset: {"tpe_u": torch.stack([tpe_inputs(T, a) for a in alphas]).to(m.wte.dtype)},
+                    (("tpe_w1", lambda cfg, m: (cfg.L, TPE_HIDDEN), normal(1.0)),
+                     ("tpe_b1", lambda cfg, m: (cfg.L, TPE_HIDDEN), normal(1.0)),
+                     ("tpe_w2", lambda cfg, m: (cfg.L, cfg.hd, TPE_HIDDEN), normal(0.02))),
+                    decay=frozenset({"tpe_w2"}), reference=tpe_reference),
+    "tupe": Encoding(tupe_tables,
+                     (("wpe", lambda cfg, m: (cfg.T, cfg.C), normal(0.02)),
+                      ("attn_bias", lambda cfg, m: (1, cfg.NH, T5_BUCKETS), const(0.0)),  # one table for every layer
+                      ("tupe_uq", lambda cfg, m: (cfg.NH * cfg.hd, cfg.C), normal(0.02)),
+                      ("tupe_uk", lambda cfg, m: (cfg.NH * cfg.hd, cfg.C), normal(0.02)),
+                      ("tupe_ln_w", lambda cfg, m: (cfg.C,), const(1.0)),
+                      ("tupe_ln_b", lambda cfg, m: (cfg.C,), const(0.0)),
+                      ("tupe_bq", lambda cfg, m: (cfg.NH * cfg.hd,), const(0.0))),
+                     decay=frozenset({"wpe", "tupe_uq", "tupe_uk"}), reference=tupe_reference),
+    "kerple": Encoding(kerple_tables,
+                       (("kerple_r1", LAYERS_NH, uniform_to(2.0)), ("kerple_r2", LAYERS_NH, uniform_to(1.0))),
+                       bounds={"kerple_r1": (KERPLE_EPS, math.inf), "kerple_r2": (KERPLE_EPS, math.inf)}),
+    "fire": Encoding(lambda m, T, alphas, offset: {"bias": torch.stack([m.fire_bias(l, T, a) for l, a in enumerate(alphas)])},
+                     (("fire_w1", lambda cfg, m: (cfg.L, FIRE_HIDDEN), uniform_sym(1.0)),
+                      ("fire_b1", lambda cfg, m: (cfg.L, FIRE_HIDDEN), uniform_sym(1.0)),
+                      ("fire_w2", lambda cfg, m: (cfg.L, cfg.NH, FIRE_HIDDEN), uniform_sym(1.0 / math.sqrt(FIRE_HIDDEN))),
+                      ("fire_c", lambda cfg, m: (cfg.L,), const_after_draw(0.1)),
+                      ("fire_thresh", lambda cfg, m: (cfg.L,), const_after_draw(lambda cfg: cfg.T))),
+                     bounds={"fire_c": (0.01, math.inf), "fire_thresh": (0.01, math.inf)},
+                     reference=fire_reference, fd_step=1e-4),  # its ReLU kinks: a step of 1e-3 crosses some
+    "xpos": Encoding(xpos_tables),
+    "kerple-power": Encoding(kerple_power_tables,
+                             (("kerple_pow_r1", LAYERS_NH, uniform_to(1.0)), ("kerple_pow_r2", LAYERS_NH, uniform_to(2.0))),
+                             bounds={"kerple_pow_r1": (KERPLE_EPS, math.inf), "kerple_pow_r2": (KERPLE_EPS, 2.0)},
+                             reference=kerple_power_reference),
+}
+POS_KINDS = {name: i for i, name in enumerate(ENCODINGS)}
+QK_NORM_TENSORS = (("q_norm", lambda cfg, m: (cfg.L, cfg.NH * cfg.hd), const(1.0)),
+                   ("k_norm", lambda cfg, m: (cfg.L, cfg.NKV * cfg.hd), const(1.0)))
+# the extra tensors' order, after PARAM_NAMES (the files' and the init's): wpe, the QK-norm gains, then the
+# encodings' own in table order
+EXTRA_NAMES = list(dict.fromkeys(["wpe"] + [t[0] for t in QK_NORM_TENSORS]
+                                 + [t[0] for e in ENCODINGS.values() for t in e.tensors]))
+BOUNDS = {n: b for e in ENCODINGS.values() for n, b in e.bounds.items()}
+DECAY_NAMES = {"wte", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"} | {n for e in ENCODINGS.values() for n in e.decay}
 
 
 class LlamaRoPE(nn.Module):
@@ -300,36 +514,14 @@ class LlamaRoPE(nn.Module):
         self.w_up = e(L, Fh, C)
         self.w_down = e(L, C, Fh)
         self.final_norm = e(C)
-        if pos_kind in ("learned", "tupe"):
-            self.wpe = e(cfg.T, C)
-        if qk_norm:
-            self.q_norm = e(L, NH * hd)
-            self.k_norm = e(L, NKV * hd)
-        self.rel_clip = (16 if pos_kind == "shaw" else cfg.T - 1) if rel_clip is None else rel_clip
-        if pos_kind in ("erpe", "t5", "tupe"):
-            nb = self.rel_clip + 1 if pos_kind == "erpe" else T5_BUCKETS
-            self.attn_bias = e(1 if pos_kind == "tupe" else L, NH, nb)  # TUPE: one table for every layer
-        if pos_kind == "shaw":
-            self.rel_key = e(L, self.rel_clip + 1, hd)
-        if pos_kind == "tpe":
-            self.tpe_w1 = e(L, TPE_HIDDEN)
-            self.tpe_b1 = e(L, TPE_HIDDEN)
-            self.tpe_w2 = e(L, hd, TPE_HIDDEN)
-        if pos_kind == "tupe":
-            self.tupe_uq = e(NH * hd, C)
-            self.tupe_uk = e(NH * hd, C)
-            self.tupe_ln_w = e(C)
-            self.tupe_ln_b = e(C)
-            self.tupe_bq = e(NH * hd)
-        if pos_kind == "kerple":
-            self.kerple_r1 = e(L, NH)
-            self.kerple_r2 = e(L, NH)
-        if pos_kind == "fire":
-            self.fire_w1 = e(L, FIRE_HIDDEN)
-            self.fire_b1 = e(L, FIRE_HIDDEN)
-            self.fire_w2 = e(L, NH, FIRE_HIDDEN)
-            self.fire_c = e(L)
-            self.fire_thresh = e(L)
+        self.enc = ENCODINGS[pos_kind]
+        self.rel_clip = self.enc.clip(cfg) if rel_clip is None else rel_clip
+        own = {n: (shape, init) for n, shape, init in self.enc.tensors + (QK_NORM_TENSORS if qk_norm else ())}
+        self.extra_init = {}
+        for name in EXTRA_NAMES:  # the encoding's tensors and the QK-norm gains, in the files' order
+            if name in own:
+                setattr(self, name, e(*own[name][0](cfg, self)))
+                self.extra_init[name] = own[name][1]
         names = [n for n, _ in self.named_parameters()]
         assert names == PARAM_NAMES + [n for n in EXTRA_NAMES if n in names]
 
@@ -346,20 +538,12 @@ class LlamaRoPE(nn.Module):
         """
         cfg = self.cfg
         for name, p in self.named_parameters():
-            if name.endswith("norm") or name == "tupe_ln_w":
+            if name in self.extra_init:  # the encoding's (or QK-norm's) own, held in its bounds
+                w = self.extra_init[name](p.shape, generator, cfg)
+                if name in BOUNDS:
+                    w = w.clamp(min=BOUNDS[name][0], max=BOUNDS[name][1])
+            elif name.endswith("norm"):
                 w = torch.ones(p.shape, dtype=torch.float32)
-            elif name in ("attn_bias", "tupe_ln_b", "tupe_bq"):  # no bias at init
-                w = torch.zeros(p.shape, dtype=torch.float32)
-            elif name in ("tpe_w1", "tpe_b1"):  # T-PE's hidden units: N(0, 1)
-                w = torch.randn(p.shape, generator=generator, dtype=torch.float32)
-            elif name in ("kerple_r1", "kerple_r2"):  # KERPLE's code: U(0, 2) and U(0, 1), then its clamp
-                hi = 2.0 if name == "kerple_r1" else 1.0
-                w = (hi * torch.rand(p.shape, generator=generator, dtype=torch.float32)).clamp(min=FLOORS[name])
-            elif name.startswith("fire_"):  # nn.Linear's default for the MLP; c 0.1, L the window
-                bound = 1.0 if name in ("fire_w1", "fire_b1") else 1.0 / math.sqrt(FIRE_HIDDEN)
-                w = (2 * torch.rand(p.shape, generator=generator, dtype=torch.float32) - 1) * bound
-                if name in ("fire_c", "fire_thresh"):
-                    w = torch.full(p.shape, 0.1 if name == "fire_c" else float(cfg.T), dtype=torch.float32)
             else:
                 w = torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.02
                 if name in ("wo", "w_down"):
@@ -390,37 +574,13 @@ class LlamaRoPE(nn.Module):
         """idx (B,T) int64. Returns (logits, loss or None); logits are (B,T,Vp) with the
         padded columns at -inf, or (B,T,V) with slice_head.
 
-        alpha: a float (all layers) or a list of L floats (per-layer positions); for
-        pos_kind "alibi" it multiplies the distance, "sinusoidal" takes the first
-        (layer 0's, as the C code: the embedding is below every layer), for "nope"
-        and "learned" it is ignored.
+        alpha: a float (all layers) or a list of L floats (per-layer positions), which the
+        encoding's tables read (ENCODINGS): the rotations' positions, the biases' distances
+        times alpha, the sinusoids at layer 0's (the embedding is below every layer); the
+        learned tables ignore it.
         """
-        T = idx.shape[1]
-        cos = sin = bias = pe = relb = tpe_u = None
-        if self.pos_kind == "rope":
-            cos, sin = self.rope_tables(T, alpha, offset)
-        elif self.pos_kind == "alibi":
-            bias = self.alibi_tables(T, alpha)
-        elif self.pos_kind in ("sinusoidal", "tape"):
-            scale = self.cfg.C / self.cfg.T if self.pos_kind == "tape" else 1.0
-            pe = sinusoidal_pe(T, self.cfg.C, self._alphas(alpha)[0], self.wte.dtype,
-                               self.wte.device, offset, scale)
-        elif self.pos_kind in ("erpe", "t5"):
-            bias = torch.stack([self.attn_bias[l][:, rel_buckets(T, a, self.pos_kind, self.rel_clip)]
-                                for l, a in enumerate(self._alphas(alpha))])
-        elif self.pos_kind == "tupe":  # T5's buckets of i - j (integer positions: alpha ignored), one table
-            bias = self.attn_bias[0][:, rel_buckets(T, 1.0, "t5", self.rel_clip)].expand(self.cfg.L, -1, -1, -1)
-        elif self.pos_kind == "shaw":
-            relb = torch.stack([rel_buckets(T, a, "shaw", self.rel_clip) for a in self._alphas(alpha)])
-        elif self.pos_kind == "tpe":
-            tpe_u = torch.stack([tpe_inputs(T, a) for a in self._alphas(alpha)]).to(self.wte.dtype)
-        elif self.pos_kind == "kerple":  # -r1 ln(1 + r2 dist) per layer and head
-            bias = torch.stack([-self.kerple_r1[l][:, None, None]
-                                * torch.log(1 + self.kerple_r2[l][:, None, None] * distances(T, a).to(self.wte.dtype))
-                                for l, a in enumerate(self._alphas(alpha))])
-        elif self.pos_kind == "fire":
-            bias = torch.stack([self.fire_bias(l, T, a) for l, a in enumerate(self._alphas(alpha))])
-        return self.forward_tables(idx, cos, sin, targets, bias, pe, relb, tpe_u)
+        tables = self.enc.tables(self, idx.shape[1], self._alphas(alpha), offset)
+        return self.forward_tables(idx, targets=targets, **tables)
 
     def fire_bias(self, l, T, alpha):
         """(NH, T, T) FIRE's bias of layer l: f(psi(alpha (i - j)) / psi(max(L, alpha i)))."""
@@ -433,27 +593,24 @@ class LlamaRoPE(nn.Module):
         hidden = torch.relu(x[..., None] * self.fire_w1[l] + self.fire_b1[l])      # (T, T, 32)
         return (hidden @ self.fire_w2[l].T).permute(2, 0, 1)                        # (NH, T, T)
 
-    @torch.no_grad()
-    def apply_floors(self):
-        """Each tensor of FLOORS held at or above its floor (after an optimizer step)."""
-        for name, floor in FLOORS.items():
-            if hasattr(self, name):
-                getattr(self, name).clamp_(min=floor)
-
     def alibi_tables(self, T, alpha=1.0):
         """(L, NH, T, T) ALiBi logit biases, alpha_l per layer."""
         slopes = alibi_slopes(self.cfg.NH)
         return torch.stack([alibi_bias(T, slopes, a, self.wte.dtype, self.wte.device)
                             for a in self._alphas(alpha)])
 
-    def forward_tables(self, idx, cos, sin, targets=None, bias=None, pe=None, relb=None, tpe_u=None):
-        """forward() with the RoPE tables given: cos, sin (L, T, hd/2), or None for no
-        rotation (NoPE, ALiBi, APE). bias: None or (L, NH, T, T) additive attention-logit
-        biases (ALiBi). pe: None or (T, C) added to the embedding (sinusoidal APE). relb:
-        None or (L, T, T) the bucket of each distance (Shaw's relative keys). tpe_u: None or
-        (L, T) T-PE's input ln(1 + alpha_l d) of each token distance d.
+    def forward_tables(self, idx, cos=None, sin=None, targets=None, bias=None, pe=None, relb=None, tpe_u=None,
+                       wpe=None, untied=None, scale_q=None, scale_k=None):
+        """forward() with the encoding's tables given (its tables function, ENCODINGS): cos, sin
+        (L, T, hd/2) the rotation of q and k, or None for none; scale_q, scale_k (L, T, hd/2) a
+        rotation's scales of queries and keys on its cos and sin (xPos), or None. bias: None or
+        (L, NH, T, T) additive attention-logit biases. pe: None or (T, C) added to the embedding,
+        itself scaled by sqrt(C) (the sinusoids). wpe: None or (T, C) learned rows added to the
+        embedding. relb: None or (L, T, T) the bucket of each distance (Shaw's relative keys).
+        tpe_u: None or (L, T) T-PE's input ln(1 + alpha_l d) of each token distance d. untied:
+        None or (NH, T, T) TUPE's untied term, with the content term's scale 1/sqrt(2 hd).
         The position schedule lives entirely in these tables (what torch.compile sees
-        is static); learned APE adds its parameter wpe."""
+        is static)."""
         cfg = self.cfg
         B, T = idx.shape
         NH, NKV, hd = cfg.NH, cfg.NKV, cfg.hd
@@ -461,14 +618,8 @@ class LlamaRoPE(nn.Module):
         x = self.wte[idx]                                  # (B,T,C)
         if pe is not None:  # the sinusoids' papers scale the (tied) embedding by sqrt(C)
             x = x * math.sqrt(cfg.C) + pe
-        if self.pos_kind == "learned":
-            assert T <= cfg.T, f"learned APE has {cfg.T} rows, got T = {T}"
-            x = x + self.wpe[:T]
-        if self.pos_kind == "tupe":  # the untied positions' term, shared by the layers
-            p = F.layer_norm(self.wpe[:T], (cfg.C,), self.tupe_ln_w, self.tupe_ln_b, eps=1e-5)
-            pq = F.linear(p, self.tupe_uq, self.tupe_bq).view(T, NH, hd).transpose(0, 1)  # (NH,T,hd)
-            pk = F.linear(p, self.tupe_uk).view(T, NH, hd).transpose(0, 1)
-            untied = (pq @ pk.transpose(-2, -1)) / math.sqrt(2 * hd)                   # (NH,T,T)
+        if wpe is not None:
+            x = x + wpe
         for l in range(cfg.L):
             n1 = rmsnorm(x, self.attn_norm[l], cfg.rms_eps)
             q = F.linear(n1, self.wq[l])                   # (B,T,NH*hd)
@@ -479,11 +630,14 @@ class LlamaRoPE(nn.Module):
             q = q.view(B, T, NH, hd).transpose(1, 2)
             k = k.view(B, T, NKV, hd).transpose(1, 2)
             v = F.linear(n1, self.wv[l]).view(B, T, NKV, hd).transpose(1, 2)
-            if cos is not None:
+            if scale_q is not None:  # scaled cos and sin, as torchscale's apply_rotary_pos_emb
+                q = apply_rope(q, cos[l] * scale_q[l], sin[l] * scale_q[l])
+                k = apply_rope(k, cos[l] * scale_k[l], sin[l] * scale_k[l])
+            elif cos is not None:
                 q = apply_rope(q, cos[l], sin[l])
                 k = apply_rope(k, cos[l], sin[l])
             bl = None if bias is None else bias[l]
-            if self.pos_kind == "tupe":  # q . k / sqrt(2 hd): the content term's scale
+            if untied is not None:  # q . k / sqrt(2 hd): the content term's scale
                 q = q / math.sqrt(2.0)
                 bl = bl + untied
             if relb is not None:  # q_i . r_bucket(i-j) / sqrt(hd), the keys shared by the heads
@@ -602,6 +756,14 @@ def clip_grads(params, max_norm):
     return norm_f
 
 
+@torch.no_grad()
+def apply_bounds(model):
+    """Each tensor of BOUNDS the model has held in its [lo, hi] (after an optimizer step)."""
+    for name, (lo, hi) in BOUNDS.items():
+        if hasattr(model, name):
+            getattr(model, name).clamp_(min=lo, max=hi)
+
+
 def train_step(model, opt, oc: OptConfig, step, micro_batches, alpha):
     """One optimizer step. micro_batches: list of (inputs, targets) (B,T) int64.
 
@@ -620,5 +782,5 @@ def train_step(model, opt, oc: OptConfig, step, micro_batches, alpha):
     for g in opt.param_groups:
         g["lr"] = lr
     opt.step()
-    model.apply_floors()
+    apply_bounds(model)
     return float(torch.stack(losses).mean()), norm, lr

@@ -5,15 +5,20 @@
     python dev/pytorch_reference.py --pos_kind alibi  # writes dev/reference_alibi.bin
     python dev/pytorch_reference.py --pos_kind sinusoidal  # dev/reference_sinusoidal.bin
     python dev/pytorch_reference.py --pos_kind learned     # dev/reference_learned.bin
-    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and t5, tape, shaw, tpe, tupe, kerple, fire)
+    python dev/pytorch_reference.py --pos_kind erpe        # dev/reference_erpe.bin (and every other encoding)
     python dev/pytorch_reference.py --qk_norm              # dev/reference_qknorm.bin
+    python dev/pytorch_reference.py --all                  # every one of them (make reference)
     python dev/pytorch_reference.py --out FILE
+
+`make reference` sets up PyTorch (a CPU wheel) in .venv-bench once and runs --all.
 
 Independent of the C code: forward from the model definition (dev/model_torch.py),
 gradients by autograd, optimizer = torch.optim.AdamW. Everything is computed in
 float64 from float32-representable initial weights; stored values are float32.
 
---pos_kind (dev/model_torch.py, POS_KINDS): rope (default; RoPE positions alpha*t),
+--pos_kind (dev/model_torch.py's ENCODINGS, one entry per encoding: its file is
+dev/reference_<kind>.bin, '-' written '_', and it starts from its entry's `reference`
+values): rope (default; RoPE positions alpha*t),
 nope (no rotation, the causal mask only), alibi (no rotation; the scaled attention
 logits get -m_h * alpha * (i - j), standard slopes over the query heads), sinusoidal
 (no rotation; the embedding gets PE(alpha*t), sin/cos interleaved, angles formed in
@@ -32,7 +37,8 @@ p = LayerNorm(wpe); wpe (T, C), tupe_uq and tupe_uk (NH*hd, C), drawn last as N(
 N(0, 1/C) (an untied term of order 1, not the model's ~1e-5 at init), then the LayerNorm's
 gain 1 + 0.1 N(0, 1) and bias 0.1 N(0, 1) (tupe_ln_w, tupe_ln_b (C)) and the query
 projection's bias 0.5 N(0, 1) (tupe_bq (NH*hd)); attn_bias (1, NH, 32), one table for every
-layer, 0.5 N(0, 1); alphas ignored). --qk_norm (any kind; its file uses rope): q and
+layer, 0.5 N(0, 1); alphas ignored) or any later entry of ENCODINGS (model_torch's
+docstring describes each). --qk_norm (any kind; its file uses rope): q and
 k RMS-normalized over each token's whole NH*hd / NKV*hd vector before RoPE, with the
 gains q_norm (L, NH*hd) and k_norm (L, NKV*hd).
 The files share the config, seed, tokens, initial parameters and alphas: the check
@@ -51,7 +57,8 @@ Contents (in order; format in dev/tensorfile.py, kind 1):
     config_f    float32 [rope_base, rms_eps, lr_max, min_lr, weight_decay,
                          beta1, beta2, adam_eps, grad_clip, check_alpha]
     pos_kind    int32   [k]  0 rope, 1 nope, 2 alibi, 3 sinusoidal, 4 learned, 5 erpe,
-                             6 t5, 7 tape, 8 shaw, 9 tpe, 10 tupe (the trainer's PE_* order); not in
+                             6 t5, 7 tape, 8 shaw, 9 tpe, 10 tupe, ... (ENCODINGS' order, the
+                             trainer's PE_* order); not in
                              the rope files (reference_tiny.bin, reference_qknorm.bin)
     qk_norm     int32   [1]  1; only in the QK-norm file
     alphas      float32 (steps)                 one alpha per optimizer step
@@ -80,24 +87,20 @@ with needs.deferred(__name__) as missing:
     import numpy as np
     import torch
     import tensorfile  # noqa: E402
-    from model_torch import (Config, OptConfig, LlamaRoPE, EXTRA_NAMES,  # noqa: E402
+    from model_torch import (Config, OptConfig, LlamaRoPE, EXTRA_NAMES, ENCODINGS,  # noqa: E402
                              POS_KINDS, alibi_slopes, make_optimizer, train_step)
 
 ALPHAS = [1.0, 8.0, 0.125, 2.5, 8.0, 0.5, 1.0, 4.0, 0.25, 8.0]
-TPE_W2_SCALE = 0.2  # the T-PE file's output weights: PyTorch's own bf16 drift 1.2e-2 at 0.2, 9.7e-2 at the init's 0.02
 
 
 def f32(t):
     return t.detach().to(torch.float32).cpu().numpy()
 
 
-DEFAULT_OUT = {"rope": "reference_tiny.bin", "nope": "reference_nope.bin",
-               "alibi": "reference_alibi.bin", "sinusoidal": "reference_sinusoidal.bin",
-               "learned": "reference_learned.bin", "erpe": "reference_erpe.bin",
-               "t5": "reference_t5.bin", "tape": "reference_tape.bin",
-               "shaw": "reference_shaw.bin", "tpe": "reference_tpe.bin", "tupe": "reference_tupe.bin",
-               "kerple": "reference_kerple.bin", "fire": "reference_fire.bin"}
-QKNORM_OUT = "reference_qknorm.bin"  # --qk_norm with rope
+def default_out(kind, qk_norm):
+    """dev/reference_<kind>.bin (reference_tiny.bin for rope, reference_qknorm.bin with --qk_norm)"""
+    return "reference_qknorm.bin" if qk_norm else "reference_tiny.bin" if kind == "rope" else \
+        "reference_%s.bin" % kind.replace("-", "_")
 
 
 def published_get_slopes(n):
@@ -204,9 +207,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pos_kind", choices=list(DEFAULT_OUT), default="rope",  # model_torch's POS_KINDS
-                    help="rope (default, dev/reference_tiny.bin), nope, alibi, sinusoidal, "
-                         "learned, erpe, t5, tape or shaw (dev/reference_<kind>.bin)")
+    ap.add_argument("--pos_kind", choices=None if missing.error else list(POS_KINDS), default="rope",
+                    help="rope (default, dev/reference_tiny.bin) or another of model_torch's ENCODINGS "
+                         "(dev/reference_<kind>.bin)")
+    ap.add_argument("--all", action="store_true",
+                    help="every file: each encoding's, and --qk_norm's (make reference)")
     ap.add_argument("--qk_norm", action="store_true",
                     help="QK-norm (dev/reference_qknorm.bin with rope)")
     ap.add_argument("--out", default=None,
@@ -218,14 +223,25 @@ def main():
     ap.add_argument("--no_fd", action="store_true", help="skip the finite-difference self-check")
     args = ap.parse_args()
     missing.check()
-    assert list(DEFAULT_OUT) == list(POS_KINDS), "a position kind without its reference file name"
-    default_out = os.path.join(here, QKNORM_OUT if args.qk_norm else DEFAULT_OUT[args.pos_kind])
+    if args.all:
+        if args.out or args.qk_norm or args.pos_kind != "rope":
+            ap.error("--all writes every default file: give no --out, --qk_norm or --pos_kind with it")
+        for kind, qk in [(k, False) for k in POS_KINDS] + [("rope", True)]:
+            print(f"==== {default_out(kind, qk)}", flush=True)
+            write_reference(argparse.Namespace(**dict(vars(args), pos_kind=kind, qk_norm=qk,
+                                                      out=os.path.join(here, default_out(kind, qk)))), here)
+        return
+    write_reference(args, here)
+
+
+def write_reference(args, here):
+    """one reference file, as args say (main's flags)"""
+    default_path = os.path.join(here, default_out(args.pos_kind, args.qk_norm))
     if args.qk_norm and args.pos_kind != "rope" and args.out is None:
-        ap.error("--qk_norm with a pos_kind other than rope: give --out")
+        sys.exit("--qk_norm with a pos_kind other than rope: give --out")
     if args.out is None:
-        args.out = default_out
-    if args.pos_kind == "alibi":
-        check_slopes()
+        args.out = default_path
+    check_slopes(verbose=False)
 
     torch.use_deterministic_algorithms(True)
     cfg = Config(V=257, C=64, L=2, NH=4, NKV=2, F=128, T=32)
@@ -244,24 +260,9 @@ def main():
         with torch.no_grad():
             for p in (model.q_norm, model.k_norm):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen, dtype=torch.float32))
-    if hasattr(model, "attn_bias"):   # a table away from zero, drawn after everything else
+    if ENCODINGS[args.pos_kind].reference:  # the encoding's values away from the init, drawn after everything else
         with torch.no_grad():
-            model.attn_bias.copy_(0.5 * torch.randn(model.attn_bias.shape, generator=gen, dtype=torch.float32))
-    if args.pos_kind == "tpe":        # keys of order 1 (the init's are ~0.07), drawn last: AdamW's first steps
-        with torch.no_grad():         # would move a 0.02 tensor by its own size, and bf16 then flips signs
-            model.tpe_w2.copy_(TPE_W2_SCALE * torch.randn(model.tpe_w2.shape, generator=gen, dtype=torch.float32))
-    if args.pos_kind == "tupe":       # an untied term of order 1 (the init's is ~1e-5), drawn last
-        with torch.no_grad():
-            model.wpe.copy_(torch.randn(model.wpe.shape, generator=gen, dtype=torch.float32))
-            for p in (model.tupe_uq, model.tupe_uk):
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) / math.sqrt(cfg.C))
-            # the LayerNorm's gain and bias and the query projection's bias away from 1 and 0
-            for p, base, scale in ((model.tupe_ln_w, 1.0, 0.1), (model.tupe_ln_b, 0.0, 0.1),
-                                   (model.tupe_bq, 0.0, 0.5)):
-                p.copy_(base + scale * torch.randn(p.shape, generator=gen, dtype=torch.float32))
-    if args.pos_kind == "fire":       # L between positions: the alphas' query positions a * t never equal it
-        with torch.no_grad():
-            model.fire_thresh.fill_(cfg.T - 1.5)
+            ENCODINGS[args.pos_kind].reference(model, gen)
     model.to(torch.float64)
     init = {n: f32(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():  # stored values are exactly the computed-from values
@@ -284,8 +285,7 @@ def main():
     # ---- check pass: one micro-batch, alpha = check_alpha
     inp, tgt = tokens[0, 0, :, :-1], tokens[0, 0, :, 1:]
     if not args.no_fd:
-        # FIRE's loss is piecewise smooth (its ReLU units' kinks): a step of 1e-3 crosses some
-        h = 1e-4 if args.pos_kind == "fire" else 1e-3
+        h = ENCODINGS[args.pos_kind].fd_step
         worst, rows, (an, nu, rd) = fd_check(model, inp, tgt, args.check_alpha,
                                              torch.Generator().manual_seed(args.seed + 1), h=h)
         print(f"finite differences (float64, 5-point central, h={h:g}): {len(rows)} entries over "
@@ -338,7 +338,7 @@ def main():
     print("regenerate: python dev/pytorch_reference.py"
           + ("" if args.pos_kind == "rope" else f" --pos_kind {args.pos_kind}")
           + (" --qk_norm" if args.qk_norm else "")
-          + ("" if args.out == default_out else f" --out {args.out}")
+          + ("" if args.out == default_path else f" --out {args.out}")
           + (" --angles_fp32" if args.angles_fp32 else "")
           + (f" --seed {args.seed}" if args.seed != 1337 else ""))
     print(f"torch {torch.__version__}, seed {args.seed}, pos_kind {args.pos_kind}"

@@ -56,6 +56,7 @@ else
 fi
 
 run headers bash dev/check_headers.sh
+run encoding-names bash dev/check_encoding_names.sh  # no --pe or --pos named outside its table
 run cuda-build bash dev/check_cuda_build.sh  # before test_gpt, whose GPU checks use these builds
 run cuda-emu bash dev/cuda_emu/run.sh
 run gpu-coverage bash dev/cuda_emu/coverage.sh  # memcheck's runs (dev/memcheck_runs.txt) launch every kernel of llmc/cuda
@@ -71,6 +72,7 @@ run bench-smoke-avx2 env SMOKE=1 MARCH=x86-64-v3 bash dev/bench_cpu.sh  # ... bu
 run profile-smoke env SMOKE=1 bash dev/profile_cpu.sh  # make profile runs through (skipped without perf)
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
+run ablate "$PY" dev/test_ablate.py  # dev/ablate.py: --jobs, --gpus, --slurm on a real Slurm it starts (installs it as root)
 run hf "$PY" dev/test_hf.py
 run crash-safety "$PY" dev/test_crash_safety.py
 run sanitizers bash dev/sanitize.sh

@@ -31,11 +31,7 @@
 #pragma once
 #include "schedule.h"
 
-#ifdef __CUDACC__
-#define AB_HOST_DEVICE __host__ __device__
-#else
-#define AB_HOST_DEVICE
-#endif
+#define AB_HOST_DEVICE HOST_DEVICE
 
 // T5's bucket of a causal distance (Raffel et al. 2020; nb buckets, the upper half
 // log-spaced up to max_dist) of n = floor(dist): n itself below nb/2, then nb/2 +
@@ -56,22 +52,25 @@ AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist
 // bias b_h(i, j) added to the logits. Their tensors, one row each in llmc/checkpoint.h's
 // PARAM_TABLE format (appended to it): name, ndim, shape in terms of the config c, the layer
 // count L and nb (the encoding's buckets, BIAS_FN_TABLE), the init (NORMAL std, UNIFORM lo
-// hi, CONST value), AdamW weight decay, and a floor: the least value AdamW leaves (a
-// constraint, NO_FLOOR for none). A tensor exists when the run's encoding reads it (the last
+// hi, CONST value), AdamW weight decay, and its bounds [lo, hi]: the values the init and
+// AdamW keep it in (a constraint; NO_LO, NO_HI for none). A tensor exists when the run's encoding reads it (the last
 // column of BIAS_FN_TABLE). Append rows: the init draws in table order.
 #define BIAS_PARAM_TABLE(X)                                                                                  \
-    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_FLOOR)                          \
-    X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS)                        \
-    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS)                        \
-    X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
-    X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_FLOOR)                        \
-    X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_FLOOR)    \
-    X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS)                                       \
-    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS)
+    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_LO, NO_HI)                          \
+    X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS, NO_HI)                        \
+    X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS, NO_HI)                        \
+    X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
+    X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
+    X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_LO, NO_HI)    \
+    X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS, NO_HI)                                       \
+    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS, NO_HI) \
+    X(KERPLE_POW_R1, "kerple_pow_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS, NO_HI)         \
+    X(KERPLE_POW_R2, "kerple_pow_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS, KERPLE_MAX_POWER)
 #define BP_ENUM(e, ...) BP_##e,
 enum { BIAS_PARAM_TABLE(BP_ENUM) BP_N };
 #undef BP_ENUM
-#define NO_FLOOR (-INFINITY)
+#define NO_LO (-INFINITY)
+#define NO_HI INFINITY
 // the tensors an encoding reads, as bits of BP_*
 #define BP_BIT(e) (1u << BP_##e)
 
@@ -129,6 +128,23 @@ AB_HOST_DEVICE static inline void kerple_grad(const BiasFn *f, int h, float qpos
     g[BP_KERPLE_R2][h] += dy * (-r1 * dist / z);
 }
 
+// KERPLE, power variant (Chi et al. 2022): b_h = -r1_h dist^r2_h, r1 > 0 and 0 < r2 <= 2 per
+// layer and head (a conditionally positive definite kernel only for r2 in (0, 2]), drawn
+// U(0, 1) and U(0, 2) and held in [KERPLE_EPS, inf) and [KERPLE_EPS, 2], as the paper's code
+// clamps them. d/dr1 = -dist^r2, d/dr2 = -r1 dist^r2 ln(dist) (0 at distance 0).
+#define KERPLE_MAX_POWER 2.0f
+AB_HOST_DEVICE static inline float kerple_power_term(const BiasFn *f, int h, float qpos, float dist) {
+    (void)qpos;
+    return -f->w[BP_KERPLE_POW_R1][h] * powf(dist, f->w[BP_KERPLE_POW_R2][h]);
+}
+AB_HOST_DEVICE static inline void kerple_power_grad(const BiasFn *f, int h, float qpos, float dist, float dy,
+                                                    float *const *g) {
+    (void)qpos;
+    float r1 = f->w[BP_KERPLE_POW_R1][h], d_r = powf(dist, f->w[BP_KERPLE_POW_R2][h]);
+    g[BP_KERPLE_POW_R1][h] += dy * -d_r;
+    g[BP_KERPLE_POW_R2][h] += dist > 0.0f ? dy * (-r1 * d_r * logf(dist)) : 0.0f;
+}
+
 // FIRE (Li et al. 2023): b_h(i, j) = f_h(x), x = psi(i - j) / psi(max(L, i)), psi(u) = ln(c u + 1),
 // i the query's position, f = w2 relu(w1 x + b1) an MLP with FIRE_HIDDEN units and an output
 // per head (no output bias: a constant per head moves no softmax), c and L per layer, kept at
@@ -181,7 +197,8 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
     X(PE_TUPE, t5_term, t5_grad, 0, 1, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                     \
     X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                   \
     X(PE_FIRE, fire_term, fire_grad, 1, 0, 0,                                                                 \
-      BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))
+      BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))             \
+    X(PE_KERPLE_POWER, kerple_power_term, kerple_power_grad, 0, 0, 0, BP_BIT(KERPLE_POW_R1) | BP_BIT(KERPLE_POW_R2))
 
 // Encoding pe's row (per_query, tensors), or NULL without one; its table's buckets per head
 // (an expression of rs: 0 without a table)
@@ -407,7 +424,7 @@ static inline int pe_bias_keys(int pe) { return pe_bias_kind(pe) != BIAS_NONE; }
 
 // whether encoding pe acts on the logits through distances (ALiBi, a learned function,
 // relative keys): explicit positions (RPE, RFS, PoSE) cannot reach it
-static inline int pe_reads_distances(int pe) { return pe == PE_ALIBI || pe_bias_fn(pe) || pe_bias_keys(pe); }
+static inline int pe_reads_distances(int pe) { return pe_is(pe, PEF_SLOPES) || pe_bias_fn(pe) || pe_bias_keys(pe); }
 
 static inline int pe_bias_bucket(int pe, RelShape rs, int n_dist, float dist, int d) {
 #define PE_KEY_BUCKET(e, nb, bucket_of, kind) if (pe == e) return (bucket_of);
@@ -482,7 +499,7 @@ static inline BiasPass attn_bias_pass(const PosStep *ps, int n_layer, int NH, in
     BiasPass bp;
     memset(&bp, 0, sizeof(bp));
     int nl = pos_per_layer(ps, n_layer) ? n_layer : 1;
-    if (ps->pe == PE_ALIBI) {  // m_h * alpha[l]
+    if (pe_is(ps->pe, PEF_SLOPES)) {  // m_h * alpha[l]
         bp.n_slope = (size_t)nl * NH;
         slope = (float *)grow_buffer(slope, &slope_cap, bp.n_slope * sizeof(float));
         for (int l = 0; l < nl; l++)

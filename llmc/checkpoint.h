@@ -27,7 +27,8 @@
 // The one table of them, in contract order (the checkpoint's and the init's): name (P_<name>
 // is its index), its name in files, shape (ndim, then up to three sizes in terms of the config
 // c, the transformer's layer count L, the GRU's Lg, the head size hd and qk = --qk_norm),
-// init, AdamW weight decay, and a floor (the least value AdamW leaves; NO_FLOOR: none). A new
+// init, AdamW weight decay, and its bounds [lo, hi] (the values the init and every AdamW path
+// keep it in: a constraint; NO_LO, NO_HI: none). A new
 // tensor is one row (appended: the init draws in this order, so an optional tensor never
 // changes the others); the learned biases' rows come last, from llmc/attn_bias.h.
 // The init: INIT_NORMAL, std (0.02 for matrices; 0.02 / sqrt(2L), proj, for the residual
@@ -35,47 +36,53 @@
 // range from the start); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
 // torch.nn.GRU's default, k); INIT_CONST, value (norm gains 1).
 #define CORE_PARAM_TABLE(X)                                                                                     \
-    X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                       \
-    X(ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                 \
-    X(WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
-    X(WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
-    X(WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                   \
-    X(WO, "wo", 3, L, c->C, c->NH * hd, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                     \
-    X(MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                                   \
-    X(W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                  \
-    X(W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                      \
-    X(W_DOWN, "w_down", 3, L, c->C, c->F, INIT_NORMAL, proj, 0, 1, NO_FLOOR)                                   \
-    X(FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                               \
-    X(WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                 \
-    X(Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
-    X(K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
-    X(GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_FLOOR)                          \
-    X(GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
-    X(GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_FLOOR)                             \
-    X(REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                                    \
-    X(TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_FLOOR)                       \
-    X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                     \
-    X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
-    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_FLOOR)                 \
-    X(TUPE_LN_W, "tupe_ln_w", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_FLOOR)                        \
-    X(TUPE_LN_B, "tupe_ln_b", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)                        \
-    X(TUPE_BQ, "tupe_bq", 1, tu ? c->NH * hd : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_FLOOR)
+    X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                       \
+    X(ATTN_NORM, "attn_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                                 \
+    X(WQ, "wq", 3, L, c->NH * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                    \
+    X(WK, "wk", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                   \
+    X(WV, "wv", 3, L, c->NKV * hd, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                   \
+    X(WO, "wo", 3, L, c->C, c->NH * hd, INIT_NORMAL, proj, 0, 1, NO_LO, NO_HI)                                     \
+    X(MLP_NORM, "mlp_norm", 2, L, c->C, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                                   \
+    X(W_GATE, "w_gate", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                  \
+    X(W_UP, "w_up", 3, L, c->F, c->C, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                      \
+    X(W_DOWN, "w_down", 3, L, c->C, c->F, INIT_NORMAL, proj, 0, 1, NO_LO, NO_HI)                                   \
+    X(FINAL_NORM, "final_norm", 1, c->C, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                               \
+    X(WPE, "wpe", 2, wpe_rows(c), c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                 \
+    X(Q_NORM, "q_norm", 2, L, qk ? c->NH * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(K_NORM, "k_norm", 2, L, qk ? c->NKV * hd : 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(GRU_W_IH, "gru_w_ih", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_LO, NO_HI)                          \
+    X(GRU_W_HH, "gru_w_hh", 3, Lg, 3 * c->C, c->C, INIT_UNIFORM, -k, k, 1, NO_LO, NO_HI)                          \
+    X(GRU_B_IH, "gru_b_ih", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_LO, NO_HI)                             \
+    X(GRU_B_HH, "gru_b_hh", 2, Lg, 3 * c->C, 0, INIT_UNIFORM, -k, k, 0, NO_LO, NO_HI)                             \
+    X(REL_KEY, "rel_key", 3, L, nk, hd, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                    \
+    X(TPE_W1, "tpe_w1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(TPE_B1, "tpe_b1", 2, L, fn ? TPE_HIDDEN : 0, 0, INIT_NORMAL, 1.0f, 0, 0, NO_LO, NO_HI)                       \
+    X(TPE_W2, "tpe_w2", 3, L, fn ? hd : 0, TPE_HIDDEN, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                     \
+    X(TUPE_UQ, "tupe_uq", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                 \
+    X(TUPE_UK, "tupe_uk", 2, tu ? c->NH * hd : 0, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                 \
+    X(TUPE_LN_W, "tupe_ln_w", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 1.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(TUPE_LN_B, "tupe_ln_b", 1, tu ? c->C : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_LO, NO_HI)                        \
+    X(TUPE_BQ, "tupe_bq", 1, tu ? c->NH * hd : 0, 0, 0, INIT_CONST, 0.0f, 0, 0, NO_LO, NO_HI)
 #define PARAM_TABLE(X) CORE_PARAM_TABLE(X) BIAS_PARAM_TABLE(X)
 
 enum { INIT_NORMAL, INIT_UNIFORM, INIT_CONST };
 #define PARAM_ENUM(e, ...) P_##e,
 #define PARAM_NAME(e, name, ...) name,
-#define PARAM_INIT_KIND(e, name, nd, d0, d1, d2, init, a, b, decay, floor) init,
-#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) decay,
-#define PARAM_FLOOR_OF(e, name, nd, d0, d1, d2, init, a, b, decay, floor) floor,
+#define PARAM_INIT_KIND(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) init,
+#define PARAM_DECAY_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) decay,
+#define PARAM_LO_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) lo,
+#define PARAM_HI_OF(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) hi,
 enum { PARAM_TABLE(PARAM_ENUM) NP };
 #define P_BIAS0 ((int)NP - (int)BP_N)  // the learned biases' tensors: P_BIAS0 + BP_*
 static const char *PARAM_NAMES[NP] = {PARAM_TABLE(PARAM_NAME)};
 static const int PARAM_INITS[NP] = {PARAM_TABLE(PARAM_INIT_KIND)};
 static const int PARAM_DECAY[NP] = {PARAM_TABLE(PARAM_DECAY_OF)};
-static const float PARAM_FLOOR[NP] = {PARAM_TABLE(PARAM_FLOOR_OF)};
+static const float PARAM_LO[NP] = {PARAM_TABLE(PARAM_LO_OF)};  // each tensor's bounds
+static const float PARAM_HI[NP] = {PARAM_TABLE(PARAM_HI_OF)};
+// whether tensor i has a bound
+static inline int param_bounded(int i) { return PARAM_LO[i] > -INFINITY || PARAM_HI[i] < INFINITY; }
+// x held in tensor i's bounds (a NaN stays one, for the trainers to see)
+static inline float param_clamp(int i, float x) { return x < PARAM_LO[i] ? PARAM_LO[i] : x > PARAM_HI[i] ? PARAM_HI[i] : x; }
 
 typedef struct {
     int ndim, shape[3];
@@ -139,7 +146,7 @@ static inline void param_shapes(const Config *c, Shape s[NP]) {
     int gru = c->arch == ARCH_GRU, hd = c->C / c->NH, L = gru ? 0 : c->L, Lg = gru ? c->L : 0, qk = c->qk_norm;
     RelShape rs = rel_shape_of(c);
     int kind = gru ? BIAS_NONE : pe_bias_kind(c->pe), nk = kind == BIAS_KEY ? pe_bias_buckets(c->pe, rs, c->T) : 0;
-    int fn = kind == BIAS_KEY_FN, tu = !gru && c->pe == PE_TUPE, nb = pe_bias_fn_buckets(c->pe, rs);
+    int fn = kind == BIAS_KEY_FN, tu = !gru && pe_is(c->pe, PEF_UNTIED), nb = pe_bias_fn_buckets(c->pe, rs);
 #define PARAM_SHAPE(e, name, nd, d0, d1, d2, ...) {nd, d0, d1, d2},
     int t[NP][4] = {PARAM_TABLE(PARAM_SHAPE)};  // ndim, shape
 #undef PARAM_SHAPE
@@ -182,13 +189,13 @@ static inline BiasFn bias_fn_layer(const BiasPass *bp, int l, const Config *c, c
 }
 
 // Seeded init, identical in both trainers, each tensor by its PARAM_TABLE init (wte's
-// padded rows V..Vp-1 zero), then held at its floor. Tensors are drawn in table order.
+// padded rows V..Vp-1 zero), then held in its bounds. Tensors are drawn in table order.
 static inline void param_init(const Config *c, float *const *views, uint64_t seed) {
     Shape shapes[NP];
     param_shapes(c, shapes);
     Rng r = rng_make(seed, RNG_INIT);
     float proj = 0.02f / sqrtf(2.0f * c->L), k = 1.0f / sqrtf((float)c->C);
-#define PARAM_INIT_ARGS(e, name, nd, d0, d1, d2, init, a, b, decay, floor) {(float)(a), (float)(b)},
+#define PARAM_INIT_ARGS(e, name, nd, d0, d1, d2, init, a, b, decay, lo, hi) {(float)(a), (float)(b)},
     float args[NP][2] = {PARAM_TABLE(PARAM_INIT_ARGS)};
 #undef PARAM_INIT_ARGS
     for (int i = 0; i < NP; i++) {
@@ -199,7 +206,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
             case INIT_UNIFORM: p[j] = mid + half * (2.0f * rng_f32(&r) - 1.0f); break;  // U(a, b)
             default: p[j] = a; break;  // INIT_CONST
             }
-            if (p[j] < PARAM_FLOOR[i]) p[j] = PARAM_FLOOR[i];
+            p[j] = param_clamp(i, p[j]);
         }
     }
     memset(views[P_WTE] + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
@@ -266,34 +273,99 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     tw_close(&w);
 }
 
-// The header of a checkpoint: model, scheme and training state (no tensors).
+// The model a checkpoint's header and kept flags describe: its shape, encoding and table from
+// meta.config_i, the flags that size its relative encodings (--rel_clip, --t5_*) from
+// meta.flags (both checked by checkpoint_header_check).
+static inline void checkpoint_model(const TensorFile *tf, const CkptHeader *h, Config *m) {
+    static char flags[sizeof(m->run_flags)];
+    config_defaults(m);
+    checkpoint_flags(tf, flags, sizeof(flags));
+    for (char *line = flags, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        *next++ = 0;
+        char *value = strchr(line, '\t');
+        *value++ = 0;
+        set_arg(m, find_arg(line), value);
+    }
+    int *field[CKI_POS] = {&m->V, &m->Vp, &m->C, &m->L, &m->NH, &m->NKV, &m->F, &m->T};
+    for (int i = 0; i < CKI_POS; i++) *field[i] = h->ci[i];
+    m->pos_scheme = h->ci[CKI_POS];
+    m->pe = h->ci[CKI_PE];
+    m->qk_norm = h->ci[CKI_QK];
+    m->learned_rows = h->ci[CKI_WPE];
+    m->arch = h->ci[CKI_ARCH];
+    RelShape rs = rel_shape_of(m);  // sizes whose shapes stay in range (the run's own limits: validate_config)
+    if (rs.clip < 0 || rs.clip > MAX_POSITION || rs.t5_buckets < 0 || rs.t5_buckets > MAX_POSITION)
+        fail("'%s' is corrupt: meta.flags sizes its relative encoding past %d (--rel_clip %d, --t5_buckets %d)", tf->path,
+             MAX_POSITION, rs.clip, rs.t5_buckets);
+}
+
+// Every tensor of a checkpoint is one of its model's (checkpoint_model), f32 at that model's
+// shape, none twice; the weights are all there, the AdamW moments all there or all absent.
+// A tensor name this build does not know is a newer build's.
+static inline void checkpoint_tensors_check(const TensorFile *tf, const CkptHeader *h) {
+    Config m;
+    checkpoint_model(tf, h, &m);
+    Shape s[NP];
+    param_shapes(&m, s);
+    char model[160], what[200];
+    snprintf(model, sizeof(model), "a %s with --pe %s%s, by meta.config_i and meta.flags", ARCH_NAMES[m.arch],
+             PE_NAMES[m.pe], m.qk_norm ? " --qk_norm" : "");
+    static unsigned char seen[3][NP];
+    memset(seen, 0, sizeof(seen));
+    for (int t = 0; t < tf->n; t++) {
+        const TensorEntry *e = &tf->t[t];
+        if (strncmp(e->name, "meta.", 5) == 0) continue;  // the header's (checkpoint_header_check)
+        int g = 0, p = NP;
+        for (; g < 3; g++) {
+            size_t n = strlen(CK_GROUPS[g]);
+            if (strncmp(e->name, CK_GROUPS[g], n) != 0 || e->name[n] != '.') continue;
+            for (p = 0; p < NP && strcmp(e->name + n + 1, PARAM_NAMES[p]) != 0; p++) {}
+            break;
+        }
+        snprintf(what, sizeof(what), "it holds the tensor %.100s", e->name);
+        if (g == 3 || p == NP) ck_newer(tf->path, what);
+        if (!s[p].numel) fail("'%s' is corrupt: it holds %s, which its model (%s) does not have", tf->path, e->name, model);
+        if (seen[g][p]++) fail("'%s' is corrupt: it holds %s twice", tf->path, e->name);
+        int same = e->dtype == TF_F32 && e->ndim == s[p].ndim;
+        for (int d = 0; same && d < s[p].ndim; d++) same = e->shape[d] == s[p].shape[d];
+        if (!same)
+            fail("'%s' is corrupt: %s is %s [%d, %d, %d] (%d dims), its model's is f32 [%d, %d, %d] (%d dims; %s)", tf->path,
+                 e->name, tf_dtype_name(e->dtype), e->ndim > 0 ? e->shape[0] : 0, e->ndim > 1 ? e->shape[1] : 0,
+                 e->ndim > 2 ? e->shape[2] : 0, e->ndim, s[p].shape[0], s[p].ndim > 1 ? s[p].shape[1] : 0,
+                 s[p].ndim > 2 ? s[p].shape[2] : 0, s[p].ndim, model);
+    }
+    int moments = seen[1][P_WTE] || seen[2][P_WTE];
+    for (int g = 0; g < (moments ? 3 : 1); g++)
+        for (int p = 0; p < NP; p++)
+            if (s[p].numel && !seen[g][p])
+                fail("'%s' is corrupt: it has no %s.%s, which its model (%s) has", tf->path, CK_GROUPS[g], PARAM_NAMES[p], model);
+}
+
+// The header of a checkpoint: model, scheme and training state, every field and tensor
+// checked for what it can be.
 static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], TrainState *st) {
-    checkpoint_config_i(tf, ci);
-    const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
-    const uint64_t *state = (const uint64_t *)tf_get(tf, "meta.state", TF_U64, 5);
-    static const char *STATE_NAMES[5] = {"step", "seed", "data_epoch", "data_shard", "data_sample"};
-    for (int i = 0; i < 5; i++)  // the seed is any 64-bit value; the others fit an int
-        if (i != 1 && state[i] > 2147483647u)
-            fail("'%s' is corrupt: meta.state %s is %llu", tf->path, STATE_NAMES[i], (unsigned long long)state[i]);
+    CkptHeader h;
+    checkpoint_header_check(tf, &h);
+    memcpy(ci, h.ci, sizeof(h.ci));
     memset(st, 0, sizeof(*st));
-    st->step = (long)state[0];
-    st->seed = (long long)state[1];
-    st->data_epoch = (long)state[2];
-    st->data_shard = (int)state[3];
-    st->data_sample = (int)state[4];
+    st->step = (long)h.state[0];
+    st->seed = (long long)h.state[1];
+    st->data_epoch = (long)h.state[2];
+    st->data_shard = (int)h.state[3];
+    st->data_sample = (int)h.state[4];
     st->pos_scheme = ci[CKI_POS];
     st->pe = ci[CKI_PE];
     st->qk_norm = ci[CKI_QK];
     st->wpe_rows = ci[CKI_WPE];
-    st->alpha_min = cf[2];
-    st->alpha_max = cf[3];
-    st->alpha_fixed = cf[4];
-    if (st->pos_scheme < 0 || st->pos_scheme >= POS_N_SCHEMES || st->pe < 0 || st->pe >= PE_N)
-        fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, st->pos_scheme, st->pe);
-    if (st->pe == PE_TUPE && !tf_find(tf, "param.tupe_ln_w"))
+    st->alpha_min = h.cf[2];
+    st->alpha_max = h.cf[3];
+    st->alpha_fixed = h.cf[4];
+    if (pe_is(st->pe, PEF_UNTIED) && !tf_find(tf, "param.tupe_ln_w"))
         fail("'%s' is a --pe tupe model made before TUPE followed its released code (a LayerNorm on the position "
              "table, a bias on its query projection, one relative bias for every layer): it cannot be loaded; train it "
              "again with this version", tf->path);
+    checkpoint_tensors_check(tf, &h);
 }
 
 static inline void checkpoint_peek(const char *path, TrainState *st) {

@@ -2,8 +2,9 @@
 // Both trainers call pos_schedule_step() once per optimizer step; each forward pass turns
 // that step into its positions p[layer][b][t] (pos_pass), and the kernels compute every
 // angle from them on the fly: angle = p * inv_freq[j], in fp32.
-// Adding a position scheme means a row of POS_TABLE and a case here, not a kernel
-// (doc/position_hook.md, section 6).
+// Adding a position scheme means a row of POS_TABLE and its functions here, not a kernel;
+// a rotary encoding, a row of PE_TABLE and of ROTARY_TABLE and its function (doc/position_hook.md,
+// section 6).
 #pragma once
 #include "utils.h"
 #include "rng.h"
@@ -15,34 +16,55 @@
 #define MAX_ALPHA_SET 16
 
 // The training-time position schemes (--pos), one row each: enum, name (the flag's value),
-// what it does (--help prints it), which of its parameters the run header prints, and
-// whether its positions are explicit (drawn as data, not alpha * t: the encodings that read
-// distances times alpha cannot follow them, config.h refuses those pairs). A checkpoint
-// stores a scheme as its index: append rows, never reorder.
+// what it does (--help prints it), which of its parameters the run header prints, its
+// properties (POSF_* bits; nothing outside the tables compares with a scheme's name):
+//   POSF_EXPLICIT     its positions are drawn as data, not alpha * t (the encodings that read
+//                     distances times alpha cannot follow them: config.h refuses those pairs)
+//   POSF_STANDARD     p_t = t, nothing drawn (what NoPE, TUPE and GRU take)
+//   POSF_INTEGER      integer positions (a learned table's rows)
+//   POSF_DRAWS_BASE   draws the rotary base per step; POSF_POSE_SCALING takes --pose_scaling
+// the largest position its training reaches (an expression of the run's Config c, read by
+// llmc/config.h: a learned table's rows, a rotary scale's range), and its three functions:
+// alpha, the draw of alpha at a step from u ~ U[0,1) (pos_draw_alpha_stream); step, what the
+// step changes of the standard positions (pos_schedule_step); infer, its inference positions
+// (pos_eval_step). A checkpoint stores a scheme as its index: append rows, never reorder.
 enum { SHOW_NONE, SHOW_RANGE, SHOW_SET };
-#define POS_TABLE(X)                                                                                                      \
-    X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE, 0)                                                                \
-    X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE, 0)     \
-    X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE, 0)                               \
-    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_NONE, 0)                                                    \
-    X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET, 0)                            \
-    X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET, 0)                                        \
-    X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training", SHOW_RANGE,  \
-      0)                                                                                                                  \
-    X(POS_CURR_STEP, "curriculum-step", "alpha 1 for the first part of training (--curriculum_frac), then from [a,b]",    \
-      SHOW_RANGE, 0)                                                                                                      \
-    X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE, 0)      \
-    X(POS_RPE, "rpe", "randomized positions (not a relative encoding): T distinct sorted integers from [0, --rpe_max) per step; p_t = t at "       \
-      "evaluation", SHOW_NONE, 1)                                                                                         \
-    X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",    \
-      SHOW_NONE, 1)                                                                                                       \
-    X(POS_POSE, "pose", "PoSE: each sequence in two chunks, the second's positions skipped by u ~ U{0..L_t - T} "        \
-      "(--pose_target L_t); p_t = t at evaluation; --pose_scaling adds PoSE's interpolation", SHOW_NONE, 1)
-#define POS_ENUM(e, name, what, show, expl) e,
-#define POS_NAME(e, name, what, show, expl) name,
-#define POS_WHAT_OF(e, name, what, show, expl) what,
-#define POS_SHOW_OF(e, name, what, show, expl) show,
-#define POS_EXPLICIT_OF(e, name, what, show, expl) expl,
+enum { POSF_EXPLICIT = 1, POSF_STANDARD = 2, POSF_INTEGER = 4, POSF_DRAWS_BASE = 8, POSF_POSE_SCALING = 16 };
+#define TRAIN_SPAN ((float)(c->T - 1))  // the training window's last token index
+#define POS_TABLE(X)                                                                                                   \
+    X(POS_ROPE, "rope", "p_t = t (default)", SHOW_NONE, POSF_STANDARD | POSF_INTEGER, TRAIN_SPAN, alpha_one,           \
+      pos_step_alphas, pos_infer_standard)                                                                             \
+    X(POS_POSAUG, "posaug", "PosAug: p_t = alpha t, alpha ~ U[a,b] per optimizer step (--alpha_range)", SHOW_RANGE, 0, \
+      c->alpha_max * TRAIN_SPAN, alpha_uniform, pos_step_alphas, pos_infer_standard)                                   \
+    X(POS_POSAUG_LOG, "posaug-log", "PosAug with ln alpha ~ U[ln a, ln b]", SHOW_RANGE, 0, c->alpha_max * TRAIN_SPAN,  \
+      alpha_log_uniform, pos_step_alphas, pos_infer_standard)                                                          \
+    X(POS_FIXED, "fixed", "a constant alpha (--alpha)", SHOW_NONE, 0, c->alpha_fixed * TRAIN_SPAN, alpha_fixed_of,     \
+      pos_step_alphas, pos_infer_standard)                                                                             \
+    X(POS_DISCRETE, "discrete", "alpha drawn uniformly from a set (--alpha_set)", SHOW_SET, 0,                         \
+      alpha_set_max(c) * TRAIN_SPAN, alpha_discrete, pos_step_alphas, pos_infer_standard)                              \
+    X(POS_CYCLE, "cycle", "alpha = set[step mod size] (--alpha_set)", SHOW_SET, 0, alpha_set_max(c) * TRAIN_SPAN,      \
+      alpha_cycle, pos_step_alphas, pos_infer_standard)                                                                \
+    X(POS_CURR_LINEAR, "curriculum-linear", "the range moves linearly from [1/2, 2] to [a,b] over training",           \
+      SHOW_RANGE, 0, fmaxf(2.0f, c->alpha_max) * TRAIN_SPAN, alpha_curriculum_linear, pos_step_alphas,                 \
+      pos_infer_standard)                                                                                              \
+    X(POS_CURR_STEP, "curriculum-step", "alpha 1 for the first part of training (--curriculum_frac), then from [a,b]", \
+      SHOW_RANGE, 0, fmaxf(1.0f, c->alpha_max) * TRAIN_SPAN, alpha_curriculum_step, pos_step_alphas,                   \
+      pos_infer_standard)                                                                                              \
+    X(POS_RANDOM_BASE, "random-base", "positions unchanged; the RoPE base B ~ U[B0/8, 8 B0] per step", SHOW_NONE,      \
+      POSF_DRAWS_BASE, TRAIN_SPAN, alpha_one, pos_step_random_base, pos_infer_standard)                                \
+    X(POS_RPE, "rpe", "randomized positions (not a relative encoding): T distinct sorted integers from [0, --rpe_max) " \
+      "per step; p_t = t at evaluation", SHOW_NONE, POSF_EXPLICIT | POSF_INTEGER, (float)(c->rpe_max - 1), alpha_one,  \
+      pos_step_rpe, pos_infer_rpe)                                                                                     \
+    X(POS_RFS, "rfs", "T sorted floats U[0,1) * L per step (--rfs_scale L); (2t+1) / (2 max(T,n)) * L at inference",   \
+      SHOW_NONE, POSF_EXPLICIT, c->rfs_scale, alpha_one, pos_step_rfs, pos_infer_rfs)                                  \
+    X(POS_POSE, "pose", "PoSE: each sequence in two chunks, the second's positions skipped by u ~ U{0..L_t - T} "      \
+      "(--pose_target L_t); p_t = t at evaluation; --pose_scaling adds PoSE's interpolation", SHOW_NONE,               \
+      POSF_EXPLICIT | POSF_POSE_SCALING, (float)(c->pose_target - 1), alpha_one, pos_step_pose, pos_infer_standard)
+#define POS_ENUM(e, name, what, show, props, reach, alpha, step, infer) e,
+#define POS_NAME(e, name, what, show, props, reach, alpha, step, infer) name,
+#define POS_WHAT_OF(e, name, what, show, props, reach, alpha, step, infer) what,
+#define POS_SHOW_OF(e, name, what, show, props, reach, alpha, step, infer) show,
+#define POS_PROPS_OF(e, name, what, show, props, reach, alpha, step, infer) props,
 enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
 
 // The schemes' numeric parameters, one row each: the field (of PosConfig and of the run's
@@ -65,39 +87,74 @@ enum { POS_TABLE(POS_ENUM) POS_N_SCHEMES };
 static const char *POS_SCHEME_NAMES[POS_N_SCHEMES] = {POS_TABLE(POS_NAME)};
 static const char *POS_SCHEME_WHAT[POS_N_SCHEMES] = {POS_TABLE(POS_WHAT_OF)};
 static const int POS_SCHEME_SHOW[POS_N_SCHEMES] = {POS_TABLE(POS_SHOW_OF)};
-static const int POS_SCHEME_EXPLICIT[POS_N_SCHEMES] = {POS_TABLE(POS_EXPLICIT_OF)};
+static const int POS_PROPS[POS_N_SCHEMES] = {POS_TABLE(POS_PROPS_OF)};
+// Whether scheme s has property f (POSF_*)
+static inline int pos_is(int s, int f) { return (POS_PROPS[s] & f) != 0; }
 
-// The position encodings that turn those positions into a signal (--pe), the same way:
-// enum, name, what it does.
-#define PE_TABLE(X)                                                                           \
-    X(PE_ROPE, "rope", "rotate q and k by p_t * theta_j (default)")                          \
-    X(PE_NOPE, "nope", "none: the causal mask only")                                         \
-    X(PE_ALIBI, "alibi", "attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)") \
-    X(PE_SINUSOIDAL, "sinusoidal", "PE(p_t) added to the token embedding")                   \
-    X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)")   \
-    X(PE_ERPE, "erpe", "eRPE: attention logits get a learned b_h[min(p_i - p_j, --rel_clip)] per layer and head") \
-    X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over --t5_buckets buckets of p_i - p_j, half " \
-      "log-spaced to --t5_max_distance")                                                                       \
-    X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)")        \
-    X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "    \
-      "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer")                  \
-    X(PE_TPE, "tpe", "T-PE: logits get q_i . h_l(p_i - p_j) / sqrt(hd), h_l a learned function of the real "     \
-      "distance (one tanh layer of ln(1 + p_i - p_j)) per layer")                                                   \
-    X(PE_TUPE, "tupe", "TUPE (Ke et al.; integer positions): logits (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / "   \
-      "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers") \
-    X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 " \
-      "learned per layer and head")                                                                              \
-    X(PE_FIRE, "fire", "FIRE (Li et al.): logits get f_h(psi(p_i - p_j) / psi(max(L, p_i))), psi(x) = ln(c x + 1), " \
-      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer")
-#define PE_ENUM(e, name, what) e,
-#define PE_NAME(e, name, what) name,
-#define PE_WHAT_OF(e, name, what) what,
+// The position encodings that turn those positions into a signal (--pe), the same way: enum,
+// name, what it does, and what the code around it needs to know of it (its properties,
+// PEF_* bits; nothing outside the tables compares with an encoding's name):
+//   PEF_POSITIONS    it reads positions at all (all but NoPE)
+//   PEF_FREQ_SCALES  its frequencies theta_j can be scaled (--scaling ntk..yarn, --pose_scaling)
+//   PEF_BASE_DRAWN   its base can be drawn per step (--pos random-base)
+//   PEF_SLOPES       ALiBi's fixed slopes m_h on the distance
+//   PEF_SINUSOIDAL   adds sinusoidal PE(p_t) to the token embedding (PEF_WINDOW_FREQS: its
+//                    frequencies times C / T, tAPE's)
+//   PEF_WPE_ADDED    adds a learned row wpe[p_t] to the token embedding (any integer positions)
+//   PEF_UNTIED       TUPE's untied positions: wpe's rows 0..n-1 through their own projections
+//   PEF_T5           reads --t5_buckets and --t5_max_distance
+// and the default of --rel_clip where it reads that flag (an expression of the run's Config
+// c, read by llmc/config.h; 0: it does not read it).
+// How it rotates (ROTARY_TABLE below), a learned bias (llmc/attn_bias.h's BIAS_FN_TABLE) or
+// relative keys (PE_KEY_TABLE there) are rows of those tables. A checkpoint stores an
+// encoding as its index: append rows, never reorder.
+enum {
+    PEF_POSITIONS = 1, PEF_FREQ_SCALES = 2, PEF_BASE_DRAWN = 4, PEF_SLOPES = 8, PEF_SINUSOIDAL = 16,
+    PEF_WINDOW_FREQS = 32, PEF_WPE_ADDED = 64, PEF_UNTIED = 128, PEF_T5 = 256
+};
+#define PEF_ROTARY_DEFAULTS (PEF_POSITIONS | PEF_FREQ_SCALES | PEF_BASE_DRAWN)
+#define PE_TABLE(X)                                                                                                    \
+    X(PE_ROPE, "rope", "rotate q and k by p_t * theta_j (default)", PEF_ROTARY_DEFAULTS, 0)                            \
+    X(PE_NOPE, "nope", "none: the causal mask only", 0, 0)                                                             \
+    X(PE_ALIBI, "alibi", "attention logits get -m_h * (p_i - p_j) = -m_h * alpha * (i - j)",                           \
+      PEF_POSITIONS | PEF_SLOPES, 0)                                                                                   \
+    X(PE_SINUSOIDAL, "sinusoidal", "PE(p_t) added to the token embedding", PEF_POSITIONS | PEF_SINUSOIDAL, 0)          \
+    X(PE_LEARNED, "learned", "a trained row wpe[p_t] added to the token embedding (integer positions)",                \
+      PEF_POSITIONS | PEF_WPE_ADDED, 0)                                                                                \
+    X(PE_ERPE, "erpe", "eRPE: attention logits get a learned b_h[min(p_i - p_j, --rel_clip)] per layer and head",      \
+      PEF_POSITIONS, c->T - 1)                                                                                         \
+    X(PE_T5, "t5", "T5's bias: a learned b_h per layer and head over --t5_buckets buckets of p_i - p_j, half "         \
+      "log-spaced to --t5_max_distance", PEF_POSITIONS | PEF_T5, 0)                                                    \
+    X(PE_TAPE, "tape", "tAPE: sinusoidal PE(p_t) with frequencies times C / T (T the training window)",                \
+      PEF_POSITIONS | PEF_SINUSOIDAL | PEF_WINDOW_FREQS, 0)                                                            \
+    X(PE_SHAW, "shaw", "the PE survey's RPE (Shaw et al.; not --pos rpe): logits get q_i . r_l[min(p_i - p_j, "        \
+      "--rel_clip)] / sqrt(hd), a learned key vector per clipped distance and layer", PEF_POSITIONS, 16)               \
+    X(PE_TPE, "tpe", "T-PE: logits get q_i . h_l(p_i - p_j) / sqrt(hd), h_l a learned function of the real "           \
+      "distance (one tanh layer of ln(1 + p_i - p_j)) per layer", PEF_POSITIONS, 0)                                    \
+    X(PE_TUPE, "tupe", "TUPE (Ke et al.; integer positions): logits (q_i . k_j + (wpe[i] U^Q) . (wpe[j] U^K)) / "      \
+      "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers",         \
+      PEF_POSITIONS | PEF_UNTIED | PEF_T5, 0)                                                                          \
+    X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 "  \
+      "learned per layer and head", PEF_POSITIONS, 0)                                                                  \
+    X(PE_FIRE, "fire", "FIRE (Li et al.): logits get f_h(psi(p_i - p_j) / psi(max(L, p_i))), psi(x) = ln(c x + 1), "   \
+      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer", PEF_POSITIONS, 0)                \
+    X(PE_XPOS, "xpos", "xPos (Sun et al.): RoPE with q scaled by zeta_j^(p_t / 512) and k by zeta_j^(-p_t / 512), "    \
+      "zeta_j = (2j + 0.4 hd) / (1.4 hd): logits decay with the distance", PEF_ROTARY_DEFAULTS, 0)                     \
+    X(PE_KERPLE_POWER, "kerple-power", "KERPLE (Chi et al.), power variant: logits get -r1_h (p_i - p_j)^r2_h, "       \
+      "r1 > 0 and 0 < r2 <= 2 learned per layer and head", PEF_POSITIONS, 0)
+#define PE_ENUM(e, name, what, props, clip) e,
+#define PE_NAME(e, name, what, props, clip) name,
+#define PE_WHAT_OF(e, name, what, props, clip) what,
+#define PE_PROPS_OF(e, name, what, props, clip) props,
 enum { PE_TABLE(PE_ENUM) PE_N };
 static const char *PE_NAMES[PE_N] = {PE_TABLE(PE_NAME)};
 static const char *PE_WHAT[PE_N] = {PE_TABLE(PE_WHAT_OF)};
+static const int PE_PROPS[PE_N] = {PE_TABLE(PE_PROPS_OF)};
+// Whether encoding pe has property f (PEF_*)
+static inline int pe_is(int pe, int f) { return (PE_PROPS[pe] & f) != 0; }
 // The encodings with the learned position table wpe, one row per integer position: --pe
 // learned adds a row to the token embedding, TUPE projects rows into every attention.
-static inline int pe_has_wpe(int pe) { return pe == PE_LEARNED || pe == PE_TUPE; }
+static inline int pe_has_wpe(int pe) { return pe_is(pe, PEF_WPE_ADDED | PEF_UNTIED); }
 enum { LAYERS_ALL = 0, LAYERS_BOTTOM, LAYERS_TOP, LAYERS_INDEPENDENT, LAYERS_N };
 static const char *POS_LAYERS_NAMES[LAYERS_N] = {"all", "bottom", "top", "independent"};
 static const char *DIST_NAMES[2] = {"uniform", "log"};
@@ -139,7 +196,7 @@ typedef struct {
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
     float mscale;                   // attention factor: multiplies cos and sin (1 in training)
     int pe;                         // PE_*: what the kernels do with the positions
-    float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe == PE_ALIBI
+    float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe has PEF_SLOPES
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL:
     int n_positions;                //   layout [layer][sequence][n_positions]
     int positions_stride;           // layer l reads positions + l * stride (0: one set for all layers)
@@ -148,6 +205,82 @@ typedef struct {
     RelShape rel;                   // the learned relative encodings' buckets (llmc/attn_bias.h)
     float ape_scale;                // sinusoidal frequencies times this (tAPE)
 } PosStep;
+
+// ----------------------------------------------------------------------------
+// The rotary encodings: q and k rotated pair by pair (element j with j + hd/2) by an angle,
+// and scaled. Each has a row of ROTARY_TABLE: its PE_*, its function, and the largest
+// position |p| at which its scale stays in range (config.h refuses a run that reaches past
+// it, before anything runs). The function, written once for the host and the device (the
+// CPU's rope_rotate and every rope_kernel_v* call it through pe_rotary), returns the angle
+// of pair j at position p and sets *scale, the factor on that pair of a query (side
+// ROT_QUERY) or a key (ROT_KEY). The angle is one fp32 product with no fused multiply-add
+// (MUL_RN), so that both backends round it alike; the backward is the same rotation by
+// -angle with the same scale.
+#ifdef __CUDACC__
+#define HOST_DEVICE __host__ __device__
+#else
+#define HOST_DEVICE
+#endif
+#ifdef __CUDA_ARCH__
+#define MUL_RN(a, b) __fmul_rn(a, b)
+#else
+#define MUL_RN(a, b) ((a) * (b))
+#endif
+enum { ROT_QUERY, ROT_KEY };
+
+// RoPE (Su et al. 2021): angle p theta_j, scale 1
+HOST_DEVICE static inline float rope_rotary(const PosStep *ps, float p, int j, int hd, int side, float *scale) {
+    (void)hd, (void)side;
+    *scale = 1.0f;
+    return MUL_RN(p, ps->inv_freq[j]);
+}
+
+// xPos (Sun et al. 2023, torchscale's XPOS): RoPE's angle; queries scaled by zeta_j^(p/gamma),
+// keys by zeta_j^(-p/gamma), zeta_j = (2j + 0.4 hd) / (1.4 hd) in (0, 1), gamma = 512 (its
+// scale_base): the logit of query n and key m gets zeta_j^((n - m)/gamma) per pair, a decay
+// with the distance. torchscale centres the exponent on the middle of the sequence, which
+// cancels in q . k; here it is p itself, so the scale of the smallest zeta_0 = 2/7 stays
+// within 2^(+-64) (products of scaled queries, keys and their gradients far from fp32's
+// range) up to |p| = 64 ln 2 gamma / ln 3.5 = 18130: XPOS_MAX_POSITION.
+#define XPOS_GAMMA 512.0f
+#define XPOS_MAX_POSITION 18130.0f
+HOST_DEVICE static inline float xpos_rotary(const PosStep *ps, float p, int j, int hd, int side, float *scale) {
+    float zeta = (MUL_RN(2.0f, (float)j) + MUL_RN(0.4f, (float)hd)) / MUL_RN(1.4f, (float)hd);
+    *scale = powf(zeta, (side == ROT_KEY ? -p : p) / XPOS_GAMMA);
+    return MUL_RN(p, ps->inv_freq[j]);
+}
+
+#define ROTARY_TABLE(X)                                                                                                \
+    X(PE_ROPE, rope_rotary, INFINITY)                                                                                  \
+    X(PE_XPOS, xpos_rotary, XPOS_MAX_POSITION)
+
+// The angle of pair j at position p for encoding ps->pe, and its scale on a query or key
+HOST_DEVICE static inline float pe_rotary(const PosStep *ps, float p, int j, int hd, int side, float *scale) {
+    switch (ps->pe) {
+#define ROTARY_CASE(e, fn, reach)                                                                                      \
+    case e: return fn(ps, p, j, hd, side, scale);
+        ROTARY_TABLE(ROTARY_CASE)
+#undef ROTARY_CASE
+    }
+    *scale = 1.0f;  // unreachable: the trainers rotate only for an encoding with a row
+    return 0.0f;
+}
+
+// Whether encoding pe rotates q and k (it has a row of ROTARY_TABLE)
+static inline int pe_rotates(int pe) {
+#define ROTARY_HAS(e, fn, reach) if (pe == e) return 1;
+    ROTARY_TABLE(ROTARY_HAS)
+#undef ROTARY_HAS
+    return 0;
+}
+
+// The largest |position| encoding pe takes (INFINITY: any)
+static inline float pe_position_limit(int pe) {
+#define ROTARY_LIMIT(e, fn, reach) if (pe == e) return reach;
+    ROTARY_TABLE(ROTARY_LIMIT)
+#undef ROTARY_LIMIT
+    return INFINITY;
+}
 
 // Layer l's explicit positions (of the step's first sequence), or NULL when the positions
 // are alpha * t + offset.
@@ -176,10 +309,6 @@ typedef struct {
 static inline float pass_pos(const PassPositions *pp, int l, int b, int t) {
     return pp->p[(size_t)l * pp->layer_stride + (size_t)b * pp->seq_stride + t];
 }
-
-// Whether a scheme's positions are drawn as data (not alpha * t): the bias encodings, which
-// read token distances times alpha, cannot follow them (POS_TABLE's last column).
-static inline int pos_explicit(int scheme) { return POS_SCHEME_EXPLICIT[scheme]; }
 
 // Whether the layers' positions differ (a row set per layer), or all read one.
 static inline int pos_per_layer(const PosStep *ps, int n_layer) {
@@ -296,12 +425,12 @@ static inline void sinusoidal_freqs_host(float *f, int C, float scale) {
 }
 
 // The encodings that add sinusoidal PE(p_t) to the token embedding
-static inline int pe_sinusoidal(int pe) { return pe == PE_SINUSOIDAL || pe == PE_TAPE; }
+static inline int pe_sinusoidal(int pe) { return pe_is(pe, PEF_SINUSOIDAL); }
 
 static inline void pos_set_pe(PosStep *ps, int pe, int n_head) {
     ps->pe = pe;
     memset(ps->alibi_slope, 0, sizeof(ps->alibi_slope));
-    if (pe == PE_ALIBI) alibi_slopes(ps->alibi_slope, n_head);
+    if (pe_is(pe, PEF_SLOPES)) alibi_slopes(ps->alibi_slope, n_head);
 }
 
 // The encoding at a step: --pe, or NoPE once DroPE has dropped it (drope_step > 0).
@@ -338,7 +467,7 @@ static inline void scaling_check(int scaling, int pe, int pose_scaling) {
         fail("--scaling %s: a model trained with --pose_scaling %s already scales its RoPE at evaluation (factor "
              "--pose_target / --seq_len); evaluate it without --scaling", SCALE_NAMES[scaling],
              POSE_SCALING_NAMES[pose_scaling]);
-    if (scaling && (pe == PE_NOPE || (scaling != SCALE_PI && pe != PE_ROPE)))
+    if (scaling && (!pe_is(pe, PEF_POSITIONS) || (scaling != SCALE_PI && !pe_is(pe, PEF_FREQ_SCALES))))
         fail("--scaling %s changes %s, which a --pe %s model does not have", SCALE_NAMES[scaling],
              scaling == SCALE_PI ? "positions" : "RoPE's frequencies", PE_NAMES[pe]);
 }
@@ -418,27 +547,41 @@ static inline PosStep pos_standard(const PosConfig *pc) {
     ps.ape_scale = pc->ape_scale;
     pos_inv_freq(ps.inv_freq, pc->head_dim, pc->rope_base);
     pos_set_pe(&ps, pe_at_step(pc, pc->total_steps), pc->n_head);
-    if (pc->scheme == POS_POSE && pc->pose_scaling) {
+    if (pos_is(pc->scheme, POSF_POSE_SCALING) && pc->pose_scaling) {
         EvalScaling es = pose_scaling_of(pc);
         scaling_apply(&ps, pc, &es, pc->seq_len);
     }
     return ps;
 }
 
-// Standard positions with the scaling applied, for a sequence of seq_len tokens
-// (RFS: its inference positions (2t+1) / (2 max(T, n)) * L).
+// The schemes' inference positions for a pass of seq_len tokens (POS_TABLE's infer): the
+// standard ones p_t = t, RFS's (2t+1) / (2 max(T, n)) * L, or RPE's fixed draw per sequence
+// length with --rpe_eval random.
+static inline void pos_infer_standard(PosStep *ps, const PosConfig *pc, int seq_len) {
+    (void)ps, (void)pc, (void)seq_len;
+}
+static inline void pos_infer_rfs(PosStep *ps, const PosConfig *pc, int seq_len) {
+    float *p = pos_buffer(seq_len);
+    int den = 2 * (pc->seq_len > seq_len ? pc->seq_len : seq_len);
+    for (int t = 0; t < seq_len; t++) p[t] = (float)((2.0 * t + 1) / den * pc->rfs_scale);
+    ps->positions = p;
+    ps->n_positions = seq_len;
+}
+static inline void pos_infer_rpe(PosStep *ps, const PosConfig *pc, int seq_len) {
+    if (!pc->rpe_eval_random) return;
+    Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL - 1 - (uint64_t)seq_len);
+    pos_set_rpe(ps, pc, &r, seq_len);
+}
+
+// Standard positions with the scaling applied, for a sequence of seq_len tokens (the
+// scheme's inference positions where it has its own).
 static inline PosStep pos_eval_step(const PosConfig *pc, const EvalScaling *es, int seq_len) {
     PosStep ps = pos_standard(pc);
-    if (pc->scheme == POS_RFS) {
-        float *p = pos_buffer(seq_len);
-        int den = 2 * (pc->seq_len > seq_len ? pc->seq_len : seq_len);
-        for (int t = 0; t < seq_len; t++) p[t] = (float)((2.0 * t + 1) / den * pc->rfs_scale);
-        ps.positions = p;
-        ps.n_positions = seq_len;
-    }
-    if (pc->scheme == POS_RPE && pc->rpe_eval_random) {  // one fixed draw per sequence length
-        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL - 1 - (uint64_t)seq_len);
-        pos_set_rpe(&ps, pc, &r, seq_len);
+    switch (pc->scheme) {
+#define POS_INFER_CASE(e, name, what, show, props, reach, alpha_fn, step_fn, infer_fn)                                 \
+    case e: infer_fn(&ps, pc, seq_len); break;
+        POS_TABLE(POS_INFER_CASE)
+#undef POS_INFER_CASE
     }
     scaling_apply(&ps, pc, es, seq_len);
     return ps;
@@ -450,85 +593,134 @@ static inline PosStep pos_inference(const PosConfig *pc, int seq_len) {
     return pos_eval_step(pc, &none, seq_len);
 }
 
+// The schemes' draws of alpha at a step from u ~ U[0,1) (POS_TABLE's alpha): 1 for the
+// schemes without one.
+static inline float alpha_one(const PosConfig *pc, long step, float u) {
+    (void)pc, (void)step, (void)u;
+    return 1.0f;
+}
+// uniform in [a, b], or log-uniform with --curriculum_dist log (the curriculum schemes)
+static inline float alpha_in_range(float a, float b, float u, int log_uniform) {
+    return log_uniform ? expf(logf(a) + (logf(b) - logf(a)) * u) : a + (b - a) * u;
+}
+static inline float alpha_uniform(const PosConfig *pc, long step, float u) {
+    (void)step;
+    return alpha_in_range(pc->alpha_min, pc->alpha_max, u, 0);
+}
+static inline float alpha_log_uniform(const PosConfig *pc, long step, float u) {
+    (void)step;
+    return alpha_in_range(pc->alpha_min, pc->alpha_max, u, 1);
+}
+static inline float alpha_fixed_of(const PosConfig *pc, long step, float u) {
+    (void)step, (void)u;
+    return pc->alpha_fixed;
+}
+static inline float alpha_discrete(const PosConfig *pc, long step, float u) {
+    (void)step;
+    int i = (int)(u * pc->n_alpha_set);
+    return pc->alpha_set[i < pc->n_alpha_set ? i : pc->n_alpha_set - 1];
+}
+static inline float alpha_cycle(const PosConfig *pc, long step, float u) {
+    (void)u;
+    return pc->alpha_set[step % pc->n_alpha_set];
+}
+// the range moves linearly from [1/2, 2] to [a, b]
+static inline float alpha_curriculum_linear(const PosConfig *pc, long step, float u) {
+    float f = pc->total_steps > 1 ? (float)step / (float)(pc->total_steps - 1) : 1.0f;
+    float a = 0.5f + (pc->alpha_min - 0.5f) * f, b = 2.0f + (pc->alpha_max - 2.0f) * f;
+    return alpha_in_range(a, b, u, pc->curriculum_log);
+}
+// 1 for the first part of training, then from [a, b]
+static inline float alpha_curriculum_step(const PosConfig *pc, long step, float u) {
+    if (step < (long)(pc->curriculum_frac * pc->total_steps)) return 1.0f;
+    return alpha_in_range(pc->alpha_min, pc->alpha_max, u, pc->curriculum_log);
+}
+
 // Draw alpha for (step, layer stream). Counter-based (a fresh stream per step and layer
 // from the seed), so the sequence is a pure function of (seed, step): resume needs no
 // extra state and the CPU and GPU trainers draw identical numbers.
 static inline float pos_draw_alpha_stream(const PosConfig *pc, long step, int stream) {
     Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step + ((uint64_t)stream << 40));
-    float u = rng_f32(&r), a = pc->alpha_min, b = pc->alpha_max;
-    int uniform_in_range = 1;  // curriculum: the range of this step
+    float u = rng_f32(&r);
     switch (pc->scheme) {
-    case POS_POSAUG: return a + (b - a) * u;
-    case POS_POSAUG_LOG: return expf(logf(a) + (logf(b) - logf(a)) * u);
-    case POS_FIXED: return pc->alpha_fixed;
-    case POS_DISCRETE: return pc->alpha_set[(int)(u * pc->n_alpha_set) < pc->n_alpha_set ? (int)(u * pc->n_alpha_set) : pc->n_alpha_set - 1];
-    case POS_CYCLE: return pc->alpha_set[step % pc->n_alpha_set];
-    case POS_CURR_LINEAR: {
-        float f = pc->total_steps > 1 ? (float)step / (float)(pc->total_steps - 1) : 1.0f;
-        a = 0.5f + (pc->alpha_min - 0.5f) * f;
-        b = 2.0f + (pc->alpha_max - 2.0f) * f;
-        break;
+#define POS_ALPHA_CASE(e, name, what, show, props, reach, alpha_fn, step_fn, infer)                                    \
+    case e: return alpha_fn(pc, step, u);
+        POS_TABLE(POS_ALPHA_CASE)
+#undef POS_ALPHA_CASE
     }
-    case POS_CURR_STEP:
-        if (step < (long)(pc->curriculum_frac * pc->total_steps)) return 1.0f;
-        break;
-    default: uniform_in_range = 0;
-    }
-    if (!uniform_in_range) return 1.0f;
-    return pc->curriculum_log ? expf(logf(a) + (logf(b) - logf(a)) * u) : a + (b - a) * u;
+    return 1.0f;
 }
 
 static inline float pos_draw_alpha(const PosConfig *pc, long step) { return pos_draw_alpha_stream(pc, step, 0); }
+
+// The schemes' steps (POS_TABLE's step): what optimizer step `step` changes of the
+// standard positions ps. The alpha schemes: alpha[l] from the draw, as --pos_layers says.
+static inline void pos_step_alphas(PosStep *ps, const PosConfig *pc, long step) {
+    float shared = pos_draw_alpha(pc, step);
+    for (int l = 0; l < pc->n_layer; l++) {
+        int bottom = l < pc->n_layer / 2;
+        switch (pc->layers) {
+        case LAYERS_BOTTOM: ps->alpha[l] = bottom ? shared : 1.0f; break;
+        case LAYERS_TOP: ps->alpha[l] = bottom ? 1.0f : shared; break;
+        case LAYERS_INDEPENDENT: ps->alpha[l] = pos_draw_alpha_stream(pc, step, l); break;
+        default: ps->alpha[l] = shared;
+        }
+    }
+}
+
+// the step's stream of the schemes that draw more than alpha
+static inline Rng pos_step_rng(const PosConfig *pc, long step) {
+    return rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
+}
+
+// random-base: the base B ~ U[B0/8, 8 B0]
+static inline void pos_step_random_base(PosStep *ps, const PosConfig *pc, long step) {
+    Rng r = pos_step_rng(pc, step);
+    double b0 = pc->rope_base;
+    pos_inv_freq(ps->inv_freq, pc->head_dim, b0 / 8 + (8 * b0 - b0 / 8) * rng_f32(&r));
+}
+
+static inline void pos_step_rpe(PosStep *ps, const PosConfig *pc, long step) {
+    Rng r = pos_step_rng(pc, step);
+    pos_set_rpe(ps, pc, &r, pc->seq_len);
+}
+
+// RFS: T sorted floats U[0,1) * L
+static inline void pos_step_rfs(PosStep *ps, const PosConfig *pc, long step) {
+    Rng r = pos_step_rng(pc, step);
+    int T = pc->seq_len;
+    float *p = pos_buffer(T);
+    for (int t = 0; t < T; t++) p[t] = rng_f32(&r) * pc->rfs_scale;
+    qsort(p, T, sizeof(float), cmp_float);
+    ps->positions = p;
+    ps->n_positions = T;
+}
+
+// PoSE, per sequence: chunk 1 is t < n1, chunk 2 is skipped by u
+static inline void pos_step_pose(PosStep *ps, const PosConfig *pc, long step) {
+    Rng r = pos_step_rng(pc, step);
+    int T = pc->seq_len, S = pc->step_seqs;
+    float *p = pos_buffer(S * T), a = ps->alpha[0];  // a: 1, or 1/s with --pose_scaling linear
+    for (int s = 0; s < S; s++) {
+        int n1 = 1 + (int)rng_below(&r, (uint32_t)((T + 1) / 2));          // U{1..(T+1)/2}
+        int u = (int)rng_below(&r, (uint32_t)(pc->pose_target - T + 1));  // U{0..L_t - T}
+        for (int t = 0; t < T; t++) p[(size_t)s * T + t] = a * (float)(t < n1 ? t : t + u);
+    }
+    for (int l = 0; l < MAX_LAYERS; l++) ps->alpha[l] = 1.0f;  // the positions carry it
+    ps->positions = p;
+    ps->n_positions = T;
+    ps->seq_stride = T;
+}
 
 // THE POSAUG HOOK (host side): positions, frequencies and biases for optimizer step `step`.
 static inline PosStep pos_schedule_step(const PosConfig *pc, long step) {
     PosStep ps = pos_standard(pc);
     pos_set_pe(&ps, pe_at_step(pc, step), pc->n_head);
-    if (pc->scheme == POS_RANDOM_BASE) {
-        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
-        double b0 = pc->rope_base;
-        pos_inv_freq(ps.inv_freq, pc->head_dim, b0 / 8 + (8 * b0 - b0 / 8) * rng_f32(&r));
-        return ps;
-    }
-    if (pc->scheme == POS_RPE) {
-        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
-        pos_set_rpe(&ps, pc, &r, pc->seq_len);
-        return ps;
-    }
-    if (pc->scheme == POS_RFS) {
-        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
-        int T = pc->seq_len;
-        float *p = pos_buffer(T);
-        for (int t = 0; t < T; t++) p[t] = rng_f32(&r) * pc->rfs_scale;
-        qsort(p, T, sizeof(float), cmp_float);
-        ps.positions = p;
-        ps.n_positions = T;
-        return ps;
-    }
-    if (pc->scheme == POS_POSE) {  // per sequence: chunk 1 is t < n1, chunk 2 is skipped by u
-        Rng r = rng_make(pc->seed, (uint64_t)RNG_POS * 1000000007ULL + (uint64_t)step);
-        int T = pc->seq_len, S = pc->step_seqs;
-        float *p = pos_buffer(S * T), a = ps.alpha[0];  // a: 1, or 1/s with --pose_scaling linear
-        for (int s = 0; s < S; s++) {
-            int n1 = 1 + (int)rng_below(&r, (uint32_t)((T + 1) / 2));          // U{1..(T+1)/2}
-            int u = (int)rng_below(&r, (uint32_t)(pc->pose_target - T + 1));  // U{0..L_t - T}
-            for (int t = 0; t < T; t++) p[(size_t)s * T + t] = a * (float)(t < n1 ? t : t + u);
-        }
-        for (int l = 0; l < MAX_LAYERS; l++) ps.alpha[l] = 1.0f;  // the positions carry it
-        ps.positions = p;
-        ps.n_positions = T;
-        ps.seq_stride = T;
-        return ps;
-    }
-    float shared = pos_draw_alpha(pc, step);
-    for (int l = 0; l < pc->n_layer; l++) {
-        int bottom = l < pc->n_layer / 2;
-        switch (pc->layers) {
-        case LAYERS_BOTTOM: ps.alpha[l] = bottom ? shared : 1.0f; break;
-        case LAYERS_TOP: ps.alpha[l] = bottom ? 1.0f : shared; break;
-        case LAYERS_INDEPENDENT: ps.alpha[l] = pos_draw_alpha_stream(pc, step, l); break;
-        default: ps.alpha[l] = shared;
-        }
+    switch (pc->scheme) {
+#define POS_STEP_CASE(e, name, what, show, props, reach, alpha_fn, step_fn, infer_fn)                                  \
+    case e: step_fn(&ps, pc, step); break;
+        POS_TABLE(POS_STEP_CASE)
+#undef POS_STEP_CASE
     }
     return ps;
 }

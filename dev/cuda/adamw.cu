@@ -6,7 +6,7 @@
 //
 //   v1  the header's variant 1: one element per thread, one launch per tensor
 //   v2  the header's variant 2, the trainer's: one launch over the whole buffer, the
-//       tensors' ends, decays and floors in a table in the kernel's parameters; 128-bit
+//       tensors' ends, decays and bounds in a table in the kernel's parameters; 128-bit
 //       loads/stores of p, g, m, v; the same per-element code as v1 (adamw_at: the same bits)
 //
 // Validation on random state against the CPU reference (adamw_update of train_gpt_cpu.c
@@ -51,7 +51,7 @@ static void adamw_cpu(float *p, float *g, float *m, float *v, const std::vector<
 #define NV 2
 static const char *const VERSIONS[NV + 1] = {
     "", "adamw.cuh's variant 1: one element per thread, one launch per tensor",
-    "adamw.cuh's variant 2, the trainer's: one launch over all tensors (ends, decays, floors in a parameter table), 128-bit loads/stores"};
+    "adamw.cuh's variant 2, the trainer's: one launch over all tensors (ends, decays, bounds in a parameter table), 128-bit loads/stores"};
 
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
@@ -61,9 +61,9 @@ typedef struct {
 static void adamw_run(int v, float *p, floatX *px, const float *g, float *m, float *vv, const std::vector<size_t> &sizes,
                       const Hyper &h) {
     float bc1 = 1.0f - powf(h.beta1, (float)h.t), bc2 = 1.0f - powf(h.beta2, (float)h.t);
-    std::vector<float> wd(sizes.size()), floor(sizes.size(), -INFINITY);  // the reference has no floor
+    std::vector<float> wd(sizes.size()), lo(sizes.size(), -INFINITY), hi(sizes.size(), INFINITY);  // the reference has no bounds
     for (size_t i = 0; i < sizes.size(); i++) wd[i] = DECAY[i] ? h.weight_decay : 0.0f;
-    adamw_update(p, px, g, m, vv, sizes.data(), wd.data(), floor.data(), (int)sizes.size(), h.lr, h.beta1, h.beta2, bc1,
+    adamw_update(p, px, g, m, vv, sizes.data(), wd.data(), lo.data(), hi.data(), (int)sizes.size(), h.lr, h.beta1, h.beta2, bc1,
                  bc2, h.eps, h.grad_scale, v);
 }
 

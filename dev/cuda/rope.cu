@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
             }
             printf("   v%d:\n", v);
             upload_x(d, x);  // in place: the kernel overwrites its input
-            rope_launch(v, d, c.B, c.T, c.H, c.hd, dpos, ss, &ps, c.sign);
+            rope_launch(v, d, c.B, c.T, c.H, c.hd, dpos, ss, &ps, ROT_QUERY, c.sign);
             cudaCheck(cudaDeviceSynchronize());
             vd.ran[v] = 1;
             if (!ran_variant(VF_ROPE, v) || !check_close("x", download_x(d, n), ref, FX_TOL)) vd.failed[v] = 1;
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
             cudaCheck(cudaMemcpy(dpos, pos.data(), T * sizeof(float), cudaMemcpyHostToDevice));
             for (int v = first; v <= last; v++) {
                 if (vd.failed[v] || !supported(v, d, hd, 0)) continue;
-                float us = bench_us([&] { rope_launch(v, d, B, T, H, hd, dpos, 0, &ps, 1.0f); });
+                float us = bench_us([&] { rope_launch(v, d, B, T, H, hd, dpos, 0, &ps, ROT_QUERY, 1.0f); });
                 char label[32];
                 snprintf(label, sizeof(label), " (alpha %g)", alpha);
                 report_bandwidth("rope", v, label, us, bytes);

@@ -3,7 +3,7 @@
 // The launch shapes repeat the trainer's host functions (flash_forward_hd,
 // flash_backward_hd, rmsnorm_backward), or the host functions themselves run
 // (attention_forward_online, the tensor-core flash attention, the matmuls, the
-// embeddings' scatter). Outputs start as NaN, so an element no thread writes fails; the
+// embeddings' scatter, the LM head with the classifier). Outputs start as NaN, so an element no thread writes fails; the
 // tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and TOL_BF16 for bf16
 // outputs (references computed from the bf16-rounded inputs).
 #include "../../llmc/config.h"
@@ -27,8 +27,10 @@ inline float to_x(float v) { return v; }
 #include "kernels.inc"
 }  // namespace fp32
 #undef ENABLE_FP32
-// the bf16 build: the same kernels compiled with floatX = __nv_bfloat16, and the tensor-core
-// flash attention, which exists in that build only
+// the bf16 build: the same kernels compiled with floatX = __nv_bfloat16 (cuBLAS told so), and
+// the tensor-core flash attention, which exists in that build only
+#undef CUDA_FX
+#define CUDA_FX CUDA_R_16BF
 namespace bf16 {
 typedef __nv_bfloat16 floatX;
 inline float to_f(float v) { return v; }
@@ -409,12 +411,14 @@ static void test_online(int B, int Tq, int Tk, int q_offset, int NH, int NKV, in
     report(what, names, errs, 2);
 }
 
-// ---- RoPE (the PosAug hook): the pass's positions from llmc/schedule.h's pos_pass, fp32 angles ----
-// mode 0: alpha * t + offset; 1: explicit positions, a pass from pos0 3; 2: explicit positions per sequence
-static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
+// ---- the rotary encodings (the PosAug hook): the pass's positions from llmc/schedule.h's pos_pass, fp32 angles ----
+// mode 0: alpha * t + offset; 1: explicit positions, a pass from pos0 3; 2: explicit positions per sequence.
+// pe: PE_ROPE (scale 1) or PE_XPOS (each pair of a query scaled by zeta_j^(p/512), of a key by
+// zeta_j^(-p/512), zeta_j = (2j + 0.4 hd) / (1.4 hd), formed here in double from the formula)
+static void test_rope(int B, int T, int H, int hd, float alpha, int mode, int pe = PE_ROPE, int side = ROT_QUERY) {
     PosStep ps;
     memset(&ps, 0, sizeof(ps));
-    ps.pe = PE_ROPE;
+    ps.pe = pe;
     for (int l = 0; l < 2; l++) ps.alpha[l] = 1.0f;
     ps.alpha[1] = alpha;  // layer 1
     ps.offset = 0.5f;
@@ -438,7 +442,8 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
         int t = (int)(r / H % T), b = (int)(r / H / T);
         float p = mode ? positions[(size_t)(mode == 2 ? b : 0) * np + pos0 + t] : alpha * (float)t + ps.offset;  // unfused
         for (int j = 0; j < hd / 2; j++) {
-            double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale, s = sin(a) * ps.mscale;
+            double zeta = (2.0 * j + 0.4 * hd) / (1.4 * hd), sc = pe == PE_XPOS ? pow(zeta, (side == ROT_KEY ? -p : p) / 512.0) : 1;
+            double a = (double)(p * ps.inv_freq[j]), c = cos(a) * ps.mscale * sc, s = sin(a) * ps.mscale * sc;
             double u = x0[r * hd + j], w = x0[r * hd + j + hd / 2];
             want[r * hd + j] = u * c - w * s;
             want[r * hd + j + hd / 2] = w * c + u * s;
@@ -451,18 +456,29 @@ static void test_rope(int B, int T, int H, int hd, float alpha, int mode) {
         if (runs != v) continue;  // the call takes a lower variant, tested already
         x = x0;
         ps.mscale = 1.25f;
-        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
+        rope_launch(v, x.data(), B, T, H, hd, p1, ss, &ps, side, 1.0f);
         if (v == 1) x1 = x;
         double e_fwd = rel(x, want), e_bits = memcmp(x.data(), x1.data(), n * sizeof(float)) ? 1.0 : 0.0;
-        ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it
-        std::vector<float> y = x0;
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, 1.0f);
-        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, -1.0f);
-        double e_back = rel(y, std::vector<double>(x0.begin(), x0.end()));
+        ps.mscale = 1.0f;  // the backward (sign -1) of an unscaled rotation undoes it (RoPE), or is its transpose:
+        std::vector<float> y = x0;  // for xPos, the forward then the backward scale each pair twice
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, side, 1.0f);
+        rope_launch(v, y.data(), B, T, H, hd, p1, ss, &ps, side, -1.0f);
+        std::vector<double> back(x0.begin(), x0.end());
+        for (size_t r = 0; r < n / hd && pe == PE_XPOS; r++) {
+            int t = (int)(r / H % T), b = (int)(r / H / T);
+            float p = mode ? positions[(size_t)(mode == 2 ? b : 0) * np + pos0 + t] : alpha * (float)t + ps.offset;
+            for (int j = 0; j < hd / 2; j++) {
+                double zeta = (2.0 * j + 0.4 * hd) / (1.4 * hd), sc = pow(zeta, (side == ROT_KEY ? -p : p) / 512.0);
+                back[r * hd + j] *= sc * sc;
+                back[r * hd + j + hd / 2] *= sc * sc;
+            }
+        }
+        double e_back = rel(y, back);
         const char *names[3] = {"forward", "backward after forward", "bits differ from v1"};
         double errs[3] = {e_fwd, e_back, e_bits};
         char what[160];
-        snprintf(what, sizeof(what), "RoPE v%d B %d T %d H %d hd %d, %s", v, B, T, H, hd,
+        snprintf(what, sizeof(what), "%s v%d B %d T %d H %d hd %d, %s", pe == PE_XPOS ? side == ROT_KEY ? "xPos keys"
+                 : "xPos queries" : "RoPE", v, B, T, H, hd,
                  mode == 1 ? "explicit positions from pos0 3" : mode == 2 ? "positions per sequence"
                  : alpha == 1 ? "alpha 1" : "alpha 8 (PosAug)");
         report(what, names, errs, 3);
@@ -540,6 +556,101 @@ static void test_classifier(int N, int V, int Vp, int weighted, int bf16_build) 
     snprintf(what, sizeof(what), "classifier%s N %d V %d Vp %d%s", bf16_build ? " (bf16)" : "", N, V, Vp,
              weighted ? ", per-target weights" : "");
     report(what, names, errs, 4, tols);
+}
+
+// ---- the LM head with the classifier (classifier_forward, classifier_backward), its
+// variants: v1 all N rows at once, v2 `rows` rows at a time (a last chunk shorter). From x
+// (N,C) and the tied wte (Vp,C), its padded rows drawn too (they must not count): losses,
+// dx = dlogits wte, dwte += dlogits^T x (from a nonzero dwte: the gradient accumulates),
+// against double; the padded rows of dwte unchanged to the bit; v2's losses and dx the
+// bits of v1's (the emulated cuBLAS sums each element in one order), its dwte within
+// rounding (the chunks' partial sums). In the bf16 build the reference reads the logits as
+// the kernel does, rounded to bf16 ----
+static void test_lm_head(int N, int C, int V, int Vp, int rows, int weighted, int bf16_build) {
+    std::vector<float> x = randn((size_t)N * C), wte = randn((size_t)Vp * C, 3.0f / sqrtf((float)C)), w(N);
+    std::vector<float> dwte0 = randn((size_t)Vp * C, 0.01f);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : i == N - 1 ? 0 : (int)rng_below(&rng, (uint32_t)V);
+    for (int i = 0; i < N; i++) w[i] = 0.1f * (i % 3);  // loss masks: some targets weigh 0
+    if (bf16_build) round_bf16(x), round_bf16(wte);
+    float dloss = 1.0f / N;
+    std::vector<double> want_l(N), want_dx((size_t)N * C, 0), want_dw((size_t)Vp * C, 0), z(V);
+    for (int i = 0; i < N; i++) {
+        double m = -1e300, s = 0, d = weighted ? w[i] : dloss;
+        for (int c = 0; c < V; c++) {
+            double t = 0;
+            for (int k = 0; k < C; k++) t += (double)x[(size_t)i * C + k] * wte[(size_t)c * C + k];
+            z[c] = bf16_build ? (double)__bfloat162float(__float2bfloat16((float)t)) : (double)(float)t;  // as stored
+            m = std::max(m, z[c]);
+        }
+        for (int c = 0; c < V; c++) s += exp(z[c] - m);
+        double lse = m + log(s);
+        want_l[i] = lse - z[targets[i]];
+        for (int c = 0; c < V; c++) {
+            double g = (exp(z[c] - lse) - (c == targets[i])) * d;
+            for (int k = 0; k < C; k++) {
+                want_dx[(size_t)i * C + k] += g * wte[(size_t)c * C + k];
+                want_dw[(size_t)c * C + k] += g * x[(size_t)i * C + k];
+            }
+        }
+    }
+    struct Out { std::vector<float> fwd_losses, losses, dx, dwte; };
+    auto run = [&](int chunk) {  // chunk: the rows of logits at a time
+        Out o{std::vector<float>(N, NAN), std::vector<float>(N, NAN), std::vector<float>((size_t)N * C, NAN), dwte0};
+        const float *wt = weighted ? w.data() : NULL;
+        if (!bf16_build) {
+            std::vector<float> logits((size_t)chunk * Vp, NAN);
+            classifier_forward(o.fwd_losses.data(), logits.data(), x.data(), wte.data(), targets.data(), N, C, V, Vp, chunk);
+            classifier_backward(o.dx.data(), o.dwte.data(), o.losses.data(), logits.data(), x.data(), wte.data(),
+                                targets.data(), wt, N, C, V, Vp, dloss, chunk);
+            return o;
+        }
+        std::vector<__nv_bfloat16> xb = to_bf16(x), wb = to_bf16(wte), logits((size_t)chunk * Vp, BF16_NAN), dxb(o.dx.size(), BF16_NAN);
+        bf16::classifier_forward(o.fwd_losses.data(), logits.data(), xb.data(), wb.data(), targets.data(), N, C, V, Vp, chunk);
+        bf16::classifier_backward(dxb.data(), o.dwte.data(), o.losses.data(), logits.data(), xb.data(), wb.data(),
+                                  targets.data(), wt, N, C, V, Vp, dloss, chunk);
+        o.dx = from_bf16(dxb);
+        return o;
+    };
+    Out v1 = run(N), v2 = run(rows);
+    auto added = [&](const Out &o) {  // what the pass added to dwte
+        std::vector<float> d(o.dwte.size());
+        for (size_t i = 0; i < d.size(); i++) d[i] = (float)((double)o.dwte[i] - dwte0[i]);
+        return d;
+    };
+    auto padded_kept = [&](const Out &o) {  // dwte's padded rows V..Vp-1 as they were, bit for bit
+        return memcmp(&o.dwte[(size_t)V * C], &dwte0[(size_t)V * C], (size_t)(Vp - V) * C * sizeof(float)) ? INFINITY : 0.0;
+    };
+    auto same_bits = [](const std::vector<float> &a, const std::vector<float> &b) {
+        return memcmp(a.data(), b.data(), a.size() * sizeof(float)) ? INFINITY : 0.0;
+    };
+    double xt = bf16_build ? TOL_BF16 : 1e-5;  // dx is floatX, dwte fp32 from floatX dlogits
+    const char *names[7] = {"forward losses", "losses", "dx", "dwte added", "dwte padded rows changed",
+                            "(losses, dx) bits not v1's", "dwte vs v1's"};
+    double tols[7] = {1e-5, 1e-5, xt, xt, 1e-5, 1e-5, 1e-6};
+    for (int v = 1; v <= 2; v++) {
+        const Out &o = v == 1 ? v1 : v2;
+        double errs[7] = {rel(o.fwd_losses, want_l), rel(o.losses, want_l), rel(o.dx, want_dx), rel(added(o), want_dw),
+                          padded_kept(o),
+                          same_bits(o.losses, v1.losses) + same_bits(o.fwd_losses, v1.fwd_losses) + same_bits(o.dx, v1.dx),
+                          rel(o.dwte, std::vector<double>(v1.dwte.begin(), v1.dwte.end()))};
+        char what[160];
+        snprintf(what, sizeof(what), "LM head + classifier v%d%s N %d C %d V %d Vp %d, %d rows at a time%s", v,
+                 bf16_build ? " (bf16)" : "", N, C, V, Vp, v == 1 ? N : rows, weighted ? ", per-target weights" : "");
+        report(what, names, errs, v == 1 ? 5 : 7, tols);
+    }
+}
+
+// ---- which classifier variant runs: v2 only when its chunks split the rows; its logits buffer ----
+static void test_classifier_variants() {
+    int C2 = CLASSIFIER_CHUNK;
+    const char *names[1] = {"wrong choices"};
+    double bad = (classifier_variant_for(1, 10 * C2) != 1) + (classifier_variant_for(2, C2) != 1) +
+                 (classifier_variant_for(2, C2 + 1) != 2) + (classifier_rows(1, 10 * C2) != 10 * C2) +
+                 (classifier_rows(2, 7) != 7) + (classifier_rows(2, 3 * C2 + 5) != C2);
+    double errs[1] = {bad}, tols[1] = {0.5};
+    report("classifier_variant_for, classifier_rows: v1 all rows, v2 chunks of CLASSIFIER_CHUNK when they split", names,
+           errs, 1, tols);
 }
 
 // ---- the GRU's step: the forward against torch.nn.GRU's equations in double, the backward
@@ -784,9 +895,11 @@ static void test_small(void) {
         report("residual add and floatX copy", names, e, 2);
     }
     {  // AdamW with the clip scale folded in, and the floatX copy, each variant through the
-       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, floors
+       // trainer's launcher: tensors of odd sizes (packs straddle them), an empty one, bounds
+       // [lo, hi]: floors, ceilings, both
         const size_t numel[5] = {301, 0, 77, 398, 1};
-        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, floors[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f};
+        const float wds[5] = {0.1f, 0.1f, 0.0f, 0.1f, 0.0f}, lo[5] = {-INFINITY, 0.0f, 0.0f, -INFINITY, 0.5f},
+                    hi[5] = {INFINITY, INFINITY, 0.5f, 0.0f, INFINITY};
         size_t n = 777;
         std::vector<float> p0 = randn(n), g = randn(n), m0 = randn(n, 0.1f), v0(n);
         for (float &x : v0) x = 0.01f * fabsf(rng_normal(&rng));
@@ -798,19 +911,19 @@ static void test_small(void) {
             wm[i] = b1 * (double)m0[i] + (1 - (double)b1) * gi;
             wv[i] = b2 * (double)v0[i] + (1 - (double)b2) * gi * gi;
             wp[i] = p0[i] - lr * ((wm[i] / bc1) / (sqrt(wv[i] / bc2) + eps) + wds[k] * (double)p0[i]);
-            wp[i] = std::max(wp[i], (double)floors[k]);  // about half the floored entries held at it
+            wp[i] = std::min(std::max(wp[i], (double)lo[k]), (double)hi[k]);  // about half the bounded entries held at one
         }
         std::vector<float> p1;
         for (int variant = 1; variant <= 2; variant++) {
             std::vector<float> p = p0, m = m0, v = v0, px(n, NAN);
-            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, floors, 5, lr, b1, b2, bc1, bc2, eps,
+            adamw_update(p.data(), px.data(), g.data(), m.data(), v.data(), numel, wds, lo, hi, 5, lr, b1, b2, bc1, bc2, eps,
                          gs, variant);
             const char *names[5] = {"p", "m", "v", "px", "p differs from v1's bits"};
             if (variant == 1) p1 = p;
             double errs[5] = {rel(p, wp), rel(m, wm), rel(v, wv), rel(px, wp),
                               memcmp(p.data(), p1.data(), n * sizeof(float)) ? 1.0 : 0.0};
             char what[96];
-            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors, 5 tensors (one empty)", variant);
+            snprintf(what, sizeof(what), "AdamW v%d, clip scale folded in, floors and ceilings, 5 tensors (one empty)", variant);
             report(what, names, errs, 5);
         }
     }
@@ -1092,12 +1205,20 @@ int main() {
     test_rope(1, 300, 2, 64, 8.0f, 0);  // angles to 2400 rad
     test_rope(2, 20, 2, 32, 1.0f, 1);
     test_rope(3, 20, 2, 32, 1.0f, 2);
+    test_rope(2, 37, 3, 16, 8.0f, 0, PE_XPOS, ROT_QUERY);  // a rotary variant: the same kernels, its row's scale
+    test_rope(2, 37, 3, 32, 8.0f, 0, PE_XPOS, ROT_KEY);
+    test_rope(3, 20, 2, 32, 1.0f, 2, PE_XPOS, ROT_KEY);
     test_sinusoidal(2, 50, 64, 4.0f);
     test_classifier(5, 257, 384, 0, 0);
     test_classifier(4, 1000, 1024, 1, 0);
     test_classifier(2, 50277, 50304, 0, 0);  // the GPT-2/NeoX vocabulary, V ending mid-pack
     test_classifier(3, 257, 384, 1, 1);      // bf16: packs of 8
     test_classifier(2, 50277, 50304, 0, 1);
+    test_lm_head(13, 32, 257, 384, 5, 1, 0);  // chunks of 5, 5, 3; loss masks
+    test_lm_head(12, 16, 1000, 1024, 4, 0, 0);  // chunks that divide the rows
+    test_lm_head(3, 16, 50277, 50304, 2, 0, 0);  // the GPT-2/NeoX vocabulary: 27 padded rows
+    test_lm_head(9, 32, 257, 384, 4, 1, 1);  // bf16: chunks of 4, 4, 1
+    test_classifier_variants();
     test_gru(3, 40);
     test_small();
     test_matmuls(7, 5, 3);

@@ -24,25 +24,26 @@ __global__ void loss_sum_kernel(float *acc, const float *losses, const float *w,
 
 // AdamW, a family of two variants (ADAMW_VARIANT below picks the trainer's). One element,
 // the same expressions in every variant (the same bits): m, v updated in place, the new
-// weight returned. floor: the least value the tensor keeps (its constraint; -INFINITY: none)
+// weight returned. lo, hi: the bounds the tensor keeps (its constraint; -INFINITY, INFINITY:
+// none; a NaN stays one)
 __device__ __forceinline__ float adamw_at(float p, float &m, float &v, float g, float lr, float beta1, float beta2,
-                                          float bc1, float bc2, float eps, float wd, float grad_scale, float floor) {
+                                          float bc1, float bc2, float eps, float wd, float grad_scale, float lo, float hi) {
     float gi = g * grad_scale;
     float mi = beta1 * m + (1.0f - beta1) * gi;
     float vi = beta2 * v + (1.0f - beta2) * gi * gi;
     m = mi;
     v = vi;
     float pi = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
-    return pi < floor ? floor : pi;
+    return pi < lo ? lo : pi > hi ? hi : pi;
 }
 
 // v1: one tensor per launch, one element per thread
 __global__ void adamw_kernel_v1(float *p, floatX *px, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                                float beta2, float bc1, float bc2, float eps, float wd, float grad_scale, float floor) {
+                                float beta2, float bc1, float bc2, float eps, float wd, float grad_scale, float lo, float hi) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float mi = m[i], vi = v[i];
-    float pi = adamw_at(p[i], mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale, floor);
+    float pi = adamw_at(p[i], mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale, lo, hi);
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
@@ -51,14 +52,14 @@ __global__ void adamw_kernel_v1(float *p, floatX *px, const float *g, float *m, 
 
 // v2: one launch over every tensor of the flat buffers (they lie back to back), a thread per
 // ADAMW_PACK elements with 128-bit loads and stores of p, g, m, v and px; each element's decay
-// and floor from a table of the tensors' ends passed in the kernel's parameters (a pack may
+// and bounds from a table of the tensors' ends passed in the kernel's parameters (a pack may
 // straddle tensors; empty tensors are skipped by the search). Against v1: one launch instead
 // of one per tensor, and 16-byte accesses instead of 4- and 2-byte ones.
 #define ADAMW_MAX_TENSORS 64
 #define ADAMW_PACK 8  // elements per thread: two fp32 packs, one bf16 pack (two in the fp32 build)
 typedef struct {
     unsigned long long end[ADAMW_MAX_TENSORS];  // tensor k's elements end here (exclusive)
-    float wd[ADAMW_MAX_TENSORS], floor[ADAMW_MAX_TENSORS];
+    float wd[ADAMW_MAX_TENSORS], lo[ADAMW_MAX_TENSORS], hi[ADAMW_MAX_TENSORS];
     int n;
 } AdamwTable;
 
@@ -77,7 +78,7 @@ __global__ void adamw_kernel_v2(float *p, floatX *px, const float *g, float *m, 
             for (int e = 0; e < 4; e++) {
                 while (k < tab.n - 1 && base + h + e >= tab.end[k]) k++;
                 pp.v[e] = adamw_at(pp.v[e], mm.v[e], vv.v[e], gg.v[e], lr, beta1, beta2, bc1, bc2, eps, tab.wd[k],
-                                   grad_scale, tab.floor[k]);
+                                   grad_scale, tab.lo[k], tab.hi[k]);
                 pv[h + e] = pp.v[e];
             }
             store128(p + base + h, pp);
@@ -95,7 +96,8 @@ __global__ void adamw_kernel_v2(float *p, floatX *px, const float *g, float *m, 
         for (size_t i = base; i < n; i++) {
             while (k < tab.n - 1 && i >= tab.end[k]) k++;
             float mi = m[i], vi = v[i];
-            p[i] = adamw_at(p[i], mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, tab.wd[k], grad_scale, tab.floor[k]);
+            p[i] = adamw_at(p[i], mi, vi, g[i], lr, beta1, beta2, bc1, bc2, eps, tab.wd[k], grad_scale, tab.lo[k],
+                            tab.hi[k]);
             m[i] = mi;
             v[i] = vi;
             px[i] = to_x(p[i]);
@@ -115,11 +117,11 @@ static inline int adamw_variant_for(int v, int nt, const void *p, const void *px
 }
 
 // AdamW over nt tensors lying back to back in the flat buffers p, px, g, m, v (tensor k has
-// numel[k] elements, decay wd[k] and floor floor[k]); adamw_variant_for picks the variant
-// (the same bits in both).                                        mirrors adamw_update
+// numel[k] elements, decay wd[k] and bounds [lo[k], hi[k]]); adamw_variant_for picks the
+// variant (the same bits in both).                                 mirrors adamw_update
 static void adamw_update(float *p, floatX *px, const float *g, float *m, float *v, const size_t *numel, const float *wd,
-                         const float *floor, int nt, float lr, float beta1, float beta2, float bc1, float bc2, float eps,
-                         float grad_scale, int variant = ADAMW_VARIANT) {
+                         const float *lo, const float *hi, int nt, float lr, float beta1, float beta2, float bc1, float bc2,
+                         float eps, float grad_scale, int variant = ADAMW_VARIANT) {
     const char *why = NULL;
     if (variant_note(VF_ADAMW, variant, adamw_variant_for(variant, nt, p, px, g, m, v, &why), why) == 2) {
         AdamwTable tab;
@@ -128,7 +130,8 @@ static void adamw_update(float *p, floatX *px, const float *g, float *m, float *
             n += numel[k];
             tab.end[k] = n;
             tab.wd[k] = wd[k];
-            tab.floor[k] = floor[k];
+            tab.lo[k] = lo[k];
+            tab.hi[k] = hi[k];
         }
         tab.n = nt;
         if (!n) return;
@@ -141,7 +144,7 @@ static void adamw_update(float *p, floatX *px, const float *g, float *m, float *
     for (int k = 0; k < nt; k++) {
         if (numel[k]) {
             adamw_kernel_v1<<<ceil_div(numel[k], 256), 256>>>(p + o, px + o, g + o, m + o, v + o, numel[k], lr, beta1,
-                                                              beta2, bc1, bc2, eps, wd[k], grad_scale, floor[k]);
+                                                              beta2, bc1, bc2, eps, wd[k], grad_scale, lo[k], hi[k]);
             cudaCheck(cudaGetLastError());
         }
         o += numel[k];

@@ -6,12 +6,15 @@
 #include "../schedule.h"
 #include "cuda_utils.cuh"
 
-// RoPE, rotate-half layout (element j pairs with j + hd/2). THE POSAUG HOOK:
-// angle = p[b * seq_stride + t] * inv_freq[j] in fp32 with the CPU's rounding, then an
-// accurate sincosf (the project is never built with --use_fast_math: __sinf/__cosf are
-// wrong on unreduced angles of 1e5 radians). p: one layer's pass positions on the device
-// (seq_stride 0: every sequence shares them). x (B,T,H,hd) rotated in place; sign -1 is
-// the backward.                                                mirrors rope_rotate
+// The rotary encodings (ROTARY_TABLE, llmc/schedule.h), rotate-half layout (element j pairs
+// with j + hd/2). THE POSAUG HOOK: each pair's angle and scale from the encoding's function
+// pe_rotary at p[b * seq_stride + t] (for RoPE p * inv_freq[j] in fp32 with the CPU's
+// rounding, scale 1), then an accurate sincosf (the project is never built with
+// --use_fast_math: __sinf/__cosf are wrong on unreduced angles of 1e5 radians). p: one
+// layer's pass positions on the device (seq_stride 0: every sequence shares them). x
+// (B,T,H,hd) of the queries or keys (side ROT_QUERY, ROT_KEY) rotated in place; sign -1 is
+// the backward. A rotary variant is a row of ROTARY_TABLE: no kernel here changes.
+//                                                              mirrors rope_rotate
 //
 // Its variants, kernels rope_kernel_v<N>; dev/cuda/rope.cu validates and times each from
 // here, and ROPE_VARIANT picks the trainer's (a call a variant cannot take runs the next
@@ -28,16 +31,19 @@
 #define ROPE_VARIANT 3
 #define ROPE_TT 4
 
-// the cosine and sine of pair j at position p, scaled by mscale (sine times the sign)
-__device__ __forceinline__ void rope_cos_sin(float p, int j, const PosStep &ps, float sign, float *c, float *s) {
-    float angle = __fmul_rn(p, ps.inv_freq[j]);
+// the cosine and sine of pair j at position p of a query or key (side), scaled by mscale
+// times the pair's scale (sine times the sign)
+__device__ __forceinline__ void rope_cos_sin(float p, int j, int hd, const PosStep &ps, int side, float sign, float *c,
+                                             float *s) {
+    float scale, angle = pe_rotary(&ps, p, j, hd, side, &scale);
+    float m = ps.mscale * scale;
     sincosf(angle, s, c);
-    *c *= ps.mscale;
-    *s *= sign * ps.mscale;
+    *c *= m;
+    *s *= sign * m;
 }
 
 __global__ void rope_kernel_v1(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
-                               float sign) {
+                               int side, float sign) {
     int half = hd / 2;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,H,half)
     if (i >= (size_t)B * T * H * half) return;
@@ -46,7 +52,7 @@ __global__ void rope_kernel_v1(floatX *x, int B, int T, int H, int hd, const flo
     size_t bt = bth / H;
     int t = (int)(bt % T), b = (int)(bt / T);
     float c, s;
-    rope_cos_sin(p[(size_t)b * seq_stride + t], j, ps, sign, &c, &s);
+    rope_cos_sin(p[(size_t)b * seq_stride + t], j, hd, ps, side, sign, &c, &s);
     floatX *v = x + bth * hd;
     float x0 = to_f(v[j]), x1 = to_f(v[j + half]);
     v[j] = to_x(x0 * c - x1 * s);
@@ -68,7 +74,7 @@ __device__ __forceinline__ void rope_pack(floatX *row, int half, const float *c,
 
 // v2: one thread per (b, t, group of XVEC consecutive j); the group's cos/sin serve all H heads
 __global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, PosStep ps,
-                               float sign) {
+                               int side, float sign) {
     int half = hd / 2, nv = half / XVEC;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (B,T,nv)
     if (i >= (size_t)B * T * nv) return;
@@ -77,18 +83,18 @@ __global__ void rope_kernel_v2(floatX *x, int B, int T, int H, int hd, const flo
     float c[XVEC], s[XVEC];
 #pragma unroll
     for (int k = 0; k < XVEC; k++)
-        rope_cos_sin(p[(bt / T) * seq_stride + bt % T], jv * XVEC + k, ps, sign, &c[k], &s[k]);
+        rope_cos_sin(p[(bt / T) * seq_stride + bt % T], jv * XVEC + k, hd, ps, side, sign, &c[k], &s[k]);
     floatX *row = x + bt * H * hd + jv * XVEC;
     for (int h = 0; h < H; h++, row += hd) rope_pack(row, half, c, s);
 }
 
 // v3: one block per ROPE_TT positions (shared by the sequences); their cos/sin table in shared memory
-__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const float *p, PosStep ps, float sign) {
+__global__ void rope_kernel_v3(floatX *x, int B, int T, int H, int hd, const float *p, PosStep ps, int side, float sign) {
     __shared__ float cs[ROPE_TT][MAX_HALF_HD], sn[ROPE_TT][MAX_HALF_HD];
     int half = hd / 2, nv = half / XVEC, t0 = blockIdx.x * ROPE_TT;
     for (int e = threadIdx.x; e < ROPE_TT * half; e += blockDim.x) {
         int tt = e / half, j = e % half;
-        rope_cos_sin(t0 + tt < T ? p[t0 + tt] : 0.0f, j, ps, sign, &cs[tt][j], &sn[tt][j]);
+        rope_cos_sin(t0 + tt < T ? p[t0 + tt] : 0.0f, j, hd, ps, side, sign, &cs[tt][j], &sn[tt][j]);
     }
     __syncthreads();
     int count = B * ROPE_TT * H * nv;  // items (b, tt, h, jv), jv fastest: consecutive threads, consecutive memory
@@ -112,17 +118,18 @@ static inline int rope_variant_for(int v, const floatX *x, int hd, int seq_strid
     return v;
 }
 
-// variant v (as rope_variant_for allows) of one rotation
+// variant v (as rope_variant_for allows) of one rotation of the queries or keys (side)
 static void rope_launch(int v, floatX *x, int B, int T, int H, int hd, const float *p, int seq_stride, const PosStep *ps,
-                        float sign) {
+                        int side, float sign) {
     const char *why = NULL;
     v = variant_note(VF_ROPE, v, rope_variant_for(v, x, hd, seq_stride, &why), why);
     if (v == 1)
-        rope_kernel_v1<<<ceil_div((size_t)B * T * H * (hd / 2), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, sign);
+        rope_kernel_v1<<<ceil_div((size_t)B * T * H * (hd / 2), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, side, sign);
     else if (v == 2)
-        rope_kernel_v2<<<ceil_div((size_t)B * T * (hd / 2 / XVEC), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, sign);
+        rope_kernel_v2<<<ceil_div((size_t)B * T * (hd / 2 / XVEC), 256), 256>>>(x, B, T, H, hd, p, seq_stride, *ps, side,
+                                                                                 sign);
     else
-        rope_kernel_v3<<<ceil_div((size_t)T, ROPE_TT), 256>>>(x, B, T, H, hd, p, *ps, sign);
+        rope_kernel_v3<<<ceil_div((size_t)T, ROPE_TT), 256>>>(x, B, T, H, hd, p, *ps, side, sign);
     cudaCheck(cudaGetLastError());
 }
 
@@ -139,9 +146,11 @@ static void upload_positions(const PassPositions *pp) {
 // Layer l's pass positions on the device (after upload_positions)
 static const float *d_pos_layer(const PassPositions *pp, int l) { return d_positions + (size_t)l * pp->layer_stride; }
 
-static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, float sign) {
-    if (ps->pe != PE_ROPE) return;  // NoPE, ALiBi, absolute encodings
-    rope_launch(ROPE_VARIANT, x, B, T, H, hd, d_pos_layer(pp, l), pp->seq_stride, ps, sign);
+// layer l's rotation of the queries or keys (side); the encodings without a rotary row rotate nothing
+static void rope(floatX *x, int B, int T, int H, int hd, const PosStep *ps, const PassPositions *pp, int l, int side,
+                 float sign) {
+    if (!pe_rotates(ps->pe)) return;
+    rope_launch(ROPE_VARIANT, x, B, T, H, hd, d_pos_layer(pp, l), pp->seq_stride, ps, side, sign);
 }
 
 // ----------------------------------------------------------------------------

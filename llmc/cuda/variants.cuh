@@ -1,6 +1,6 @@
 // llmc/cuda/variants.cuh: which variant of each kernel family ran. A family's constant
-// (FLASH_FWD_VARIANT, RMSNORM_BWD_VARIANT, SWIGLU_VARIANT, ROPE_VARIANT, ADAMW_VARIANT) asks
-// for a variant; its *_variant_for function says which one a call can take and, when it
+// (FLASH_FWD_VARIANT, RMSNORM_BWD_VARIANT, SWIGLU_VARIANT, ROPE_VARIANT, ADAMW_VARIANT,
+// CLASSIFIER_VARIANT) asks for a variant; its *_variant_for function says which one a call can take and, when it
 // falls back to a lower one, why; its launcher notes every choice here. The first fallback
 // of a family is printed when it happens. The trainer prints its plan at startup and writes
 // what ran into log.jsonl (doc/formats.md); dev/cuda fails a version that did not run the
@@ -8,7 +8,7 @@
 #pragma once
 #include <stdio.h>
 
-enum { VF_FLASH_FWD, VF_FLASH_BWD, VF_RMSNORM_BWD, VF_SWIGLU, VF_ROPE, VF_ADAMW, VF_N };
+enum { VF_FLASH_FWD, VF_FLASH_BWD, VF_RMSNORM_BWD, VF_SWIGLU, VF_ROPE, VF_ADAMW, VF_CLASSIFIER, VF_N };
 
 typedef struct {
     const char *name;      // the family, as log.jsonl names it
@@ -21,7 +21,8 @@ typedef struct {
 static inline VariantUse *variant_uses(void) {
     static VariantUse u[VF_N] = {{"flash_forward", 0, 0, NULL, 0, NULL}, {"flash_backward", 0, 0, NULL, 0, NULL},
                                  {"rmsnorm_backward", 0, 0, NULL, 0, NULL}, {"swiglu", 0, 0, NULL, 0, NULL},
-                                 {"rope", 0, 0, NULL, 0, NULL}, {"adamw", 0, 0, NULL, 0, NULL}};
+                                 {"rope", 0, 0, NULL, 0, NULL}, {"adamw", 0, 0, NULL, 0, NULL},
+                                 {"classifier", 0, 0, NULL, 0, NULL}};
     return u;
 }
 
