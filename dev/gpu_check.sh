@@ -75,7 +75,7 @@ declare -A STEP_NAME=([a]="a build" [b]="b test_gpt" [c]="c compute-sanitizer" [
 #         took 1.80x 4156b53's CPU time (157 s against 87 s, nvcc for sm_90 on this 2-core
 #         machine): 80 x 1.8
 #   b  e  39-43 s alone with 13 cases and the whole CPU suite, 87 beside c and d (357ceb0);
-#         now --only gpu on 31 cases, the 8 newest larger (C up to 256, T up to 130)
+#         now --only gpu on 33 cases, 8 of them larger (C up to 256, T up to 130)
 #   c  e  6-7 s per run with 6 runs side by side (f9f8805); now 20 runs side by side
 #   d  m  51 (f9f8805, 4156b53)
 #   v  e  18 (4156b53); more cases and variants since
