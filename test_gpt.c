@@ -202,7 +202,7 @@ static void fire_kinks_between(GPT *g, const PosStep *ps) {
     float *x = (float *)xmalloc((size_t)T * T * sizeof(float)), D;
     BiasPass bp = attn_bias_pass(ps, g->cfg.L, g->cfg.NH, T);
     for (int l = 0; l < g->cfg.L; l++) {
-        g->params[P_FIRE_THRESH][l] = ps->alpha[l] * (T / 2 + 0.5f);
+        g->params[P_FIRE_L_MULT][l] = ps->alpha[l] * (T / 2 + 0.5f) / (float)T;  // L = m T
         BiasFn f = bias_fn_layer(&bp, l, &g->cfg, g->shapes, (const float *const *)g->params, NULL);
         n = 0;
         for (int t = 0; t < T; t++)
@@ -249,6 +249,8 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
     for (int i = 0; i < NP; i++)
         if (PARAM_DECAY[i])
             for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] *= 10.0f;  // larger signal
+    for (size_t j = 0; j < g.shapes[P_ATTN_BIAS].numel; j++)  // a table away from zero (eRPE's and T5's start there)
+        g.params[P_ATTN_BIAS][j] = 1.0f + 0.3f * rng_normal(&r);
     if (pe == PE_TUPE) {  // an untied term of order 1 (about 0.05 after the line above), as in the PyTorch file
         int boost[3] = {P_WPE, P_TUPE_UQ, P_TUPE_UK};
         for (int k = 0; k < 3; k++)

@@ -155,6 +155,7 @@ TABLES = {
             row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),
             row("alibi", "ALiBi", ["--pe", "alibi"]),
             row("kerple", "KERPLE (log variant)", ["--pe", "kerple"]),
+            row("kerple_power", "KERPLE (power variant)", ["--pe", "kerple-power"]),
             row("fire", "FIRE (an MLP of the normalized distance)", ["--pe", "fire"]),
             row("nope", "NoPE", ["--pe", "nope"]),
             row("posaug", "RoPE+PosAug [1/8, 8]", POSAUG),

@@ -33,7 +33,7 @@
 // changes the others); the learned biases' rows come last, from llmc/attn_bias.h.
 // The init: INIT_NORMAL, std (0.02 for matrices; 0.02 / sqrt(2L), proj, for the residual
 // projections; 1 for T-PE's input weights and biases: hidden units that span the distances'
-// range from the start); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
+// range from the start; 0: zeros, drawing nothing); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
 // torch.nn.GRU's default, k); INIT_CONST, value (norm gains 1).
 #define CORE_PARAM_TABLE(X)                                                                                     \
     X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                       \
@@ -202,7 +202,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
         float *p = views[i], a = args[i][0], b = args[i][1], mid = (a + b) / 2, half = (b - a) / 2;
         for (size_t j = 0; j < shapes[i].numel; j++) {
             switch (PARAM_INITS[i]) {
-            case INIT_NORMAL: p[j] = a * rng_normal(&r); break;  // N(0, a^2)
+            case INIT_NORMAL: p[j] = a != 0.0f ? a * rng_normal(&r) : 0.0f; break;  // N(0, a^2); zeros, no draw, at a = 0
             case INIT_UNIFORM: p[j] = mid + half * (2.0f * rng_f32(&r) - 1.0f); break;  // U(a, b)
             default: p[j] = a; break;  // INIT_CONST
             }
@@ -273,6 +273,27 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     tw_close(&w);
 }
 
+// A learned bias's tensors in a checkpoint of encoding pe that a run of the same encoding loads,
+// as this version has them: each one there, with one set for all layers where the encoding
+// shares them. A checkpoint of an earlier form of the encoding (KERPLE's per-layer r1, r2;
+// FIRE's threshold learned as L itself, before fire_l_mult) is refused, naming the tensor.
+static inline void checkpoint_bias_form(const TensorFile *tf, int pe) {
+    char name[TF_MAX_NAME];
+    for (int k = 0; k < BP_N; k++) {
+        if (!(pe_bias_tensors(pe) >> k & 1)) continue;
+        snprintf(name, sizeof(name), "param.%s", PARAM_NAMES[P_BIAS0 + k]);
+        const TensorEntry *e = tf_find(tf, name);
+        if (!e)
+            fail("'%s' is a --pe %s model of an earlier form of the encoding: it has no %s (doc/schemes.md, --pe %s, "
+                 "says what changed); it cannot be loaded: train it again with this version", tf->path, PE_NAMES[pe],
+                 PARAM_NAMES[P_BIAS0 + k], PE_NAMES[pe]);
+        if (pe_bias_shared(pe) && e->ndim > 0 && e->shape[0] != 1)
+            fail("'%s' is a --pe %s model with one %s per layer (%d of them): this version shares one set across the "
+                 "layers, as the encoding's released code does; it cannot be loaded: train it again with this version",
+                 tf->path, PE_NAMES[pe], PARAM_NAMES[P_BIAS0 + k], e->shape[0]);
+    }
+}
+
 // The header of a checkpoint: model, scheme and training state (no tensors).
 static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], TrainState *st) {
     checkpoint_config_i(tf, ci);
@@ -329,6 +350,7 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     tf_load(&tf, path, TF_KIND_CHECKPOINT);
     int32_t ci[CKI_N];
     checkpoint_meta(&tf, ci, st);
+    if (st->pe == c->pe) checkpoint_bias_form(&tf, c->pe);
     if (ci[CKI_ARCH] != c->arch)
         fail("checkpoint '%s' is a %s, this run a %s (--arch)", path, ARCH_NAMES[ci[CKI_ARCH]], ARCH_NAMES[c->arch]);
     int32_t want[CKI_POS] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T};
@@ -378,6 +400,7 @@ static inline void init_from_check(const Config *c) {
     int32_t ci[CKI_N];
     TrainState st;
     checkpoint_meta(&tf, ci, &st);
+    if (st.pe == c->pe) checkpoint_bias_form(&tf, c->pe);
     char name[TF_MAX_NAME];
     for (int i = 0; i < NP; i++) {
         if (!shapes[i].numel || i == P_Q_NORM || i == P_K_NORM) continue;

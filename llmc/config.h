@@ -428,9 +428,9 @@ static inline float run_position_reach(const Config *c) {
     return fmaxf(reach, (float)((int)strlen(c->prompt) + c->generate - 1));
 }
 
-// the learned relative encodings' buckets from the flags
+// the learned relative encodings' buckets from the flags, and FIRE's fixed length
 static inline RelShape rel_shape_of(const Config *c) {
-    RelShape rs = {rel_clip_of(c), c->t5_buckets, c->t5_max_distance};
+    RelShape rs = {rel_clip_of(c), c->t5_buckets, c->t5_max_distance, c->T};
     return rs;
 }
 

@@ -164,6 +164,7 @@ typedef struct {
     int clip;        // eRPE, Shaw: distances from this one on share one bias or key (--rel_clip)
     int t5_buckets;  // T5: buckets per head (--t5_buckets)
     int t5_max;      // T5: the distance its log-spaced buckets reach (--t5_max_distance)
+    int window;      // FIRE: the fixed length L0 its threshold is a multiple of (the training window)
 } RelShape;
 
 typedef struct {
