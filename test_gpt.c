@@ -573,6 +573,25 @@ static void test_pose_scaling(const PosConfig *base) {
                  "--scale_factor L_t / T", POSE_SCALING_NAMES[m], SCALE_NAMES[POSE_SCALING_METHOD[m]]);
         check(ok && scaled, label, "mscale %g / %g", st.mscale, want.mscale);
     }
+    // --pose_scaling yarn is PoSE's revised YaRN (its modeling file's revised_yarn): at the tiny
+    // model (hd 32, B 1e4, w 128) and s = 8 the ramp is j / 6 (low 0, high 6), theta'_j = theta_j /
+    // (8 r_j + 1 - r_j) = theta_j / (1 + 7 j / 6): pair 3 at theta_3 / 4.5 (YaRN's own blend: 0.5625
+    // theta_3), pairs from 6 on at theta_j / 8, pair 0 at theta_0; YaRN's factor 0.1 ln 8 + 1
+    pc.head_dim = 32;
+    pc.rope_base = 10000.0f;
+    pc.seq_len = 128;
+    pc.pose_target = 1024;
+    pc.pose_scaling = 3;
+    PosStep ry = pos_standard(&pc);
+    double worst = 0;
+    for (int j = 0; j < 16; j++) {
+        double theta = pow(10000.0, -2.0 * j / 32), r = j < 6 ? j / 6.0 : 1.0;
+        worst = fmax(worst, fabs(ry.inv_freq[j] - theta / (8 * r + 1 - r)) / (theta / (8 * r + 1 - r)));
+    }
+    double pair3 = ry.inv_freq[3] / pow(10000.0, -6.0 / 32);
+    check(worst < 1e-6 && fabs(pair3 - 1 / 4.5) < 1e-6 && ry.mscale == (float)(0.1 * log(8.0) + 1.0),
+          "--pose_scaling yarn is PoSE's revised YaRN: theta_j / (r_j s + 1 - r_j), pair 3 at theta / 4.5 (hd 32, w 128, s 8)",
+          "worst rel err %.2e, pair 3 at %.4f theta", worst, pair3);
 }
 
 // T5's buckets, worked by hand from its formula (16 exact, then 16 + floor(ln(n/16) / ln 8 * 16)):
@@ -1857,24 +1876,23 @@ static void test_checkpoint_models(void) {
 // evaluation-time scaling test_scaling and dev/test_hf.py check against Hugging Face), and not
 // as they do without it; the checkpoint keeps the flag; an added --scaling is refused.
 static void test_pose_scaling_runs(void) {
-    const char *evals[POSE_SCALING_N] = {"", "pi", "ntk", "yarn"};
     char flags[512], cmd[2048], out[8192], a[512], b[512], c0[512];
     snprintf(flags, sizeof(flags), "--n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 --eval_len 128 "
              "--eval_n 2 --indist_start 8 --threads %d", THREADS > 1 ? THREADS : 2);
     for (int m = 1; m < POSE_SCALING_N; m++) {
-        const char *name = POSE_SCALING_NAMES[m];
+        const char *name = POSE_SCALING_NAMES[m], *eval = SCALE_NAMES[POSE_SCALING_METHOD[m]];
         snprintf(cmd, sizeof(cmd), "%s --pos pose --pose_target 256 --pose_scaling %s --steps 3 --warmup 1 %s --out_dir %s/pose_%s",
                  TRAINER, name, flags, TMP, name);
         int r1 = run_cmd(cmd, out, sizeof(out));
         int shown = strstr(out, "x8, train and evaluation") != NULL;
         snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 --scaling %s --scale_factor 8 %s "
-                 "--out_dir %s/pose_%s_as_scaling", TRAINER, TMP, name, evals[m], flags, TMP, name);
+                 "--out_dir %s/pose_%s_as_scaling", TRAINER, TMP, name, eval, flags, TMP, name);
         int r2 = run_cmd(cmd, out, sizeof(out));
         snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 %s --out_dir %s/pose_%s_unscaled",
                  TRAINER, TMP, name, flags, TMP, name);
         int r3 = run_cmd(cmd, out, sizeof(out));
         snprintf(a, sizeof(a), "%s/pose_%s/eval_L128.csv", TMP, name);
-        snprintf(b, sizeof(b), "%s/pose_%s_as_scaling/eval_L128_%s.csv", TMP, name, evals[m]);
+        snprintf(b, sizeof(b), "%s/pose_%s_as_scaling/eval_L128_%s.csv", TMP, name, eval);
         snprintf(c0, sizeof(c0), "%s/pose_%s_unscaled/eval_L128.csv", TMP, name);
         snprintf(cmd, sizeof(cmd), "%s/pose_%s/eval_L128.json", TMP, name);
         char json[4096] = "", want[64];
@@ -1886,7 +1904,7 @@ static void test_pose_scaling_runs(void) {
         snprintf(want, sizeof(want), "\"pose_scaling\": \"%s\"", name);
         char label[160];
         snprintf(label, sizeof(label), "--pose_scaling %s: its evaluation equals its weights under --scaling %s "
-                 "--scale_factor 8, not unscaled; recorded in the JSON", name, evals[m]);
+                 "--scale_factor 8, not unscaled; recorded in the JSON", name, eval);
         check(r1 == 0 && r2 == 0 && r3 == 0 && shown && files_equal(a, b) && !files_equal(a, c0) && strstr(json, want),
               label, "exit %d %d %d, header %d, equal %d, unscaled differs %d", r1, r2, r3, shown, files_equal(a, b),
               !files_equal(a, c0));
@@ -1897,6 +1915,32 @@ static void test_pose_scaling_runs(void) {
     snprintf(a, sizeof(a), "%s/pose_yarn/refused.json", TMP);
     check(r4 != 0 && strstr(out, "--pose_scaling yarn") && strstr(out, "without --scaling") && access(a, F_OK) != 0,
           "--eval_only --scaling on a --pose_scaling checkpoint is refused, naming both flags", "exit %d: %.300s", r4, out);
+    // a checkpoint from before meta.pose_scaling: its --pose_scaling yarn was YaRN's own blend, refused for
+    // evaluation and --resume; its linear is today's and evaluates as before
+    int refused = 0, r5 = -1;
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof(a), "%s/pose_yarn/checkpoint.bin", TMP);
+        snprintf(b, sizeof(b), "%s/pose_yarn_old.bin", TMP);
+        copy_without(a, b, "meta.pose_scaling");
+        snprintf(cmd, sizeof(cmd), i ? "%s --resume %s --steps 4 %s --out_dir %s/pose_yarn_old_run"
+                                     : "%s --eval_only --resume %s %s --eval_tag old --out_dir %s/pose_yarn_old_run",
+                 TRAINER, b, flags, TMP);
+        int r = run_cmd(cmd, out, sizeof(out));
+        snprintf(c0, sizeof(c0), "%s/pose_yarn_old_run", TMP);
+        refused += r == 1 && strstr(out, "as --scaling yarn (before --pose_scaling yarn became PoSE's revised YaRN)") &&
+                   access(c0, F_OK) != 0;
+    }
+    snprintf(a, sizeof(a), "%s/pose_linear/checkpoint.bin", TMP);
+    snprintf(b, sizeof(b), "%s/pose_linear_old.bin", TMP);
+    copy_without(a, b, "meta.pose_scaling");
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s %s --eval_tag old --out_dir %s/pose_linear_old_run", TRAINER, b,
+             flags, TMP);
+    r5 = run_cmd(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/pose_linear/eval_L128.csv", TMP);
+    snprintf(c0, sizeof(c0), "%s/pose_linear_old_run/old.csv", TMP);
+    check(refused == 2 && r5 == 0 && files_equal(a, c0),
+          "a --pose_scaling yarn checkpoint made before PoSE's revised YaRN (no meta.pose_scaling) is refused, naming the "
+          "change (--eval_only, --resume); an old linear one evaluates as before", "%d of 2 refused, linear exit %d", refused, r5);
 }
 
 // --arch gru through the trainer: bit-exact resume, the same losses on 1 and 2 threads, an
@@ -2897,6 +2941,75 @@ static void test_tupe_old_checkpoint(void) {
           "exit %d, %d of 3 refused", r0, refused);
 }
 
+// A copy of checkpoint src in an earlier form of one learned bias: every tensor <group>.<name>
+// stacked `layers` times (shape[0] = layers: one set per layer) and renamed <group>.<as>.
+static void copy_old_bias_form(const char *src, const char *dst, const char *name, int layers, const char *as) {
+    TensorFile tf;
+    tf_load(&tf, src, 0);
+    TensorWriter w;
+    tw_open(&w, dst, tf.kind, tf.n);
+    for (int i = 0; i < tf.n; i++) {
+        const TensorEntry *e = &tf.t[i];
+        const char *dot = strchr(e->name, '.');
+        if (!dot || strcmp(dot + 1, name) != 0) {
+            tw_add(&w, e->name, e->dtype, e->ndim, e->shape, e->data);
+            continue;
+        }
+        char renamed[TF_MAX_NAME];
+        snprintf(renamed, sizeof(renamed), "%.*s.%s", (int)(dot - e->name), e->name, as);
+        int shape[TF_MAX_NDIM];
+        memcpy(shape, e->shape, sizeof(shape));
+        shape[0] *= layers;
+        float *d = (float *)xmalloc(e->numel * layers * sizeof(float));
+        for (int l = 0; l < layers; l++) memcpy(d + (size_t)l * e->numel, e->data, e->numel * sizeof(float));
+        tw_add(&w, renamed, e->dtype, e->ndim, shape, d);
+        free(d);
+    }
+    tw_close(&w);
+    tf_free(&tf);
+}
+
+// A checkpoint of an earlier form of a learned bias is refused by the name of its tensor, for
+// --resume, evaluation and --init_from of the same encoding alike, with no run folder made:
+// KERPLE's r1, r2 one set per layer (before they were shared by the layers), FIRE's threshold
+// learned as L itself (fire_thresh, before fire_l_mult); --init_from into another encoding
+// takes its other weights.
+static void test_bias_old_checkpoints(void) {
+    struct { const char *pe, *tensor, *as, *said; int layers; } cases[] = {
+        {"kerple", "kerple_r1", "kerple_r1", "with one kerple_r1 per layer (2 of them)", 2},
+        {"kerple-power", "kerple_pow_r2", "kerple_pow_r2", "with one kerple_pow_r2 per layer (2 of them)", 2},
+        {"fire", "fire_l_mult", "fire_thresh", "it has no fire_l_mult", 1},
+    };
+    char cmd[4096], out[16384], dir[512], ck[600], old[600];
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        if (!wants(cases[k].pe) && !wants("checkpoints")) continue;
+        snprintf(dir, sizeof(dir), "%s/bias_old_%s", TMP, cases[k].pe);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s && %s --steps 2 --eval_len 0 --val_every 0 --pe %s --out_dir %s/new",
+                 dir, dir, SMALL, cases[k].pe, dir);
+        int r0 = run_cmd(cmd, out, sizeof(out));
+        snprintf(ck, sizeof(ck), "%s/new/checkpoint.bin", dir);
+        snprintf(old, sizeof(old), "%s/old.bin", dir);
+        if (r0 == 0) copy_old_bias_form(ck, old, cases[k].tensor, cases[k].layers, cases[k].as);
+        const char *how[4] = {"--resume %s --steps 3", "--resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
+                              "--init_from %s --pe %s --steps 3 --eval_len 0", "--init_from %s --pe alibi --steps 3 --eval_len 0"};
+        int refused = 0, other = -1;
+        for (int i = 0; i < 4; i++) {
+            char flags[800], run[600];
+            snprintf(flags, sizeof(flags), how[i], old, cases[k].pe);
+            snprintf(run, sizeof(run), "%s/run%d", dir, i);
+            snprintf(cmd, sizeof(cmd), "%s %s --threads %d --out_dir %s", TRAINER, flags, THREADS, run);
+            int r = run_cmd(cmd, out, sizeof(out));
+            if (i == 3) other = r;
+            else refused += r == 1 && strstr(out, cases[k].said) && strstr(out, "train it again") && access(run, F_OK) != 0;
+        }
+        char label[200];
+        snprintf(label, sizeof(label), "--pe %s: a checkpoint with %s of the earlier form is refused by name (--resume, "
+                 "--eval_only, --init_from), no folder made; --init_from into ALiBi runs", cases[k].pe, cases[k].as);
+        check(r0 == 0 && refused == 3 && other == 0, label, "exit %d, %d of 3 refused, other encoding exit %d: %.300s", r0,
+              refused, other, out);
+    }
+}
+
 static void test_yarn_bounds(const char *ref_path) {
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
@@ -3417,6 +3530,7 @@ int main(int argc, char **argv) {
     if (wants("checkpoints")) test_checkpoint_adoption();
     if (wants("checkpoints sinusoidal tape")) test_embed_scale();
     if (wants("checkpoints tupe")) test_tupe_old_checkpoint();
+    if (wants("checkpoints kerple kerple-power fire")) test_bias_old_checkpoints();
     if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

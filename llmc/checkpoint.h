@@ -8,6 +8,8 @@
 //                        per flag the run was given or adopted (llmc/config.h, ArgSpec.run)
 //   meta.embed_scale f32 [1] the token embedding's factor (embed_scale: sqrt(C) with the sinusoids;
 //                        a checkpoint without it was trained with 1)
+//   meta.pose_scaling int32 [1] the --scaling (SCALE_*) its --pose_scaling equals (SCALE_NONE without;
+//                        a checkpoint without it has --pose_scaling yarn as YaRN's own: config.h)
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
@@ -255,7 +257,7 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     size_t nflags;
     int32_t *flags = flags_to_ints(c->run_flags, &nflags);
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 5 + groups * present);
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 6 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
     tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
     tw_add1(&w, "meta.state", TF_U64, 5, state);
@@ -263,6 +265,8 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     free(flags);
     float es = embed_scale(c);
     tw_add1(&w, "meta.embed_scale", TF_F32, 1, &es);
+    int32_t pose_method = POSE_SCALING_METHOD[c->pose_scaling];
+    tw_add1(&w, "meta.pose_scaling", TF_I32, 1, &pose_method);
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)
         for (int i = 0; i < NP; i++) {

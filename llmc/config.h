@@ -185,7 +185,7 @@ static const ArgSpec ARGS[] = {
     CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
     CHOICE("--pose_scaling", pose_scaling, POSE_SCALING_NAMES, POSE_SCALING_N, "PoSE: the RoPE interpolation its skips "
            "train and evaluate with, factor --pose_target / --seq_len: none (default; this project's from-scratch "
-           "variant), linear, ntk, yarn (PoSE's three)", RUN_SCHEME),
+           "variant), linear, ntk, yarn (PoSE's three; its yarn is its revised YaRN, --scaling revised-yarn)", RUN_SCHEME),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent", RUN_SCHEME),
     CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform", RUN_SCHEME),
     S("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
@@ -213,7 +213,7 @@ static const ArgSpec ARGS[] = {
     S("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
     S("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64; T/2 for a window T <= 64)"),
     A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
-    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn", RUN_TRAIN),
+    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn, revised-yarn (PoSE's YaRN)", RUN_TRAIN),
     S("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
     S("--yarn_beta_fast", ARG_FLOAT, yarn_beta_fast, "YaRN ramp beta_fast (32)"),
     S("--yarn_beta_slow", ARG_FLOAT, yarn_beta_slow, "YaRN ramp beta_slow (1)"),
@@ -666,6 +666,26 @@ static inline float checkpoint_embed_scale(const TensorFile *tf) {
     return ((const float *)e->data)[0];
 }
 
+// A kept --pose_scaling as this build computes it: the --scaling it equals (SCALE_*), which a
+// checkpoint keeps as meta.pose_scaling, must be this build's. One written before it kept it
+// trained --pose_scaling yarn as YaRN's own frequency blend (--scaling yarn), which is now
+// PoSE's revised YaRN (--scaling revised-yarn): refused, so that no model is evaluated or
+// resumed under an interpolation it was not trained with.
+static inline void check_kept_pose_scaling(const TensorFile *tf, const char *value) {
+    int now = SCALE_NONE;
+    for (int i = 0; i < POSE_SCALING_N; i++)
+        if (strcmp(POSE_SCALING_NAMES[i], value) == 0) now = POSE_SCALING_METHOD[i];
+    const TensorEntry *e = tf_find(tf, "meta.pose_scaling");
+    if (e && (e->dtype != TF_I32 || e->numel != 1 || ((const int32_t *)e->data)[0] < 0 || ((const int32_t *)e->data)[0] >= SCALE_N))
+        fail("'%s' is corrupt: meta.pose_scaling is not one --scaling index", tf->path);
+    int then = e ? ((const int32_t *)e->data)[0] : now == SCALE_REVISED_YARN ? SCALE_YARN : now;
+    if (then != now)
+        fail("'%s' was trained with --pose_scaling %s as --scaling %s%s; this build's --pose_scaling %s is --scaling %s, so "
+             "the model cannot be evaluated or resumed as it was trained: train it again with this version", tf->path,
+             value, SCALE_NAMES[then], e ? "" : " (before --pose_scaling yarn became PoSE's revised YaRN)", value,
+             SCALE_NAMES[now]);
+}
+
 // The flags a checkpoint keeps (meta.flags: "name\tvalue\n" lines, one byte per int32) into
 // text. A checkpoint from before they were kept gets the scheme its header holds
 // (meta.config_i/f: --pos, --pe, --qk_norm, --alpha_range, --alpha); returns 0 then.
@@ -778,6 +798,7 @@ static inline int kept_flags(Config *c, const TensorFile *tf, const char *const 
             printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
             continue;
         }
+        if (strcmp(a->name, "--pose_scaling") == 0) check_kept_pose_scaling(tf, value);
         const char *now = cli[a - ARGS];
         // an evaluation takes the run's scheme, and its validation data unless given another
         int val = strcmp(a->name, "--val_data") == 0;
