@@ -14,9 +14,9 @@
 //                      alpha is drawn by pos_schedule_step() in llmc/schedule.h), attention
 //                      (with the attention-score hook's bias, llmc/attn_bias.h: ALiBi, a
 //                      learned table), output projection, residual, RMSNorm, SwiGLU MLP,
-//                      residual; then the final norm and the fused classifier (loss and
-//                      dlogits)
-//   gpt_backward       the same layers in reverse
+//                      residual; then the final norm
+//   gpt_backward       the LM head and the fused classifier (logits, loss and dlogits, all
+//                      rows at once or in chunks: CLASSIFIER_VARIANT), then the layers in reverse
 //   compute_gradients  the three above per micro-batch, accumulated; the global gradient norm
 //   apply_update       clip folded into AdamW; the bf16 copy of the weights
 #include "llmc/checkpoint.h"
@@ -52,6 +52,7 @@
 
 typedef struct {
     int B, T, train;
+    int logit_rows;  // the rows of logits kept at once: B*T, or a chunk (classifier_rows)
     size_t ls_C, ls_q, ls_kv, ls_F, ls_N, ls_att;  // per-layer strides (0 when !train)
     void *mem;
     floatX *resid, *n1, *q, *k, *v, *att, *atty, *mid, *n2, *gate, *up, *h, *nf, *logits;
@@ -98,6 +99,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
     size_t tt = tu || (tr && train && pq);        // a term per query and key: TUPE's, or a learned bias's
     memset(a, 0, sizeof(*a));
     a->B = B; a->T = T; a->train = train;
+    a->logit_rows = classifier_rows(CLASSIFIER_VARIANT, (int)N);
     a->ls_C = train ? N * C : 0;
     a->ls_q = train ? N * QD : 0;
     a->ls_kv = train ? N * KD : 0;
@@ -120,7 +122,7 @@ static size_t acts_layout(Acts *a, const Config *c, int B, int T, int train, cha
         VIEW(k, tr * nl * N * KD), VIEW(v, tr * nl * N * KD), VIEW(att, train ? nl * att : 0),
         VIEW(atty, tr * nl * N * QD), VIEW(mid, tr * nl * N * C), VIEW(n2, tr * nl * N * C),
         VIEW(gate, tr * nl * N * F), VIEW(up, tr * nl * N * F), VIEW(h, tr * nl * N * F), VIEW(nf, N * C),
-        VIEW(logits, N * c->Vp),
+        VIEW(logits, (size_t)a->logit_rows * c->Vp),
         // the backward's scratch, one layer
         VIEW(dres, train * N * C), VIEW(dC, train * N * C), VIEW(dq, tr * train * N * QD),
         VIEW(dk, tr * train * N * KD), VIEW(dv, tr * train * N * KD), VIEW(datty, tr * train * N * QD),
@@ -302,27 +304,31 @@ typedef struct {
     floatX *state;   // --arch gru, device (L,B,C), when given: the state to continue from, updated
 } FwdOpts;
 
-// The head: final norm of xL (B,T,C), logits, and with with_loss the per-position losses.
-//                                                             mirrors head_forward
+// The head: final norm of xL (B,T,C), and with with_loss the per-position losses (the
+// logits a->logit_rows rows at a time). Without, the logits wait for head_logits or for
+// head_backward, which computes them itself.                  mirrors head_forward
 static void head_forward(GPT *g, Acts *a, const floatX *xL, int with_loss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
     LAUNCH_ROWS(rmsnorm_forward_kernel, N, 0, a->nf, a->rstdf, xL, P(g, P_FINAL_NORM), N, c->C, c->rms_eps);
-    matmul_forward(a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp);
-    if (with_loss) {
-        classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, NULL, N, c->V, c->Vp, 0.0f, 0);
-        cudaCheck(cudaGetLastError());
-    }
+    if (with_loss)
+        classifier_forward(a->losses, a->logits, a->nf, P(g, P_WTE), a->targets, N, c->C, c->V, c->Vp, a->logit_rows);
 }
 
-// Its backward (the forward must not have run the classifier): a->dres = d xL. Each
-// target's loss weighs dloss / N, or weights[i] (device) when given.  mirrors head_backward
+// The logits (n,Vp) of rows row0.. of the last forward into a->logits (n <= a->logit_rows)
+static void head_logits(GPT *g, Acts *a, int row0, int n) {
+    const Config *c = &g->cfg;
+    matmul_forward(a->logits, a->nf + (size_t)row0 * c->C, P(g, P_WTE), n, c->C, c->Vp);
+}
+
+// Its backward: the logits, losses and dlogits, a->logit_rows rows at a time (the forward
+// keeps none), then a->dres = d xL. Each target's loss weighs dloss / N, or weights[i]
+// (device) when given.                                        mirrors head_backward
 static void head_backward(GPT *g, Acts *a, const floatX *xL, const float *weights, float dloss) {
     const Config *c = &g->cfg;
     int N = a->B * a->T;
-    classifier_kernel<<<N, 1024>>>(a->logits, a->losses, a->targets, weights, N, c->V, c->Vp, dloss / N, 1);
-    cudaCheck(cudaGetLastError());
-    matmul_backward(a->dC, G(g, P_WTE), a->logits, a->nf, P(g, P_WTE), N, c->C, c->Vp, 0);
+    classifier_backward(a->dC, G(g, P_WTE), a->losses, a->logits, a->nf, P(g, P_WTE), a->targets, weights, N, c->C,
+                        c->V, c->Vp, dloss / N, a->logit_rows);
     rmsnorm_backward(a->dres, G(g, P_FINAL_NORM), a->dw_part, a->dC, xL, P(g, P_FINAL_NORM), a->rstdf, N, c->C, 0);
 }
 
@@ -609,8 +615,7 @@ static void gpt_forward(GPT *g, Acts *a, const PosStep *ps, int with_loss, const
     head_forward(g, a, a->resid + (a->train ? c->L * a->ls_C : 0), with_loss);
 }
 
-// Backward of the last forward (which must not have run the classifier): gradients
-// accumulate into g->grads. Mirrors gpt_backward.
+// Backward of the last forward: gradients accumulate into g->grads. Mirrors gpt_backward.
 static void gpt_backward(GPT *g, Acts *a, const float *weights, const PosStep *ps, float dloss) {
     const Config *c = &g->cfg;
     if (c->arch == ARCH_GRU) {
@@ -904,7 +909,8 @@ static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const Pos
     upload_tokens(a, prompt, n, 0);
     FwdOpts o = {0, NULL, gru ? NULL : &kv, 0, state};
     gpt_forward(e->g, a, ps, 0, &o);
-    int next = argmax_row(a->logits + (size_t)(n - 1) * c->Vp, c->V);
+    head_logits(e->g, a, n - 1, 1);
+    int next = argmax_row(a->logits, c->V);
     for (int i = 0; i < n_new; i++) {
         out[i] = next;
         if (i + 1 == n_new) break;
@@ -912,6 +918,7 @@ static void gpu_greedy(void *ctx, const int *prompt, int n, int n_new, const Pos
         upload_tokens(a1, &next, 1, 0);
         o.pos0 = kv.len;
         gpt_forward(e->g, a1, ps, 0, &o);
+        head_logits(e->g, a1, 0, 1);
         next = argmax_row(a1->logits, c->V);
     }
     if (!gru) kv_free(&kv);
@@ -992,7 +999,7 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     PosConfig pc = pos_config_of(&c);
     PosStep ps = case_pos_step(&pc, scheduled, check_alpha, 0);
 
-    // check pass on tokens[0,0]: forward (logits kept before the classifier overwrites them), backward
+    // check pass on tokens[0,0]: forward, its logits (a->logit_rows rows at a time), backward
     size_t ni = acts_ints(N, 1);
     int *ints = (int *)xmalloc(ni * sizeof(int));
     stage_micro(ints, &g, tokens, &ps);
@@ -1000,7 +1007,11 @@ static void dump_case(const char *in_path, const char *out_path, int attention) 
     cudaCheck(cudaMemset(g.grads, 0, g.n_params * sizeof(float)));
     gpt_forward(&g, &g.acts, &ps, 0, NULL);
     floatX *lx = (floatX *)xmalloc((size_t)N * c.Vp * sizeof(floatX));
-    cudaCheck(cudaMemcpy(lx, g.acts.logits, (size_t)N * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (int r0 = 0; r0 < N; r0 += g.acts.logit_rows) {
+        int n = N - r0 < g.acts.logit_rows ? N - r0 : g.acts.logit_rows;
+        head_logits(&g, &g.acts, r0, n);
+        cudaCheck(cudaMemcpy(lx + (size_t)r0 * c.Vp, g.acts.logits, (size_t)n * c.Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    }
     float *logits = (float *)xmalloc((size_t)N * c.V * sizeof(float));
     for (int i = 0; i < N; i++)
         for (int v = 0; v < c.V; v++) {

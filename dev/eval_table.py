@@ -10,7 +10,8 @@ Each argument is a run folder (every evaluation in it, whatever its --eval_tag, 
 written by the trainer (README, "What the numbers mean"; the PosAug paper's Section 3); in a
 folder, a JSON is one when its first field is `"tag": "<tag>"`, its own name (the trainer's
 run-folder rule, llmc/runfolder.h). A folder whose evaluation was stopped while its files
-were being renamed (`<tag>.commit` there) is refused until a trainer run in it finishes it.
+were being renamed (`<tag>.commit` there), or a JSON in such a folder, is refused until a
+trainer run in it finishes it (a journal that is not whole: until the user removes it).
 
 Columns: method | cliff | G(C) | in-dist | delta | penalty | OOD/in-dist
 - Rows are groups. Default grouping: the run folder's name with a trailing `_seed<N>`
@@ -34,6 +35,14 @@ Columns: method | cliff | G(C) | in-dist | delta | penalty | OOD/in-dist
   frequency-analysis ratio: 1.18 means 18% worse past the window), computed from `ood`
   and `in_dist` for files written before the field existed; mean +- std like cliff.
 `--csv` prints the same numbers as CSV (means and stds in separate columns).
+
+`--compare A,B` (repeatable) adds, under the table, row B against row A for every metric
+both have (in-dist, OOD, cliff, G, OOD/in-dist): each side's mean +- std (n), the
+difference B - A and how many spreads it is, |B - A| / max(std_A, std_B) (the larger
+sample std of the two; a row of one seed has none and the other's stands for it; `-` when
+neither row has one): under 1 the rows are tied within their spread (doc/evaluation.md,
+"Comparing two rows"). A row is named by its label, or `label [tag]` when the arguments
+hold several tags. With `--csv` only the comparisons are printed, as CSV.
 """
 import argparse
 import csv
@@ -170,15 +179,39 @@ def summaries(folder):
     return found
 
 
+def journal_whole(path):
+    """Whether an evaluation's journal <tag>.commit is whole: its last line `end <n>` after n
+    file names (doc/formats.md, llmc/runfolder.h); an empty or cut one is not."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 16).split("\n")
+    except OSError:
+        return False
+    m = re.fullmatch(r"end (\d+)", lines[-2]) if len(lines) >= 3 and lines[-1] == "" else None
+    return bool(m) and int(m.group(1)) == len(lines) - 2
+
+
+def refuse_pending(folder, arg):
+    """A folder with a journal (<tag>.commit: an evaluation stopped while its files were renamed)
+    holds a set that may be half old, half new: refused, whether the argument is the folder
+    or a JSON in it."""
+    pending = sorted(glob.glob(os.path.join(glob.escape(folder), "*.commit")))
+    if not pending:
+        return
+    tag = os.path.basename(pending[0])[:-len(".commit")]
+    if journal_whole(pending[0]):
+        die("%s: the evaluation %s in %s was stopped while its files were renamed: run any trainer command in that "
+            "folder (it finishes it) first" % (arg, tag, folder))
+    die("%s: %s is not a whole journal of an evaluation (the trainer leaves it, and the files of %s, as they are): "
+        "check those files, then remove it" % (arg, pending[0], tag))
+
+
 def load_evals(args_paths, tag=None):
     """Expand arguments to a list of (argument index, Eval)."""
     out = []
     for k, p in enumerate(args_paths):
         if os.path.isdir(p):
-            pending = sorted(glob.glob(os.path.join(glob.escape(p), "*.commit")))
-            if pending:
-                die("%s: the evaluation %s was stopped while its files were renamed: run any trainer command in that "
-                    "folder (it finishes it) first" % (p, os.path.basename(pending[0])[:-len(".commit")]))
+            refuse_pending(p, p)
             files = summaries(p)
             if tag is not None:
                 files = [f for f in files if os.path.splitext(os.path.basename(f))[0] == tag]
@@ -186,6 +219,7 @@ def load_evals(args_paths, tag=None):
                 die("%s: no %s in this folder" % (p, ("evaluation tagged %s" % tag) if tag else "evaluation"))
             out.extend((k, Eval(f)) for f in files)
         elif os.path.isfile(p) and p.endswith(".json"):
+            refuse_pending(os.path.dirname(p) or ".", p)
             out.append((k, Eval(p)))
         else:
             die("%s: not a run folder or an evaluation .json" % p)
@@ -284,6 +318,7 @@ def build_rows(pairs, baseline=None, variant=None):
         r["cliff"] = mean_std([ev.j.get("cliff") for ev in g])
         r["in_dist"] = mean_std([ev.j.get("in_dist") for ev in g])
         r["ratio"] = mean_std([ood_ratio(ev.j) for ev in g])
+        r["ood"] = mean_std([ev.j.get("ood") for ev in g])
         r["G"] = mean_std([ev.G(C, var) for ev in g]) if C else (None, None, 0)
         r["delta"] = r["penalty"] = None
         r["is_baseline"] = False
@@ -343,19 +378,83 @@ def markdown(rows, C, var):
     return "\n".join(out)
 
 
+def num(x):
+    """A CSV cell: the float's repr, empty for None."""
+    return "" if x is None else repr(float(x))
+
+
 def to_csv(rows, C, var):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["method", "tag", "n", "cliff_mean", "cliff_std", "G_C", "G_variant", "G_mean", "G_std",
                 "in_dist_mean", "in_dist_std", "delta", "penalty_pct", "ratio_mean", "ratio_std"])
-
-    def num(x):
-        return "" if x is None else repr(float(x))
     for r in rows:
         w.writerow([r["label"], r["tag"], r["n"], num(r["cliff"][0]), num(r["cliff"][1]),
                     C or "", var or "", num(r["G"][0]), num(r["G"][1]),
                     num(r["in_dist"][0]), num(r["in_dist"][1]), num(r["delta"]), num(r["penalty"]),
                     num(r["ratio"][0]), num(r["ratio"][1])])
+    return buf.getvalue().rstrip("\n")
+
+
+# ---- comparisons ---------------------------------------------------------------------
+COMPARED = (("in-dist", "in_dist"), ("OOD", "ood"), ("cliff", "cliff"), ("G", "G"), ("OOD/in-dist", "ratio"))
+
+
+def row_name(r):
+    return r["label"] + (" [%s]" % r["tag"] if r["tag"] else "")
+
+
+def find_row(rows, name):
+    """The row named `label` or `label [tag]`; one clear error when none or several match."""
+    hits = [r for r in rows if name in (r["label"], row_name(r))]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        die("--compare: %r names %d rows (%s): give 'label [tag]'" % (name, len(hits), ", ".join(map(row_name, hits))))
+    die("--compare: no row %r (rows: %s)" % (name, ", ".join(map(row_name, rows))))
+
+
+def spreads(a, b):
+    """(B - A, |B - A| / the larger std) for two (mean, std, n): a row of one seed has no std
+    and the other's stands for it; None when neither has one above zero."""
+    d = b[0] - a[0]
+    s = max((x[1] for x in (a, b) if x[1] is not None), default=0.0)
+    return d, (abs(d) / s if s > 0 else None)
+
+
+def comparisons(rows, pairs):
+    """[(name A, name B, metric, (mean, std, n) A, (mean, std, n) B, B - A, spreads)] for
+    each --compare pair and each metric both rows have."""
+    out = []
+    for pair in pairs:
+        names = [s.strip() for s in pair.split(",")]
+        if len(names) != 2 or not all(names):
+            die("--compare %r: give two row names, A,B" % pair)
+        ra, rb = (find_row(rows, n) for n in names)
+        for metric, key in COMPARED:
+            if ra[key][0] is not None and rb[key][0] is not None:
+                out.append((row_name(ra), row_name(rb), metric, ra[key], rb[key]) + spreads(ra[key], rb[key]))
+    return out
+
+
+def f_msn(ms):
+    return "%s (%d)" % (f_ms(ms), ms[2])
+
+
+def compare_markdown(comps):
+    out = ["| B - A | metric | A | B | difference | spreads |", "| --- | --- | --- | --- | --- | --- |"]
+    for a, b, metric, ma, mb, d, k in comps:
+        out.append("| %s - %s | %s | %s | %s | %+.3f | %s |" % (b, a, metric, f_msn(ma), f_msn(mb), d,
+                                                               "-" if k is None else "%.1f" % k))
+    return "\n".join(out)
+
+
+def compare_csv(comps):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["a", "b", "metric", "a_mean", "a_std", "a_n", "b_mean", "b_std", "b_n", "diff", "spreads"])
+    for a, b, metric, ma, mb, d, k in comps:
+        w.writerow([a, b, metric, num(ma[0]), num(ma[1]), ma[2], num(mb[0]), num(mb[1]), mb[2], num(d), num(k)])
     return buf.getvalue().rstrip("\n")
 
 
@@ -370,12 +469,18 @@ def main(argv=None):
     ap.add_argument("--tag", default=None, help="only this evaluation tag from run folders (e.g. eval_L8192)")
     ap.add_argument("--variant", choices=VARIANTS, default=None, help="G variant (default: chunked if all have it)")
     ap.add_argument("--csv", action="store_true", help="print CSV instead of markdown")
+    ap.add_argument("--compare", action="append", default=[], metavar="A,B",
+                    help="row B against row A: difference and |B - A| / max(std_A, std_B) per metric (repeatable)")
     args = ap.parse_args(argv)
     missing.check()
     evals = load_evals(args.runs, args.tag)
     pairs = assign_labels(evals, args.labels, args.group_by, len(args.runs))
     rows, C, var = build_rows(pairs, args.baseline, args.variant)
-    print(to_csv(rows, C, var) if args.csv else markdown(rows, C, var))
+    comps = comparisons(rows, args.compare)
+    if args.csv:
+        print(compare_csv(comps) if args.compare else to_csv(rows, C, var))
+    else:
+        print(markdown(rows, C, var) + ("\n\n" + compare_markdown(comps) if args.compare else ""))
 
 
 if __name__ == "__main__":

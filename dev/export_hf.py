@@ -23,9 +23,15 @@ s = --pose_target / T, as the trainer evaluates it; --scaling is refused there. 
 yarn (PoSE's revised YaRN, theta / (r s + 1 - r)) is refused: HF's yarn is YaRN's own blend
 (theta / s r + theta (1 - r)), another model.
 
+A token embedding scaled by s (meta.embed_scale: sqrt(C), a model trained with the
+sinusoids and continued with --pe rope) is folded into the weights, embed_tokens x s and
+model.norm's gain / s: exact when s is a power of two (C = 4, 16, 64, 256, ...), refused
+otherwise.
+
 Refused, with the reason: models HF's Llama cannot express (--pe nope, alibi,
 sinusoidal, learned, erpe, t5, tape, shaw, tpe, tupe; DroPE after its drop step, which is nope; --qk_norm; --pos rfs,
-which evaluates at positions of its own). doc/huggingface.md has the details.
+which evaluates at positions of its own; a factor on the embedding that no power of two
+folds exactly); a damaged header value it would write. doc/huggingface.md has the details.
 """
 
 import argparse
@@ -42,6 +48,7 @@ import needs  # noqa: E402
 from prepare import bytes_to_unicode  # noqa: E402
 
 with needs.deferred(__name__) as missing:
+    import numpy as np
     import hf_llama as hl  # noqa: E402 (numpy)
 
 SCALINGS = ["none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"]
@@ -162,15 +169,56 @@ def pose_scaling(flags, T, scaling, scale_factor):
     return POSE_SCALINGS[ps], target / T
 
 
+def check_header(ckpt, cf):
+    """The header values the export writes, checked for what they can be (the trainer's rules,
+    llmc/config.h CKPT_FIELD_TABLE): a damaged one is refused, naming it."""
+    for name, v, ok, what in (("rope_base", cf[0], cf[0] > 1 and math.isfinite(cf[0]), "a finite number above 1"),
+                              ("rms_eps", cf[1], 0 < cf[1] < 1, "in (0, 1)")):
+        if not ok:
+            raise Refused(f"{ckpt} is corrupt: meta.config_f {name} is {v:g}; it can be {what}")
+
+
+def fold_embed_scale(ckpt, C, params):
+    """The token embedding's factor s (meta.embed_scale: 1, or sqrt(C) for a model trained with
+    the sinusoids and continued with RoPE), which LlamaForCausalLM has no place for, folded into
+    the weights it has: embed_tokens = wte * s gives the same residual stream, and the head,
+    tied to it, the same logits with model.norm's gain / s. Exact, the same bits through the
+    trainer, when s is a power of two (C = 4, 16, 64, 256, ...); another s is refused. Returns
+    what was folded, or None for s = 1."""
+    e = hl.tensorfile.read(ckpt).get("meta.embed_scale")
+    if e is None:
+        return None  # a checkpoint from before the factor was kept: 1
+    root = float(np.sqrt(np.float32(C)))  # the trainer's sqrtf(C)
+    s = float(e.reshape(-1)[0]) if e.dtype == np.float32 and e.size == 1 else None
+    if s not in (1.0, root):
+        raise Refused(f"{ckpt} is corrupt: meta.embed_scale is {e.reshape(-1)[:2].tolist()}; it can be 1 or "
+                      f"sqrt(C) = {root:g}")
+    if s == 1.0:
+        return None
+    f = np.float32(s)
+    wte, gain = params["wte"] * f, params["final_norm"] / f
+    if math.frexp(s)[0] != 0.5 or not (np.array_equal(wte / f, params["wte"]) and np.array_equal(gain * f, params["final_norm"])):
+        raise Refused(f"the token embedding's factor {s:g} (meta.embed_scale: sqrt(C) of a model trained with the "
+                      "sinusoids) cannot be exported: LlamaForCausalLM's embedding has no factor, and folding it into "
+                      "embed_tokens and model.norm (x s, / s) is exact only for a power of two (C = 4, 16, 64, 256, ...)")
+    params["wte"], params["final_norm"] = wte, gain
+    return f"the token embedding's factor {s:g} (meta.embed_scale) folded exactly: embed_tokens x {s:g}, model.norm / {s:g}"
+
+
 def export(ckpt, out_dir, scaling="none", scale_factor=None, yarn_temperature="hf", yarn_beta_fast=32.0,
            yarn_beta_slow=1.0, tokenizer_json=None, eot_token=EOT_TEXT):
+    """Writes out_dir; returns (config, a line on what was folded into the weights, or None)."""
     ci, cf, _, params = hl.read_checkpoint(ckpt)
     check_exportable(ci)
+    check_header(ckpt, cf)
     V, C, L, NH, NKV, F, T = (ci[hl.CKI[k]] for k in ("V", "C", "L", "NH", "NKV", "F", "T"))
     hd = C // NH
+    folded = fold_embed_scale(ckpt, C, params)
+    if not (math.isfinite(yarn_beta_fast) and yarn_beta_fast > yarn_beta_slow > 0):
+        raise Refused(f"need --yarn_beta_fast > --yarn_beta_slow > 0, got {yarn_beta_fast:g} and {yarn_beta_slow:g}")
     scaling, scale_factor = pose_scaling(hl.checkpoint_flags(ckpt), T, scaling, scale_factor)
-    if scaling != "none" and not (scale_factor and scale_factor >= 1):
-        raise Refused(f"--scaling {scaling} needs --scale_factor s >= 1 (our evaluation's default is L_eval / T)")
+    if scaling != "none" and not (scale_factor and 1 <= scale_factor < math.inf):
+        raise Refused(f"--scaling {scaling} needs --scale_factor s >= 1, finite (our evaluation's default is L_eval / T)")
     if tokenizer_json:
         with open(tokenizer_json, encoding="utf-8") as f:
             tok = json.load(f)
@@ -221,7 +269,7 @@ def export(ckpt, out_dir, scaling="none", scale_factor=None, yarn_temperature="h
     else:
         with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False)
-    return config
+    return config, folded
 
 
 def main():
@@ -238,10 +286,12 @@ def main():
     a = ap.parse_args()
     missing.check()
     try:
-        config = export(a.ckpt, a.out_dir, a.scaling, a.scale_factor, a.yarn_temperature, a.yarn_beta_fast,
-                        a.yarn_beta_slow, a.tokenizer_json, a.eot_token)
+        config, folded = export(a.ckpt, a.out_dir, a.scaling, a.scale_factor, a.yarn_temperature, a.yarn_beta_fast,
+                                a.yarn_beta_slow, a.tokenizer_json, a.eot_token)
     except (Refused, ValueError, KeyError, OSError) as e:
         sys.exit(f"export_hf.py: error: {e}")
+    if folded:
+        print(folded)
     print(f"wrote {a.out_dir}: LlamaForCausalLM V={config['vocab_size']} C={config['hidden_size']} "
           f"L={config['num_hidden_layers']} NH={config['num_attention_heads']} NKV={config['num_key_value_heads']} "
           f"F={config['intermediate_size']} T={config['max_position_embeddings']} rope_theta={config['rope_theta']:g} "

@@ -223,6 +223,8 @@ def main():
     ap.add_argument("--drop_rope_scaling", action="store_true", help="import a model with rope_scaling as plain RoPE")
     ap.add_argument("--overwrite", action="store_true", help="replace CKPT when it exists")
     a = ap.parse_args()
+    if not -2**63 <= a.seed < 2**63:  # the trainer's --seed: a 64-bit integer
+        sys.exit(f"import_hf.py: error: --seed {a.seed} is out of range (a 64-bit integer, as the trainer's --seed)")
     if os.path.lexists(a.ckpt) and not os.path.isdir(a.ckpt) and not a.overwrite:
         sys.exit(f"import_hf.py: error: {a.ckpt} exists (a checkpoint would lose its weights, moments and run): "
                  "choose another path, or pass --overwrite to replace it")

@@ -69,25 +69,21 @@ def main(argv=None):
     ap.add_argument("--title", default=None)
     args = ap.parse_args(argv)
     missing.check()
-    if args.smooth < 0:
-        die("--smooth must be >= 0")
+    for name, value, least in (("--smooth", args.smooth, 0), ("--points", args.points, 1), ("--window", args.window, 0)):
+        if value is not None and value < least:
+            die("%s must be >= %d, got %d" % (name, least, value))
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
         needs.missing(e)
-    # --out before any work: a format matplotlib writes, in a folder that is (or can be) one
+    # --out before any work: a format matplotlib writes, not a folder
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
     ext = os.path.splitext(args.out)[1].lstrip(".").lower()
     if ext not in formats:
         die("--out %s: give a file ending in one of %s" % (args.out, ", ".join("." + f for f in sorted(formats))))
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        die("--out %s: cannot make its folder %s: %s" % (args.out, out_dir, e.strerror or e))
     if os.path.isdir(args.out):
         die("--out %s is a folder: name the image file" % args.out)
 
@@ -166,6 +162,11 @@ def main(argv=None):
                      transform=axg.transAxes, ha="center", va="center")
             print("warning: --gain: no loss_chunked / loss_banded columns in these CSVs")
     fig.tight_layout()
+    out_dir = os.path.dirname(os.path.abspath(args.out))  # made only now: no refusal leaves a folder behind
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        die("--out %s: cannot make its folder %s: %s" % (args.out, out_dir, e.strerror or e))
     try:
         fig.savefig(args.out, dpi=120)
     except OSError as e:

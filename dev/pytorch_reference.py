@@ -207,7 +207,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pos_kind", choices=list(POS_KINDS), default="rope",  # model_torch's ENCODINGS
+    ap.add_argument("--pos_kind", choices=None if missing.error else list(POS_KINDS), default="rope",
                     help="rope (default, dev/reference_tiny.bin) or another of model_torch's ENCODINGS "
                          "(dev/reference_<kind>.bin)")
     ap.add_argument("--all", action="store_true",

@@ -377,7 +377,7 @@ def eval_commit_journal_finished():
     with open(os.path.join(out, "eval_L96.json.tmp"), "w") as f:
         f.write('{"tag": "eval_L96", "new": 1}\n')
     with open(os.path.join(out, "eval_L96.commit"), "w") as f:
-        f.write("eval_L96.csv\neval_L96.json\n")
+        f.write("eval_L96.csv\neval_L96.json\nend 2\n")
     r = run(SMALL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--eval_len", "64", "--eval_n", "1",
                      "--eval_tag", "other"])
     names = sorted(n for n in os.listdir(out) if n.startswith("eval_L96"))
@@ -386,6 +386,62 @@ def eval_commit_journal_finished():
     if r.returncode != 0 or names != ["eval_L96.csv", "eval_L96.json"] or '"new": 1' not in js or "finishing it" not in r.stdout:
         raise AssertionError("exit %d, %s, json %r: %s" % (r.returncode, names, js[:60], tail(r)))
     return "the next run finished the commit: %s" % ", ".join(names)
+
+
+def set_of(out):
+    """{file: sha256} of the files of eval_L96 in out, its journal and .tmp files included."""
+    return {n: sha(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.startswith("eval_L96")}
+
+
+@test
+def eval_journal_not_whole_is_left_alone():
+    """A <tag>.commit that is not a whole journal (empty; cut before its end line; naming a file
+    not of the tag's set; a whole one naming a file that is nowhere) beside a complete
+    evaluation: the next run in the folder touches nothing (the CSV, JSON, journal and the
+    set's .tmp stay), says so, and an evaluation under that tag is refused before it runs."""
+    ckpt = reference()["ckpt"]
+    out = fresh_dir("eval_journal_broken")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out])
+    if r.returncode != 0:
+        raise AssertionError("the evaluation failed (exit %d): %s" % (r.returncode, tail(r)))
+    with open(os.path.join(out, "eval_L96.json.tmp"), "w") as f:
+        f.write('{"tag": "eval_L96", "new": 1}\n')
+    bad = []
+    for i, journal in enumerate(("", "eval_L96.csv\n", "eval_L96.csv\neval_L96.json\n", "notes.txt\nend 1\n",
+                                 "eval_L96_ruler.csv\neval_L96.json\nend 2\n")):
+        with open(os.path.join(out, "eval_L96.commit"), "w") as f:
+            f.write(journal)
+        before = set_of(out)
+        r = run(SMALL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--eval_len", "64", "--eval_n", "1",
+                         "--eval_tag", "other%d" % i])
+        if r.returncode != 0 or set_of(out) != before or "is not a whole journal" not in r.stdout or "finishing" in r.stdout:
+            bad.append("journal %r: exit %d, changed %s: %s" % (journal, r.returncode,
+                       sorted(set(before.items()) ^ set(set_of(out).items())), tail(r)))
+        r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out])
+        if r.returncode != 1 or "would replace it" not in r.stderr or set_of(out) != before:
+            bad.append("journal %r: the evaluation of its tag was not refused (exit %d): %s" % (journal, r.returncode, tail(r)))
+    if bad:
+        raise AssertionError("; ".join(bad))
+    return "5 journals (empty, cut, cut at a name, another file's, a file that is nowhere) left alone, the set untouched"
+
+
+@test
+def user_tmp_files_untouched():
+    """A user's own files ending in .tmp in a run folder (results.csv.tmp, notes.json.tmp, and one
+    named like a set file of a tag with no evaluation in the folder) are never removed."""
+    ckpt = reference()["ckpt"]
+    out = fresh_dir("user_tmp")
+    r = run(SMALL + EVAL + ["--eval_only", "--resume", ckpt, "--out_dir", out])
+    mine = ["results.csv.tmp", "notes.json.tmp", "eval_L512.csv.tmp"]
+    for n in mine:
+        with open(os.path.join(out, n), "w") as f:
+            f.write("mine\n")
+    r2 = run(SMALL + ["--eval_only", "--resume", ckpt, "--out_dir", out, "--eval_len", "64", "--eval_n", "1",
+                      "--eval_tag", "other"])
+    left = [n for n in mine if os.path.exists(os.path.join(out, n))]
+    if r.returncode != 0 or r2.returncode != 0 or left != mine or "left by an interrupted run" in r2.stdout:
+        raise AssertionError("exit %d %d, left %s: %s" % (r.returncode, r2.returncode, left, tail(r2)))
+    return "%s kept" % ", ".join(mine)
 
 
 # ---- 4. log.jsonl onto a full location --------------------------------------------------------

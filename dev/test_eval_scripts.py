@@ -252,6 +252,117 @@ def table_finds_evaluations_by_tag():
     check(rc != 0 and "long_context" in err and "Traceback" not in err, "pending commit refused: %d %s" % (rc, err))
 
 
+@test
+def pending_commit_refuses_a_json_named_directly():
+    """A JSON named directly in a folder with a pending commit is refused as the folder is, by
+    eval_table.py and plot_eval.py (its CSV may be the new set's, the JSON the old one's), and
+    the refusal makes no file or folder (plot_eval's --out folder); a journal that is not
+    whole is named as such."""
+    run = os.path.join(TMP, "pending")
+    write_eval(run, "eval_L1024", 2.0, 0.5)
+    js = os.path.join(run, "eval_L1024.json")
+    for journal, says in (("eval_L1024.csv\neval_L1024.json\nend 2\n", "stopped while its files were renamed"),
+                          ("", "is not a whole journal")):
+        with open(os.path.join(run, "eval_L1024.commit"), "w") as f:
+            f.write(journal)
+        rc, out, err = run_py("dev/eval_table.py", js)
+        check(rc == 1 and says in err and "eval_L1024" in err and not out and "Traceback" not in err,
+              "eval_table.py %s with %r: %d %s %s" % (js, journal, rc, out, err))
+        if need_matplotlib_or_none():
+            png = os.path.join(TMP, "pending_plots", "x.png")
+            rc, out, err = run_py("dev/plot_eval.py", js, "--out", png)
+            check(rc == 1 and says in err and not os.path.exists(os.path.dirname(png)),
+                  "plot_eval.py %s with %r: %d %s, folder made: %s" % (js, journal, rc, err,
+                                                                       os.path.exists(os.path.dirname(png))))
+
+
+@test
+def plot_refusals_make_no_folder():
+    """plot_eval.py refusing its input (a missing run, a number out of range) makes no --out folder."""
+    need_matplotlib()
+    for args, says in (([f"{TMP}/no_such_run"], "not a run folder"), ([f"{RUNS}/tiny_nope", "--points", "0"], "--points"),
+                       ([f"{RUNS}/tiny_nope", "--window", "-3"], "--window")):
+        png = os.path.join(TMP, "refused_plots", "x.png")
+        rc, out, err = run_py("dev/plot_eval.py", *args, "--out", png)
+        check(rc == 1 and says in err and not os.path.exists(os.path.dirname(png)),
+              "%s: %d %s, folder made: %s" % (args, rc, err, os.path.exists(os.path.dirname(png))))
+
+
+@test
+def test_gpt_reads_its_arguments_strictly():
+    """./test_gpt refuses THREADS that is not a whole number in [1, 1024] and an argument that is
+    neither a flag nor a readable reference file (a forgotten --only), with one line, before any check."""
+    exe = os.path.join(ROOT, "test_gpt")
+    if not os.path.exists(exe):
+        raise Skip("./test_gpt is not built (make test_gpt)")
+    cases = [({"THREADS": v}, ["--only", "files"], "THREADS") for v in ("2junk", "1.9", "4294967298", "0", "")]
+    cases.append(({}, ["kerple", "--only", "files"], "'kerple' is neither a flag nor a reference file"))
+    for env, args, says in cases:
+        r = subprocess.run([exe, *args], cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+        err = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(err) == 1 and says in err[0] and "PASS" not in r.stdout,
+              "%s ./test_gpt %s: exit %d, %s" % (env, " ".join(args), r.returncode, r.stderr.strip()[-300:]))
+
+
+@test
+def table_compare_difference_in_spreads():
+    """--compare A,B: B - A and |B - A| / max(std_A, std_B) per metric, from the fixtures' numbers."""
+    runs = [f"{RUNS}/tiny_rope_seed{s}" for s in (42, 137)] + [f"{RUNS}/tiny_posaug_seed{s}" for s in (42, 137, 2024)]
+    rc, out, err = run_py("dev/eval_table.py", *runs, f"{RUNS}/tiny_nope", "--tag", "eval_L1024",
+                          "--compare", "tiny_rope,tiny_posaug", "--compare", "tiny_nope,tiny_posaug", "--csv")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    import csv as _csv
+    got = {(r["a"], r["b"], r["metric"]): r for r in _csv.DictReader(io.StringIO(out))}
+    rope = {"in-dist": [2.0, 2.2], "OOD": [3.0, 3.6], "cliff": [1.0, 1.4], "G": [-0.5, -0.7],
+            "OOD/in-dist": [3.0 / 2.0, 3.6 / 2.2]}
+    posaug = {"in-dist": [2.1, 2.2, 2.3], "OOD": [2.2, 2.4, 2.6], "cliff": [0.1, 0.2, 0.3], "G": [0.3, 0.4, 0.5],
+              "OOD/in-dist": [2.2 / 2.1, 2.4 / 2.2, 2.6 / 2.3]}
+    check(len(got) == 10, "5 metrics x 2 pairs: %s" % sorted(got))
+    for metric in rope:
+        a, b = rope[metric], posaug[metric]
+        d = statistics.mean(b) - statistics.mean(a)
+        k = abs(d) / max(statistics.stdev(a), statistics.stdev(b))
+        r = got[("tiny_rope", "tiny_posaug", metric)]
+        check(close(float(r["diff"]), d, 1e-9) and close(float(r["spreads"]), k, 1e-9),
+              "%s: diff %s spreads %s, want %r %r" % (metric, r["diff"], r["spreads"], d, k))
+        check(r["a_n"] == "2" and r["b_n"] == "3" and close(float(r["a_std"]), statistics.stdev(a), 1e-9),
+              "%s: n and std %s" % (metric, r))
+    n = got[("tiny_nope", "tiny_posaug", "cliff")]
+    check(close(float(n["diff"]), 0.2 - 0.05, 1e-9) and close(float(n["spreads"]), 0.15 / 0.1, 1e-9)
+          and n["a_n"] == "1", "one seed has no std: the other row's stands for it: %s" % n)
+    # the markdown: the table, then the comparisons (in-dist 0.1 / 0.1414 = 0.7 spreads, cliff 1.0 / 0.2828 = 3.5)
+    rc, out, err = run_py("dev/eval_table.py", *runs, "--tag", "eval_L1024", "--compare", "tiny_rope,tiny_posaug")
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    tables = out.strip().split("\n\n")
+    check(len(tables) == 2 and table_rows(tables[0])[0][0] == "method", "table then comparisons: %s" % out)
+    head, rows = table_rows(tables[1])
+    cells = {r[1]: r for r in [l.strip("|").split("|") for l in tables[1].splitlines()[2:]]}
+    cells = {k.strip(): [c.strip() for c in v] for k, v in cells.items()}
+    check(head[0] == "B - A" and cells["in-dist"] == ["tiny_posaug - tiny_rope", "in-dist", "2.100 ± 0.141 (2)",
+                                                      "2.200 ± 0.100 (3)", "+0.100", "0.7"], "in-dist %s" % cells)
+    check(cells["cliff"][4:] == ["-1.000", "3.5"], "cliff %s" % cells["cliff"])
+
+
+@test
+def table_compare_names_and_bad_pairs():
+    # two tags in one folder: rows are 'label [tag]'; the bare label is ambiguous
+    rc, out, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_rope_seed42", "--csv",
+                          "--compare", "tiny_rope [eval_L1024],tiny_rope [eval_L1024_yarn]")
+    rows = [l.split(",") for l in out.splitlines()[1:]]
+    ind = [r for r in rows if r[2] == "in-dist"]
+    check(rc == 0 and len(ind) == 1 and close(float(ind[0][9]), 2.05 - 2.0, 1e-9) and ind[0][10] == "",
+          "tagged rows: %d %s %s" % (rc, out, err))
+    for pair, want in (("tiny_rope,tiny_rope [eval_L1024]", "names 2 rows"), ("tiny_rope [eval_L1024],nope", "no row"),
+                       ("tiny_rope [eval_L1024]", "two row names")):
+        rc, _, err = run_py("dev/eval_table.py", f"{RUNS}/tiny_rope_seed42", "--compare", pair)
+        check(rc != 0 and want in err and "--compare" in err and "Traceback" not in err,
+              "%r: %d %s" % (pair, rc, err))
+    check(eval_table.spreads((1.0, 0.0, 3), (2.0, 0.0, 3)) == (1.0, None), "no spread when both stds are 0")
+    check(eval_table.spreads((1.0, None, 1), (2.0, None, 1)) == (1.0, None), "no spread with one seed each")
+    check(eval_table.spreads((1.0, 0.5, 3), (2.0, None, 1)) == (1.0, 2.0), "one seed: the other's std")
+    check(eval_table.spreads((1.0, 0.5, 3), (2.0, 0.25, 3)) == (1.0, 2.0), "max of the two stds")
+
+
 # ---- plot_eval -----------------------------------------------------------------------
 def need_matplotlib():
     try:
@@ -720,7 +831,7 @@ def tensorfile_cli_lists_and_refuses():
 # dev/gpu_check.sh and dev/bench_cpu.sh run only where a GPU or PyTorch is: a syntax error
 # there would cost a GPU session its time, so every script is parsed here (bash -n) and,
 # where shellcheck is installed, kept free of its warnings.
-SHELL_SCRIPTS = [".ci/run", "dev/bench_cpu.sh", "dev/check_cuda_build.sh", "dev/check_headers.sh",
+SHELL_SCRIPTS = [".ci/run", "dev/bench_cpu.sh", "dev/check_cuda_build.sh", "dev/check_encoding_names.sh", "dev/check_headers.sh",
                  "dev/check_arm64.sh", "dev/check_kernel_isas.sh", "dev/check_no_openmp.sh", "dev/check_user_build.sh", "dev/cpu_machine.sh", "dev/gpu_check.sh", "dev/overhead.sh", "dev/profile_cpu.sh", "dev/run_tests.sh", "dev/sanitize.sh",
                  "dev/cuda_emu/coverage.sh", "dev/cuda_emu/run.sh", "dev/cuda_emu/trainer.sh", "dev/fuzz/run.sh"]
 

@@ -376,7 +376,7 @@ def export_bpe_tokenizer():
     if not os.path.exists(ck):
         import_hf.import_hf(hf_folder("np")[0], ck)
     refused(lambda: export_hf.export(ck, folder("bpe", "no")), "V=300 is not the byte vocabulary", "--tokenizer_json")
-    cfg = export_hf.export(ck, folder("bpe", "hf"), tokenizer_json=write_bpe_json())
+    cfg, _ = export_hf.export(ck, folder("bpe", "hf"), tokenizer_json=write_bpe_json())
     assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (3, 3, 3)
     assert open(path("bpe", "hf", "tokenizer.json"), "rb").read() == open(write_bpe_json(), "rb").read()
     refused(lambda: export_hf.export(ck, folder("bpe", "eot"), tokenizer_json=write_bpe_json(), eot_token="</s>"),
@@ -443,6 +443,56 @@ def export_carries_pose_scaling():
     refused(lambda: export_hf.export(ck, folder("pose_refused_yarn")), "--pose_scaling yarn cannot be exported",
             "revised YaRN")
     return "linear, ntk at s = 8: the configs of --scaling pi, ntk; PoSE's revised YaRN refused"
+
+
+def scaled_embedding_checkpoint(name, C):
+    """A RoPE model whose token embedding keeps the factor sqrt(C) of its start with the
+    sinusoids (--pe sinusoidal for 2 steps, resumed with --pe rope for 1 more)."""
+    shape = ["--n_embd", C, "--n_head", 4, "--n_kv_head", 2]
+    sin = small_checkpoint(name + "_sin", "--steps", 2, "--pe", "sinusoidal", *shape)
+    d = folder(name)
+    trainer("--resume", sin, "--pe", "rope", "--steps", 3, "--out_dir", d)
+    ck = os.path.join(d, "checkpoint.bin")
+    s = float(tensorfile.read(ck)["meta.embed_scale"][0])
+    assert s == float(np.sqrt(np.float32(C))), f"meta.embed_scale {s}, not sqrt({C})"
+    return ck
+
+
+@test
+def export_folds_a_power_of_two_embedding_factor():
+    """A RoPE checkpoint whose embedding is scaled by sqrt(C) = 8 exports with the factor in
+    the weights (embed_tokens x 8, model.norm / 8): imported again, the trainer evaluates it to
+    the same bits as the original."""
+    ck = scaled_embedding_checkpoint("fold", 64)
+    d = folder("fold", "hf")
+    _, folded = export_hf.export(ck, d)
+    import_hf.import_hf(d, path("fold", "back.bin"), seed=42)
+    st = hl.read_safetensors(os.path.join(d, "model.safetensors"))
+    params = hl.read_checkpoint(ck)[3]
+    assert folded and "folded exactly" in folded, folded
+    assert np.array_equal(st["model.embed_tokens.weight"], params["wte"][:257] * np.float32(8)), "embed_tokens is not wte x 8"
+    assert np.array_equal(st["model.norm.weight"], params["final_norm"] / np.float32(8)), "model.norm is not the gain / 8"
+    csv = []
+    for c, tag in ((ck, "orig"), (path("fold", "back.bin"), "back")):
+        trainer("--resume", c, "--eval_only", "--eval_len", 96, "--eval_n", 2, "--gain_window", 16, "--out_dir",
+                folder("fold", "eval"), "--eval_tag", tag)
+        csv.append(open(path("fold", "eval", tag + ".csv"), "rb").read())
+    assert csv[0] == csv[1], "the exported and imported model evaluates differently from the checkpoint"
+    return "factor 8 folded; the round trip's evaluation CSV byte-identical"
+
+
+@test
+def export_refuses_an_embedding_factor_it_cannot_fold():
+    """sqrt(32) is no power of two: the fold would round, so the export is refused, no file written;
+    a damaged factor (3, the checksum rewritten) is refused as corrupt."""
+    ck = scaled_embedding_checkpoint("nofold", 32)
+    refused(lambda: export_hf.export(ck, folder("nofold", "hf")), "factor 5.65685", "cannot be exported", "power of two")
+    assert not os.listdir(folder("nofold", "hf")), "wrote files before refusing"
+    t = tensorfile.read(ck)
+    t["meta.embed_scale"] = np.array([3.0], np.float32)
+    tensorfile.write(path("nofold", "damaged.bin"), hl.KIND_CHECKPOINT, list(t.items()))
+    refused(lambda: export_hf.export(path("nofold", "damaged.bin"), folder("nofold", "hf2")),
+            "is corrupt: meta.embed_scale is [3.0]; it can be 1 or sqrt(C) = 5.65685")
 
 
 def export_hf_dir(ck, name, **kw):
@@ -516,6 +566,25 @@ def command_lines():
     r = subprocess.run([sys.executable, os.path.join(HERE, "export_hf.py"), path("ref", "ckpt.bin"), path("cli", "ok"),
                         "--scaling", "yarn", "--scale_factor", "8"], capture_output=True, text=True)
     assert r.returncode == 0 and '"rope_type": "yarn"' in r.stdout, r.stderr[-500:]
+
+
+@test
+def numbers_out_of_range_are_refused():
+    """A number the tools would write into a model (config.json, the checkpoint) is range-checked:
+    an infinite --scale_factor, a NaN YaRN bound, a --seed past 64 bits; one line, exit 1,
+    nothing written."""
+    ref()
+    for script, args, words in (
+            ("export_hf.py", [path("ref", "ckpt.bin"), path("cli_num", "a"), "--scaling", "yarn", "--scale_factor", "inf"],
+             "--scale_factor s >= 1, finite"),
+            ("export_hf.py", [path("ref", "ckpt.bin"), path("cli_num", "b"), "--yarn_beta_fast", "nan"],
+             "need --yarn_beta_fast > --yarn_beta_slow > 0"),
+            ("import_hf.py", [path("ref", "hf", "none"), path("cli_num", "c.bin"), "--seed", str(2**64)],
+             "--seed 18446744073709551616 is out of range")):
+        r = subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and len(err.splitlines()) == 1 and words in err, (script, args[2:], r.returncode, err[-300:])
+        assert not os.path.exists(args[1]), f"{script} {args[2:]} wrote {args[1]}"
 
 
 # ---- bad input: one line, exit 1, no traceback, no file left (issue 25) --------------------

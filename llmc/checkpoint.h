@@ -277,10 +277,10 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     tw_close(&w);
 }
 
-// A learned bias's tensors in a checkpoint of encoding pe that a run of the same encoding loads,
-// as this version has them: each one there, with one set for all layers where the encoding
-// shares them. A checkpoint of an earlier form of the encoding (KERPLE's per-layer r1, r2;
-// FIRE's threshold learned as L itself, before fire_l_mult) is refused, naming the tensor.
+// A learned bias's tensors in a checkpoint of encoding pe as this version has them: each one
+// there, with one set for all layers where the encoding shares them. A checkpoint of an
+// earlier form of the encoding (KERPLE's per-layer r1, r2; FIRE's threshold learned as L
+// itself, before fire_l_mult) is refused for every use, naming the tensor.
 static inline void checkpoint_bias_form(const TensorFile *tf, int pe) {
     char name[TF_MAX_NAME];
     for (int k = 0; k < BP_N; k++) {
@@ -298,34 +298,101 @@ static inline void checkpoint_bias_form(const TensorFile *tf, int pe) {
     }
 }
 
-// The header of a checkpoint: model, scheme and training state (no tensors).
+
+// The model a checkpoint's header and kept flags describe: its shape, encoding and table from
+// meta.config_i, the flags that size its relative encodings (--rel_clip, --t5_*) from
+// meta.flags (both checked by checkpoint_header_check).
+static inline void checkpoint_model(const TensorFile *tf, const CkptHeader *h, Config *m) {
+    static char flags[sizeof(m->run_flags)];
+    config_defaults(m);
+    checkpoint_flags(tf, flags, sizeof(flags));
+    for (char *line = flags, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        *next++ = 0;
+        char *value = strchr(line, '\t');
+        *value++ = 0;
+        set_arg(m, find_arg(line), value);
+    }
+    int *field[CKI_POS] = {&m->V, &m->Vp, &m->C, &m->L, &m->NH, &m->NKV, &m->F, &m->T};
+    for (int i = 0; i < CKI_POS; i++) *field[i] = h->ci[i];
+    m->pos_scheme = h->ci[CKI_POS];
+    m->pe = h->ci[CKI_PE];
+    m->qk_norm = h->ci[CKI_QK];
+    m->learned_rows = h->ci[CKI_WPE];
+    m->arch = h->ci[CKI_ARCH];
+    RelShape rs = rel_shape_of(m);  // sizes whose shapes stay in range (the run's own limits: validate_config)
+    if (rs.clip < 0 || rs.clip > MAX_POSITION || rs.t5_buckets < 0 || rs.t5_buckets > MAX_POSITION)
+        fail("'%s' is corrupt: meta.flags sizes its relative encoding past %d (--rel_clip %d, --t5_buckets %d)", tf->path,
+             MAX_POSITION, rs.clip, rs.t5_buckets);
+}
+
+// Every tensor of a checkpoint is one of its model's (checkpoint_model), f32 at that model's
+// shape, none twice; the weights are all there, the AdamW moments all there or all absent.
+// A tensor name this build does not know is a newer build's.
+static inline void checkpoint_tensors_check(const TensorFile *tf, const CkptHeader *h) {
+    Config m;
+    checkpoint_model(tf, h, &m);
+    Shape s[NP];
+    param_shapes(&m, s);
+    char model[160], what[200];
+    snprintf(model, sizeof(model), "a %s with --pe %s%s, by meta.config_i and meta.flags", ARCH_NAMES[m.arch],
+             PE_NAMES[m.pe], m.qk_norm ? " --qk_norm" : "");
+    static unsigned char seen[3][NP];
+    memset(seen, 0, sizeof(seen));
+    for (int t = 0; t < tf->n; t++) {
+        const TensorEntry *e = &tf->t[t];
+        if (strncmp(e->name, "meta.", 5) == 0) continue;  // the header's (checkpoint_header_check)
+        int g = 0, p = NP;
+        for (; g < 3; g++) {
+            size_t n = strlen(CK_GROUPS[g]);
+            if (strncmp(e->name, CK_GROUPS[g], n) != 0 || e->name[n] != '.') continue;
+            for (p = 0; p < NP && strcmp(e->name + n + 1, PARAM_NAMES[p]) != 0; p++) {}
+            break;
+        }
+        snprintf(what, sizeof(what), "it holds the tensor %.100s", e->name);
+        if (g == 3 || p == NP) ck_newer(tf->path, what);
+        if (!s[p].numel) fail("'%s' is corrupt: it holds %s, which its model (%s) does not have", tf->path, e->name, model);
+        if (seen[g][p]++) fail("'%s' is corrupt: it holds %s twice", tf->path, e->name);
+        int same = e->dtype == TF_F32 && e->ndim == s[p].ndim;
+        for (int d = 0; same && d < s[p].ndim; d++) same = e->shape[d] == s[p].shape[d];
+        if (!same)
+            fail("'%s' is corrupt: %s is %s [%d, %d, %d] (%d dims), its model's is f32 [%d, %d, %d] (%d dims; %s)", tf->path,
+                 e->name, tf_dtype_name(e->dtype), e->ndim > 0 ? e->shape[0] : 0, e->ndim > 1 ? e->shape[1] : 0,
+                 e->ndim > 2 ? e->shape[2] : 0, e->ndim, s[p].shape[0], s[p].ndim > 1 ? s[p].shape[1] : 0,
+                 s[p].ndim > 2 ? s[p].shape[2] : 0, s[p].ndim, model);
+    }
+    int moments = seen[1][P_WTE] || seen[2][P_WTE];
+    for (int g = 0; g < (moments ? 3 : 1); g++)
+        for (int p = 0; p < NP; p++)
+            if (s[p].numel && !seen[g][p])
+                fail("'%s' is corrupt: it has no %s.%s, which its model (%s) has", tf->path, CK_GROUPS[g], PARAM_NAMES[p], model);
+}
+
+// The header of a checkpoint: model, scheme and training state, every field and tensor
+// checked for what it can be.
 static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], TrainState *st) {
-    checkpoint_config_i(tf, ci);
-    const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
-    const uint64_t *state = (const uint64_t *)tf_get(tf, "meta.state", TF_U64, 5);
-    static const char *STATE_NAMES[5] = {"step", "seed", "data_epoch", "data_shard", "data_sample"};
-    for (int i = 0; i < 5; i++)  // the seed is any 64-bit value; the others fit an int
-        if (i != 1 && state[i] > 2147483647u)
-            fail("'%s' is corrupt: meta.state %s is %llu", tf->path, STATE_NAMES[i], (unsigned long long)state[i]);
+    CkptHeader h;
+    checkpoint_header_check(tf, &h);
+    memcpy(ci, h.ci, sizeof(h.ci));
     memset(st, 0, sizeof(*st));
-    st->step = (long)state[0];
-    st->seed = (long long)state[1];
-    st->data_epoch = (long)state[2];
-    st->data_shard = (int)state[3];
-    st->data_sample = (int)state[4];
+    st->step = (long)h.state[0];
+    st->seed = (long long)h.state[1];
+    st->data_epoch = (long)h.state[2];
+    st->data_shard = (int)h.state[3];
+    st->data_sample = (int)h.state[4];
     st->pos_scheme = ci[CKI_POS];
     st->pe = ci[CKI_PE];
     st->qk_norm = ci[CKI_QK];
     st->wpe_rows = ci[CKI_WPE];
-    st->alpha_min = cf[2];
-    st->alpha_max = cf[3];
-    st->alpha_fixed = cf[4];
-    if (st->pos_scheme < 0 || st->pos_scheme >= POS_N_SCHEMES || st->pe < 0 || st->pe >= PE_N)
-        fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, st->pos_scheme, st->pe);
+    st->alpha_min = h.cf[2];
+    st->alpha_max = h.cf[3];
+    st->alpha_fixed = h.cf[4];
     if (pe_is(st->pe, PEF_UNTIED) && !tf_find(tf, "param.tupe_ln_w"))
         fail("'%s' is a --pe tupe model made before TUPE followed its released code (a LayerNorm on the position "
              "table, a bias on its query projection, one relative bias for every layer): it cannot be loaded; train it "
              "again with this version", tf->path);
+    checkpoint_bias_form(tf, st->pe);
+    checkpoint_tensors_check(tf, &h);
 }
 
 static inline void checkpoint_peek(const char *path, TrainState *st) {
@@ -354,7 +421,6 @@ static inline void checkpoint_load(const Config *c, TrainState *st, const char *
     tf_load(&tf, path, TF_KIND_CHECKPOINT);
     int32_t ci[CKI_N];
     checkpoint_meta(&tf, ci, st);
-    if (st->pe == c->pe) checkpoint_bias_form(&tf, c->pe);
     if (ci[CKI_ARCH] != c->arch)
         fail("checkpoint '%s' is a %s, this run a %s (--arch)", path, ARCH_NAMES[ci[CKI_ARCH]], ARCH_NAMES[c->arch]);
     int32_t want[CKI_POS] = {c->V, c->Vp, c->C, c->L, c->NH, c->NKV, c->F, c->T};
@@ -404,7 +470,6 @@ static inline void init_from_check(const Config *c) {
     int32_t ci[CKI_N];
     TrainState st;
     checkpoint_meta(&tf, ci, &st);
-    if (st.pe == c->pe) checkpoint_bias_form(&tf, c->pe);
     char name[TF_MAX_NAME];
     for (int i = 0; i < NP; i++) {
         if (!shapes[i].numel || i == P_Q_NORM || i == P_K_NORM) continue;

@@ -299,15 +299,6 @@ static inline int parse_float_list(const char *s, float *out, int max, const cha
     return n;
 }
 
-static inline long long parse_int_or_fail(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == 0 || *end != 0) fail("%s expects an integer, got '%s'", flag, s);
-    if (errno == ERANGE) fail("%s: %s is out of range (a 64-bit integer)", flag, s);
-    return v;
-}
-
 static inline float parse_float_or_fail(const char *flag, const char *s) {
     char *end;
     float v = strtof(s, &end);
@@ -318,13 +309,8 @@ static inline float parse_float_or_fail(const char *flag, const char *s) {
 static inline void set_arg(Config *c, const ArgSpec *a, const char *val) {
     char *dst = (char *)c + a->offset;
     switch (a->type) {
-    case ARG_INT: {
-        long long v = parse_int_or_fail(a->name, val);
-        if (v < -2147483647LL || v > 2147483647LL) fail("%s: %s is out of range", a->name, val);
-        *(int *)dst = (int)v;
-        break;
-    }
-    case ARG_I64: *(long long *)dst = parse_int_or_fail(a->name, val); break;
+    case ARG_INT: *(int *)dst = (int)parse_int_in(a->name, val, -2147483647LL, 2147483647LL); break;
+    case ARG_I64: *(long long *)dst = parse_int_in(a->name, val, INT64_MIN, INT64_MAX); break;
     case ARG_FLOAT: *(float *)dst = parse_float_or_fail(a->name, val); break;
     case ARG_STR:
         if (strlen(val) >= a->size) fail("%s: value is too long", a->name);
@@ -511,7 +497,8 @@ static inline void validate_config(Config *c) {
     REQUIRE(!pe_reads_distances(c->pe) || !pos_is(s, POSF_EXPLICIT),
             "--pe %s biases by alpha * (i - j), not by explicit positions: --pos %s needs an encoding that reads "
             "positions (rotary or absolute)", PE_NAMES[c->pe], POS_SCHEME_NAMES[s]);
-    REQUIRE(c->rel_clip >= 0 && c->learned_rows >= 0, "--rel_clip and --wpe_rows must be >= 0 (0: the default)");
+    REQUIRE(c->rel_clip >= 0 && c->rel_clip <= MAX_POSITION && c->learned_rows >= 0,
+            "--rel_clip must lie in [0, %d] and --wpe_rows be >= 0 (0: the default)", MAX_POSITION);
     REQUIRE(c->t5_buckets >= 2 && c->t5_buckets <= 4096, "--t5_buckets %d must lie in [2, 4096]", c->t5_buckets);
     REQUIRE(c->t5_max_distance > c->t5_buckets / 2 && c->t5_max_distance <= MAX_POSITION,
             "--t5_max_distance %d must exceed the %d distances of --t5_buckets %d's exact half (and be at most %d)",
@@ -609,14 +596,14 @@ static const char *CKI_NAMES[CKI_POS] = {"--vocab_size", "padded vocab", "--n_em
                                          "--n_kv_head", "--ffn_hidden", "--seq_len"};
 enum { MODEL_ROPE_BASE = CKI_POS, MODEL_ARCH, MODEL_N };  // the fields a run adopts: the shape, RoPE base, arch
 
-// meta.config_i of a checkpoint, checked and padded with zeros to CKI_N values.
+// meta.config_i of a checkpoint, its length checked and padded with zeros to CKI_N values (its
+// values: checkpoint_header_check).
 static inline void checkpoint_config_i(const TensorFile *tf, int32_t ci[CKI_N]) {
     const TensorEntry *e = tf_find(tf, "meta.config_i");
     if (!e || e->dtype != TF_I32 || (e->numel != CKI_N && e->numel != CKI_ARCH && e->numel != CKI_QK))
         fail("'%s' has no valid meta.config_i (%d int32 values): not a checkpoint of this project", tf->path, CKI_N);
     memset(ci, 0, CKI_N * sizeof(int32_t));
     memcpy(ci, e->data, e->numel * sizeof(int32_t));
-    if (ci[CKI_ARCH] < 0 || ci[CKI_ARCH] >= ARCH_N) fail("'%s' is corrupt: architecture %d", tf->path, ci[CKI_ARCH]);
 }
 
 // --resume and --init_from: the model is the checkpoint's (shape, RoPE base, RMSNorm eps),
@@ -642,7 +629,6 @@ static inline void adopt_checkpoint_model(Config *c, const TensorFile *tf, const
     if (set_by[MODEL_ROPE_BASE] && c->rope_base != cf[0])
         fail("checkpoint '%s' was trained with --rope_base %g, this run has %g (without the flag the checkpoint's base is used)",
              path, cf[0], c->rope_base);
-    if (!(cf[1] > 0 && cf[1] < 1)) fail("'%s' is corrupt: RMSNorm eps %g", path, cf[1]);
     c->rope_base = cf[0];
     c->rms_eps = cf[1];
 }
@@ -656,18 +642,17 @@ static inline float embed_scale(const Config *c) {
     return c->arch != ARCH_GRU && pe_sinusoidal(c->pe) ? sqrtf((float)c->C) : 1.0f;
 }
 
-// The factor a checkpoint was trained with (meta.embed_scale): 1 when it has none, written
-// before the sinusoids scaled the embedding (it is then evaluated and resumed as trained).
+// The factor a checkpoint was trained with (meta.embed_scale, checked by
+// checkpoint_header_check): 1 when it has none, written before the sinusoids scaled the
+// embedding (it is then evaluated and resumed as trained).
 static inline float checkpoint_embed_scale(const TensorFile *tf) {
     const TensorEntry *e = tf_find(tf, "meta.embed_scale");
-    if (!e) return 1.0f;
-    if (e->dtype != TF_F32 || e->numel != 1 || !(((const float *)e->data)[0] > 0) || !isfinite(((const float *)e->data)[0]))
-        fail("'%s' is corrupt: meta.embed_scale is not one positive float", tf->path);
-    return ((const float *)e->data)[0];
+    return e ? ((const float *)e->data)[0] : 1.0f;
 }
 
 // A kept --pose_scaling as this build computes it: the --scaling it equals (SCALE_*), which a
-// checkpoint keeps as meta.pose_scaling, must be this build's. One written before it kept it
+// checkpoint keeps as meta.pose_scaling (checked by checkpoint_header_check), must be this
+// build's. One written before it kept it
 // trained --pose_scaling yarn as YaRN's own frequency blend (--scaling yarn), which is now
 // PoSE's revised YaRN (--scaling revised-yarn): refused, so that no model is evaluated or
 // resumed under an interpolation it was not trained with.
@@ -676,8 +661,6 @@ static inline void check_kept_pose_scaling(const TensorFile *tf, const char *val
     for (int i = 0; i < POSE_SCALING_N; i++)
         if (strcmp(POSE_SCALING_NAMES[i], value) == 0) now = POSE_SCALING_METHOD[i];
     const TensorEntry *e = tf_find(tf, "meta.pose_scaling");
-    if (e && (e->dtype != TF_I32 || e->numel != 1 || ((const int32_t *)e->data)[0] < 0 || ((const int32_t *)e->data)[0] >= SCALE_N))
-        fail("'%s' is corrupt: meta.pose_scaling is not one --scaling index", tf->path);
     int then = e ? ((const int32_t *)e->data)[0] : now == SCALE_REVISED_YARN ? SCALE_YARN : now;
     if (then != now)
         fail("'%s' was trained with --pose_scaling %s as --scaling %s%s; this build's --pose_scaling %s is --scaling %s, so "
@@ -706,16 +689,183 @@ static inline void flags_of_ints(char *text, size_t n, const int32_t *v, size_t 
     text[numel] = 0;
 }
 
+// ---- a checkpoint's header, every field checked for the values it can take ----
+// A field damaged on disk (with its checksum rewritten) is refused as corrupt, naming it; a
+// value this build has no name for (an encoding, a scheme, an architecture, a flag, a tensor
+// past the ones it knows) as made by a newer build, naming the checkpoint, not a flag. The
+// tensors of the header: name, dtype, the element counts each can have (more: a newer
+// build's), and whether a checkpoint must have it (meta.config_i: 10, 12 or 13 values,
+// checkpoint_config_i; meta.flags: kept_flags' text).
+static const struct {
+    const char *name;
+    int dtype;
+    size_t lo, hi;
+    int required;
+} CKPT_META[] = {
+    {"meta.config_i", TF_I32, CKI_QK, CKI_N, 1}, {"meta.config_f", TF_F32, 5, 5, 1}, {"meta.state", TF_U64, 5, 5, 1},
+    {"meta.flags", TF_I32, 0, SIZE_MAX, 0},       {"meta.embed_scale", TF_F32, 1, 1, 0}, {"meta.pose_scaling", TF_I32, 1, 1, 0},
+};
+#define CKPT_META_N (int)(sizeof(CKPT_META) / sizeof(CKPT_META[0]))
+
+typedef struct {
+    int32_t ci[CKI_N];     // meta.config_i, padded as checkpoint_config_i pads an old one
+    float cf[5], embed_scale;  // meta.config_f; meta.embed_scale (1 when absent)
+    int32_t pose_scaling;  // meta.pose_scaling (SCALE_NONE when absent)
+    uint64_t state[5];     // meta.state
+} CkptHeader;
+
+// What a field can be, for a message (built only when one is refused): fmt with one number
+static inline const char *ck_text(const char *fmt, double a) {
+    static char buf[128];
+    snprintf(buf, sizeof(buf), fmt, a);
+    return buf;
+}
+static inline const char *ck_range(double lo, double hi) {
+    static char buf[64];
+    snprintf(buf, sizeof(buf), "in [%.9g, %.9g]", lo, hi);
+    return buf;
+}
+
+// Each value of the header: its name, its value (h: the header), the condition it must meet
+// (a row reads only fields of the rows above it), what it can be, and when a value that
+// fails is a newer build's. The limits are the trainers' (validate_model, validate_config).
+#define CKPT_FIELD_TABLE(X)                                                                                                  \
+    X("meta.config_i V", h->ci[CKI_V], v >= 2 && v <= MAX_VOCAB, ck_range(2, MAX_VOCAB), 0)                                  \
+    X("meta.config_i Vp", h->ci[CKI_VP], v == (h->ci[CKI_V] + 127) / 128 * 128, "V rounded up to a multiple of 128", 0)      \
+    X("meta.config_i NH", h->ci[CKI_NH], v >= 1 && v <= MAX_HEADS, ck_range(1, MAX_HEADS), 0)                                \
+    X("meta.config_i NKV", h->ci[CKI_NKV], v >= 1 && h->ci[CKI_NH] % h->ci[CKI_NKV] == 0, "a divisor of NH", 0)              \
+    X("meta.config_i C", h->ci[CKI_C],                                                                                       \
+      v >= 1 && h->ci[CKI_C] % (2 * h->ci[CKI_NH]) == 0 && h->ci[CKI_C] / h->ci[CKI_NH] <= 2 * MAX_HALF_HD,                  \
+      ck_text("NH times an even head size of at most %.9g", 2 * MAX_HALF_HD), 0)                                             \
+    X("meta.config_i L", h->ci[CKI_L], v >= 1 && v <= MAX_LAYERS, ck_range(1, MAX_LAYERS), 0)                                \
+    X("meta.config_i F", h->ci[CKI_F], v >= 1 && v <= MAX_SEQ, ck_range(1, MAX_SEQ), 0)                                      \
+    X("meta.config_i T", h->ci[CKI_T], v >= 1 && v <= MAX_SEQ, ck_range(1, MAX_SEQ), 0)                                      \
+    X("meta.config_i arch", h->ci[CKI_ARCH], v >= 0 && v < (int)ARCH_N, ck_range(0, ARCH_N - 1), v >= (int)ARCH_N)           \
+    X("meta.config_i pos_scheme", h->ci[CKI_POS], v >= 0 && v < (int)POS_N_SCHEMES && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU), \
+      ck_text("in [0, %.9g] (0 for a GRU)", POS_N_SCHEMES - 1), v >= (int)POS_N_SCHEMES)                                     \
+    X("meta.config_i pe", h->ci[CKI_PE], v >= 0 && v < (int)PE_N && (v == 0 || h->ci[CKI_ARCH] != ARCH_GRU),                 \
+      ck_text("in [0, %.9g] (0 for a GRU)", PE_N - 1), v >= (int)PE_N)                                                       \
+    X("meta.config_i qk_norm", h->ci[CKI_QK], v == 0 || (v == 1 && h->ci[CKI_ARCH] != ARCH_GRU), "0 or 1 (0 for a GRU)", 0)  \
+    X("meta.config_i wpe_rows", h->ci[CKI_WPE], pe_has_wpe(h->ci[CKI_PE]) ? v >= h->ci[CKI_T] && v <= MAX_POSITION : v == 0, \
+      ck_text("0 without a learned table, else in [T, %.9g]", MAX_POSITION), 0)                                              \
+    X("meta.config_f rope_base", h->cf[0], v > 1 && v < INFINITY, "a finite number above 1", 0)                              \
+    X("meta.config_f rms_eps", h->cf[1], v > 0 && v < 1, "in (0, 1)", 0)                                                     \
+    X("meta.config_f alpha_min", h->cf[2], v > 0 && v < INFINITY, "a finite number above 0", 0)                              \
+    X("meta.config_f alpha_max", h->cf[3], v >= h->cf[2] && v < INFINITY, "a finite number of at least alpha_min", 0)        \
+    X("meta.config_f alpha_fixed", h->cf[4], v > 0 && v < INFINITY, "a finite number above 0", 0)                            \
+    X("meta.state step", h->state[0], v <= INT32_MAX, "below 2^31", 0)                                                       \
+    X("meta.state data_epoch", h->state[2], v <= INT32_MAX, "below 2^31", 0)                                                 \
+    X("meta.state data_shard", h->state[3], v <= INT32_MAX, "below 2^31", 0)                                                 \
+    X("meta.state data_sample", h->state[4], v <= INT32_MAX, "below 2^31", 0)                                                \
+    X("meta.embed_scale", h->embed_scale, v == 1 || v == sqrtf((float)h->ci[CKI_C]),                                         \
+      ck_text("1 or sqrt(C) = %.9g", sqrtf((float)h->ci[CKI_C])), 0)                                                      \
+    X("meta.pose_scaling", h->pose_scaling, v >= 0 && v < SCALE_N, ck_range(0, SCALE_N - 1), v >= SCALE_N)
+
+// A value as a message shows it: an integer whole, anything else to float precision
+static inline const char *ck_value(double v) {
+    static char buf[64];
+    snprintf(buf, sizeof(buf), v == floor(v) && fabs(v) < 1e15 ? "%.0f" : "%.9g", v);
+    return buf;
+}
+
+__attribute__((noreturn)) static inline void ck_newer(const char *path, const char *what) {
+    fail("'%s' was made by a newer build of this project (%s: this build does not know it); read it with that build "
+         "or a newer one", path, what);
+}
+
+// The value of a kept flag is one its type can hold (a choice's name is checked by the caller)
+static inline int flag_value_ok(const ArgSpec *a, const char *v) {
+    char *end;
+    long long x;
+    switch (a->type) {
+    case ARG_FLAG: return !*v;
+    case ARG_INT: return text_int(v, &x) == 1 && x >= -2147483647LL && x <= 2147483647LL;
+    case ARG_I64: return text_int(v, &x) == 1;
+    case ARG_FLOAT: return *v && isfinite(strtof(v, &end)) && !*end;
+    case ARG_RANGE: {
+        float a0 = strtof(v, &end);
+        const char *b = end + 1;
+        return end != v && *end == ',' && isfinite(a0) && isfinite(strtof(b, &end)) && end != b && !*end;
+    }
+    case ARG_STR: return strlen(v) < a->size;
+    default: return 1;
+    }
+}
+
+// meta.flags: lines "name\tvalue\n", each a flag this build has, with a value of its type
+static inline void checkpoint_flags_check(const TensorFile *tf) {
+    const TensorEntry *e = tf_find(tf, "meta.flags");
+    if (!e) return;
+    static char text[sizeof(((Config *)0)->run_flags)];
+    char what[640];
+    flags_of_ints(text, sizeof(text), (const int32_t *)e->data, e->numel, tf->path);
+    for (char *line = text, *next; *line; line = next) {
+        if (!(next = strchr(line, '\n'))) fail("'%s' is corrupt: meta.flags ends inside a line ('%.80s')", tf->path, line);
+        *next++ = 0;
+        char *value = strchr(line, '\t');
+        if (!value) fail("'%s' is corrupt: meta.flags line '%.80s' has no value", tf->path, line);
+        *value++ = 0;
+        const ArgSpec *a = find_arg(line);
+        snprintf(what, sizeof(what), "its run's flag %.80s", line);
+        if (!a) ck_newer(tf->path, what);
+        int known = a->type != ARG_CHOICE;
+        for (int k = 0; k < a->n_choices; k++) known |= strcmp(value, a->choices[k]) == 0;
+        snprintf(what, sizeof(what), "its run's %.80s is '%.200s'", line, value);
+        if (!known) ck_newer(tf->path, what);
+        if (!flag_value_ok(a, value)) fail("'%s' is corrupt: meta.flags holds %s '%.200s', not a value of that flag", tf->path, line, value);
+    }
+}
+
+// The checkpoint's header, every field checked (the table above); h may be NULL.
+static inline void checkpoint_header_check(const TensorFile *tf, CkptHeader *h_out) {
+    for (int i = 0; i < tf->n; i++) {  // a header tensor this build does not know is a newer build's
+        int known = strncmp(tf->t[i].name, "meta.", 5) != 0;
+        for (int k = 0; k < CKPT_META_N; k++) known |= strcmp(tf->t[i].name, CKPT_META[k].name) == 0;
+        char what[200];
+        snprintf(what, sizeof(what), "it holds the tensor %.100s", tf->t[i].name);
+        if (!known) ck_newer(tf->path, what);
+    }
+    for (int k = 0; k < CKPT_META_N; k++) {
+        const TensorEntry *e = tf_find(tf, CKPT_META[k].name);
+        if (!e && CKPT_META[k].required)
+            fail("'%s' has no %s: not a checkpoint of this project", tf->path, CKPT_META[k].name);
+        if (!e) continue;
+        char what[200];
+        snprintf(what, sizeof(what), "its %s has %zu values", CKPT_META[k].name, e->numel);
+        if (e->dtype == CKPT_META[k].dtype && e->numel > CKPT_META[k].hi) ck_newer(tf->path, what);
+        if (e->dtype != CKPT_META[k].dtype || e->numel < CKPT_META[k].lo)
+            fail("'%s' is corrupt: %s is %zu %s values, not %zu %s", tf->path, CKPT_META[k].name, e->numel,
+                 tf_dtype_name(e->dtype), CKPT_META[k].lo, tf_dtype_name(CKPT_META[k].dtype));
+    }
+    CkptHeader hd, *h = &hd;
+    checkpoint_config_i(tf, h->ci);
+    memcpy(h->cf, tf_find(tf, "meta.config_f")->data, sizeof(h->cf));
+    memcpy(h->state, tf_find(tf, "meta.state")->data, sizeof(h->state));
+    const TensorEntry *es = tf_find(tf, "meta.embed_scale");
+    h->embed_scale = es ? ((const float *)es->data)[0] : 1.0f;
+    const TensorEntry *ps = tf_find(tf, "meta.pose_scaling");
+    h->pose_scaling = ps ? ((const int32_t *)ps->data)[0] : SCALE_NONE;
+#define CKPT_FIELD_CHECK(name, value, cond, what, newer)                                                                  \
+    {                                                                                                                      \
+        double v = (double)(value);                                                                                        \
+        char text[300];                                                                                                    \
+        snprintf(text, sizeof(text), "its %s is %s", name, ck_value(v));                                                      \
+        if (!(cond) && (newer)) ck_newer(tf->path, text);                                                                 \
+        if (!(cond)) fail("'%s' is corrupt: %s is %s; it can be %s", tf->path, name, ck_value(v), what);                 \
+    }
+    CKPT_FIELD_TABLE(CKPT_FIELD_CHECK)
+#undef CKPT_FIELD_CHECK
+    checkpoint_flags_check(tf);
+    if (h_out) *h_out = hd;
+}
+
 static inline int checkpoint_flags(const TensorFile *tf, char *text, size_t n) {
     const TensorEntry *e = tf_find(tf, "meta.flags");
     if (!e) {
-        int32_t ci[CKI_N];
-        checkpoint_config_i(tf, ci);
-        const float *cf = (const float *)tf_get(tf, "meta.config_f", TF_F32, 5);
-        if (ci[CKI_POS] < 0 || ci[CKI_POS] >= POS_N_SCHEMES || ci[CKI_PE] < 0 || ci[CKI_PE] >= PE_N)
-            fail("'%s' is corrupt: position scheme %d, encoding %d", tf->path, ci[CKI_POS], ci[CKI_PE]);
-        snprintf(text, n, "--pos\t%s\n--pe\t%s\n--alpha_range\t%.9g,%.9g\n--alpha\t%.9g\n%s", POS_SCHEME_NAMES[ci[CKI_POS]],
-                 PE_NAMES[ci[CKI_PE]], cf[2], cf[3], cf[4], ci[CKI_QK] ? "--qk_norm\t\n" : "");
+        CkptHeader h;
+        checkpoint_header_check(tf, &h);
+        snprintf(text, n, "--pos\t%s\n--pe\t%s\n--alpha_range\t%.9g,%.9g\n--alpha\t%.9g\n%s", POS_SCHEME_NAMES[h.ci[CKI_POS]],
+                 PE_NAMES[h.ci[CKI_PE]], h.cf[2], h.cf[3], h.cf[4], h.ci[CKI_QK] ? "--qk_norm\t\n" : "");
         return 0;
     }
     if (e->dtype != TF_I32) fail("'%s' is corrupt: meta.flags is not int32", tf->path);
@@ -790,11 +940,10 @@ static inline int kept_flags(Config *c, const TensorFile *tf, const char *const 
         next = strchr(line, '\n');
         if (next) *next++ = 0;
         else next = line + strlen(line);
-        char *value = strchr(line, '\t');
-        if (!value) fail("'%s' is corrupt: meta.flags line '%s' has no value", tf->path, line);
+        char *value = strchr(line, '\t');  // every line has one (checkpoint_flags_check)
         *value++ = 0;
         const ArgSpec *a = find_arg(line);
-        if (!a || a->run == RUN_NO) {
+        if (a->run == RUN_NO) {
             printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
             continue;
         }
@@ -837,7 +986,10 @@ static inline void parse_args(Config *c, int argc, char **argv) {
     const char *resume = FLAG_VALUE(cli, "--resume"), *ckpt = resume ? resume : FLAG_VALUE(cli, "--init_from");
     int eval_only = FLAG_VALUE(cli, "--eval_only") != NULL;
     TensorFile tf;
-    if (ckpt && ckpt[0]) tf_load(&tf, ckpt, TF_KIND_CHECKPOINT);
+    if (ckpt && ckpt[0]) {
+        tf_load(&tf, ckpt, TF_KIND_CHECKPOINT);
+        checkpoint_header_check(&tf, NULL);  // a damaged or a newer build's field named before any flag is read from it
+    }
     // the arguments: the checkpoint's kept flags before the command line's (after, to evaluate)
     const char **args = (const char **)xmalloc((size_t)(argc + 2 * N_ARGS) * sizeof(char *)), *kept[2 * N_ARGS];
     int n_kept = resume && resume[0] ? kept_flags(c, &tf, cli, eval_only, kept) : 0, n = 0, first_cli = eval_only ? 0 : n_kept;

@@ -84,9 +84,13 @@ typedef struct {
     int tty;
 } Progress;
 
-static inline Progress progress_begin(const char *what, const char *unit, double n) {
+static inline double progress_every(void) {
     const char *env = getenv("PROGRESS_EVERY");
-    Progress p = {what, unit, n, wall_time(), 0.0, env && *env ? atof(env) : 30.0, isatty(2)};
+    return env && *env ? parse_number_in("PROGRESS_EVERY (seconds between progress lines)", env, 0, 1e9) : 30.0;
+}
+
+static inline Progress progress_begin(const char *what, const char *unit, double n) {
+    Progress p = {what, unit, n, wall_time(), 0.0, progress_every(), isatty(2)};
     p.shown = p.t0;
     return p;
 }
@@ -245,24 +249,35 @@ static inline int passkey_longest(const Config *c) {
     return longest;
 }
 
-// What the evaluation at the end of a run needs, checked before the run starts (so a
-// mistake is not found hours later): enough validation tokens, a readable baseline,
-// retrieval prompts that load and fit.
-// An evaluation the folder already holds under this tag, made on other validation data (its
-// JSON's val_data: another pattern, or another token count) is not replaced without
-// --overwrite: the two would be read as one experiment. (A summary from before val_data was
+// The number after "key": in a JSON's text (the first one), or NAN.
+static inline double json_text_number(const char *text, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    const char *p = strstr(text, pat);
+    char *end;
+    double v = p ? strtod(p + strlen(pat), &end) : NAN;
+    return p && end != p + strlen(pat) ? v : NAN;
+}
+
+// An evaluation the folder already holds under this tag, made on other validation data, is
+// not replaced without --overwrite: the two would be read as one experiment. The data is its
+// content, whatever its files are called: the JSON's val_data records the tokens of the files
+// and the CRC-32 of the n_sequences x L_eval + 1 tokens it evaluated; the same token count and
+// the same CRC of as many tokens here is the same data. (A summary from before val_data was
 // recorded cannot tell, and is replaced.)
-static inline void eval_data_check(const Config *c, double total) {
+static inline void eval_data_check(const Config *c) {
     if (c->out_dir_default && !c->resume[0]) return;  // a new run's folder: numbered on past an earlier run's
-    char path[1200], tag[256], buf[65536], files[1024];
+    char path[1200], tag[256], files[1024];
+    static char buf[65536];
     snprintf(path, sizeof(path), "%s/%s.json", c->out_dir, c->eval_tag);
     if (c->overwrite || !eval_json_tag(path, tag, sizeof(tag))) return;
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
     if (f) fclose(f);
     buf[n] = 0;
-    const char *p = strstr(buf, "\"val_data\": {\"files\": \""), *lead = "\"val_data\": {\"files\": \"";
-    if (!p) return;
+    const char *lead = "\"val_data\": {\"files\": \"", *p = strstr(buf, lead), *crc_at = strstr(buf, "\"evaluated_crc32\": \"");
+    unsigned crc;
+    if (!p || !crc_at || sscanf(crc_at + 20, "%8x", &crc) != 1) return;
     size_t k = 0;
     for (p += strlen(lead); *p && *p != '"' && k + 1 < sizeof(files); p++) {  // json_string's escapes undone
         unsigned u;
@@ -270,15 +285,25 @@ static inline void eval_data_check(const Config *c, double total) {
         else files[k++] = *p == '\\' && p[1] ? *++p : *p;
     }
     files[k] = 0;
-    double tokens = -1;
-    const char *t = strstr(p, "\"tokens\": ");
-    if (t) sscanf(t + 10, "%lf", &tokens);
-    if (strcmp(files, c->val_data) != 0 || tokens != total)
-        fail("'%s' is an evaluation of other validation data (%s, %.0f tokens; this one reads %s, %.0f tokens): give this "
-             "evaluation its own --eval_tag, or pass --overwrite to replace it", path, files, tokens, c->val_data, total);
+    double tokens = json_text_number(p, "tokens"), evaluated = json_text_number(buf, "n_sequences") * json_text_number(buf, "L_eval") + 1;
+    long n_val;
+    unsigned char *mask = NULL;
+    int *val = val_stream_load(c->val_data, c->V, &n_val, &mask);
+    int fits = evaluated >= 1 && evaluated <= n_val;
+    unsigned here = fits ? (unsigned)crc32_update(0, val, (size_t)evaluated * sizeof(int)) : 0;
+    free(val);
+    free(mask);
+    if (tokens != (double)n_val || !fits || here != crc)
+        fail("'%s' is an evaluation of other validation data (%s: %.0f tokens, CRC-32 %08x of the %.0f it evaluated; this "
+             "one reads %s: %ld tokens, CRC-32 %08x of as many): give this evaluation its own --eval_tag, or pass --overwrite "
+             "to replace it", path, files, tokens, crc, evaluated, c->val_data, n_val, here);
 }
 
+// What the evaluation at the end of a run needs, checked before the run starts (so a
+// mistake is not found hours later): enough validation tokens, a readable baseline,
+// retrieval prompts that load and fit, its data the data of the folder's evaluation it replaces.
 static inline void run_preflight(const Config *c, const Tokenizer *tok) {
+    progress_every();  // a bad PROGRESS_EVERY refused now, not when the evaluation begins
     int trains = !c->eval_only && c->steps > 0;
     double t0 = wall_time(), n_train = 0, n_val = 0;
     if (trains) n_train = shards_check(c->train_data, "--train_data", c->V);
@@ -303,11 +328,11 @@ static inline void run_preflight(const Config *c, const Tokenizer *tok) {
     if (c->eval_only) scaling_check(c->scaling, c->pe, c->pose_scaling);  // the checkpoint's encoding (run_prepare adopted it)
     double largest, total;
     shard_token_counts(c->val_data, &largest, &total);
-    eval_data_check(c, total);
     if (total == 0) shards_glob(c->val_data, "--val_data");  // names a missing file
     if ((double)c->eval_n * c->eval_len + 1 > total)
         fail("--val_data has %.0f tokens; the evaluation needs %.0f (--eval_n %d x --eval_len %d + 1)", total,
              (double)c->eval_n * c->eval_len + 1, c->eval_n, c->eval_len);
+    eval_data_check(c);
     if (c->baseline[0]) read_json_number(c->baseline, "in_dist");
     if (c->hellaswag[0]) {
         HellaSwag h;

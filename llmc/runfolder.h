@@ -40,16 +40,16 @@ static inline int eval_json_tag(const char *path, char *tag, size_t n) {
     return *p == '"';
 }
 
-// Whether the file `name` in dir is a run's: checkpoint.bin, log.jsonl, or a member of an
-// evaluation set whose summary in dir names its tag (with only_tag, that tag's set alone).
-static inline int is_run_file(const char *dir, const char *name, const char *only_tag) {
-    if (strcmp(name, "checkpoint.bin") == 0 || strcmp(name, "log.jsonl") == 0) return 1;
+// Whether `name` is a member of an evaluation set in dir: <tag><suffix> for a suffix of
+// EVAL_SET, where dir holds the set's summary naming that tag (with only_tag, that tag
+// alone); its tag into tag (256 bytes).
+static inline int eval_set_tag(const char *dir, const char *name, const char *only_tag, char *tag) {
     size_t len = strlen(name);
     for (int k = 0; k < EVAL_SET_N; k++) {
         size_t sl = strlen(EVAL_SET[k]);
-        if (len <= sl || strcmp(name + len - sl, EVAL_SET[k]) != 0) continue;
-        char tag[256], path[PATH_MAX], named[256];
-        snprintf(tag, sizeof(tag), "%.*s", (int)(len - sl), name);
+        if (len <= sl || len - sl >= 256 || strcmp(name + len - sl, EVAL_SET[k]) != 0) continue;
+        char path[PATH_MAX], named[256];
+        snprintf(tag, 256, "%.*s", (int)(len - sl), name);
         if (only_tag && strcmp(tag, only_tag) != 0) continue;
         for (int j = EVAL_SET_N - 2; j < EVAL_SET_N; j++) {  // the set's summaries: <tag>.json, <tag>_task.json
             snprintf(path, sizeof(path), "%s/%s%s", dir, tag, EVAL_SET[j]);
@@ -59,14 +59,24 @@ static inline int is_run_file(const char *dir, const char *name, const char *onl
     return 0;
 }
 
+// Whether the file `name` in dir is a run's: checkpoint.bin, log.jsonl, or a member of an
+// evaluation set (eval_set_tag; with only_tag, that tag's set alone).
+static inline int is_run_file(const char *dir, const char *name, const char *only_tag) {
+    char tag[256];
+    return strcmp(name, "checkpoint.bin") == 0 || strcmp(name, "log.jsonl") == 0 || eval_set_tag(dir, name, only_tag, tag);
+}
+
 // ---- an evaluation's files change as one set ----
 // Each writer closes its file as <file>.tmp (eval_set_hold); eval_set_commit then writes a
-// journal, <tag>.commit, naming the set, renames every .tmp over its file (the summaries, the
-// JSONs, last), removes the files of the tag's previous set that the new one lacks, and
-// removes the journal. A run that fails before the commit (a full disk) removes the set's
-// .tmp files as it exits; a run that finds a journal (one killed in the middle of a commit)
-// finishes it, and a set file's .tmp without one (one killed before its commit: a Ctrl-C)
-// is removed. Either way the folder holds the old set or the new one.
+// journal, <tag>.commit (the set's file names, one a line, then "end <n>", n the names), renames
+// every .tmp over its file (the summaries, the JSONs, last), removes the files of the tag's
+// previous set that the new one lacks, and removes the journal. A run that fails before the
+// commit (a full disk) removes the set's .tmp files as it exits. A run that finds a journal
+// (one killed in the middle of a commit) finishes it when it is whole (eval_journal_read);
+// one that is not (empty, cut short, or not the trainer's) is left as it is, with a warning,
+// and so are its tag's files. A set file's .tmp (one killed before its commit: a Ctrl-C) is
+// removed when the tag's set in the folder names it (eval_set_tag); any other file is the
+// user's. Either way the folder holds the old set or the new one.
 #define EVAL_SET_MAX 16
 static char eval_held[EVAL_SET_MAX][1200];  // the set's files written so far (their .tmp on disk)
 static int eval_n_held;
@@ -98,19 +108,52 @@ static inline int eval_set_member(const char *name, const char *tag) {
     return 0;
 }
 
-// The journal of dir/<tag>.commit carried out: its files' .tmp renamed (summaries last), the
-// tag's other set files removed, the journal removed.
-static inline void eval_set_finish(const char *dir, const char *tag) {
-    char journal[1200], names[EVAL_SET_MAX][256], from[1200], to[1200];
-    snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", dir, tag);
-    FILE *f = fopen(journal, "r");
-    if (!f) fail("cannot read '%s': %s", journal, strerror(errno));
-    int n = 0;
-    while (n < EVAL_SET_MAX && fgets(names[n], sizeof(names[n]), f)) {
-        names[n][strcspn(names[n], "\n")] = 0;
-        if (names[n][0] && !strchr(names[n], '/') && eval_set_member(names[n], tag)) n++;
+// The journal dir/<tag>.commit read into names (n of them) when it is whole: "end <n>" its
+// last line, n names of the tag's set before it, none twice, a summary among them, each in the
+// folder as itself or as its .tmp. Else 0, with what is wrong in why.
+static inline int eval_journal_read(const char *dir, const char *tag, char names[EVAL_SET_MAX][256], int *n, char *why,
+                                    size_t wn) {
+    char path[1200], text[EVAL_SET_MAX * 256 + 64];
+    snprintf(path, sizeof(path), "%.900s/%.250s.commit", dir, tag);
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    int more = f && fgetc(f) != EOF;
+    if (f) fclose(f);
+    text[got] = 0;
+    *n = 0;
+    if (!f) return snprintf(why, wn, "cannot read it: %s", strerror(errno)), 0;
+    if (more || strlen(text) != got) return snprintf(why, wn, "longer than a journal, or not text"), 0;
+    if (!got || text[got - 1] != '\n') return snprintf(why, wn, got ? "its last line is cut" : "it is empty"), 0;
+    int summary = 0, end = -1;
+    for (char *line = text, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        *next++ = 0;
+        if (end >= 0) return snprintf(why, wn, "a line after its end"), 0;
+        char after;
+        if (sscanf(line, "end %d%c", &end, &after) == 1) continue;
+        if (*n == EVAL_SET_MAX || strchr(line, '/') || !eval_set_member(line, tag))
+            return snprintf(why, wn, "'%.60s' is not a file of the set '%.60s'", line, tag), 0;
+        for (int i = 0; i < *n; i++)
+            if (strcmp(names[i], line) == 0) return snprintf(why, wn, "it names '%.60s' twice", line), 0;
+        char file[1200], tmp[1210];
+        snprintf(file, sizeof(file), "%.900s/%.255s", dir, line);
+        snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+        if (access(file, F_OK) != 0 && access(tmp, F_OK) != 0)
+            return snprintf(why, wn, "'%.60s' is in the folder neither renamed nor as its .tmp", line), 0;
+        summary |= strstr(line, ".json") != NULL;
+        snprintf(names[(*n)++], 256, "%.255s", line);
     }
-    fclose(f);
+    if (end < 0) return snprintf(why, wn, "no end line: cut short"), 0;
+    if (end != *n || !*n) return snprintf(why, wn, "its end line says %d files, it names %d", end, *n), 0;
+    if (!summary) return snprintf(why, wn, "it names no summary (.json)"), 0;
+    return 1;
+}
+
+// A whole journal of dir/<tag>.commit carried out: its files' .tmp renamed (summaries last),
+// the tag's other set files removed, the journal removed.
+static inline void eval_set_finish(const char *dir, const char *tag, char names[EVAL_SET_MAX][256], int n) {
+    char journal[1200], from[1200], to[1200];
+    snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", dir, tag);
     for (int pass = 0; pass < 2; pass++)  // the CSVs, then the summaries that describe them
         for (int i = 0; i < n; i++) {
             int summary = strstr(names[i], ".json") != NULL;
@@ -134,26 +177,30 @@ static inline void eval_set_finish(const char *dir, const char *tag) {
 // The files eval_set_hold kept, committed as the set of `tag` in dir.
 static inline void eval_set_commit(const char *dir, const char *tag) {
     if (!eval_n_held) return;
-    char journal[1200];
+    char journal[1200], names[EVAL_SET_MAX][256];
     snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", dir, tag);
     OutFile o;
     out_open(&o, journal);
     for (int i = 0; i < eval_n_held; i++) {
         const char *slash = strrchr(eval_held[i], '/');
-        fprintf(o.f, "%s\n", slash ? slash + 1 : eval_held[i]);
+        snprintf(names[i], sizeof(names[i]), "%.255s", slash ? slash + 1 : eval_held[i]);
+        fprintf(o.f, "%s\n", names[i]);
     }
+    fprintf(o.f, "end %d\n", eval_n_held);
     out_close(&o);
+    int n = eval_n_held;
     eval_n_held = 0;
-    eval_set_finish(dir, tag);
+    eval_set_finish(dir, tag, names, n);
 }
 
-// An earlier run's interrupted evaluations in dir (a run that holds the folder calls it):
-// a journal finished, a set file's stray .tmp removed.
+// An earlier run's interrupted evaluations in dir (a run that holds the folder calls it): a
+// whole journal finished; a set file's stray .tmp removed, but a tag's whose journal is not
+// whole (its files are left as they are).
 static inline void eval_sets_recover(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
-    char (*names)[256] = NULL;
-    int n = 0, cap = 0;
+    char (*names)[256] = NULL, (*broken)[256] = NULL, journal[EVAL_SET_MAX][256], why[200];
+    int n = 0, cap = 0, n_broken = 0;
     for (struct dirent *e = readdir(d); e; e = readdir(d)) {
         if (strlen(e->d_name) >= 256) continue;
         if (n == cap && !(names = (char (*)[256])realloc(names, (size_t)(cap = 2 * cap + 64) * sizeof(*names))))
@@ -163,27 +210,34 @@ static inline void eval_sets_recover(const char *dir) {
     closedir(d);
     for (int i = 0; i < n; i++) {  // journals first: their .tmp files are the new set
         size_t len = strlen(names[i]);
-        if (len > 7 && strcmp(names[i] + len - 7, ".commit") == 0) {
-            char tag[256];
-            snprintf(tag, sizeof(tag), "%.*s", (int)(len - 7), names[i]);
+        if (len <= 7 || strcmp(names[i] + len - 7, ".commit") != 0) continue;
+        char tag[256];
+        int k;
+        snprintf(tag, sizeof(tag), "%.*s", (int)(len - 7), names[i]);
+        if (eval_journal_read(dir, tag, journal, &k, why, sizeof(why))) {
             printf("'%s/%s': an evaluation stopped while its files were renamed; finishing it\n", dir, names[i]);
-            eval_set_finish(dir, tag);
+            eval_set_finish(dir, tag, journal, k);
+            continue;
         }
+        printf("warning: '%s/%s' is not a whole journal of an evaluation (%s): it and the files of '%s' are left as "
+               "they are; if an evaluation stopped while renaming them, check them, then remove it\n", dir, names[i], why, tag);
+        if (!(broken = (char (*)[256])realloc(broken, (size_t)(n_broken + 1) * sizeof(*broken))))
+            fail("out of memory listing '%s'", dir);
+        snprintf(broken[n_broken++], 256, "%s", tag);
     }
     for (int i = 0; i < n; i++) {
         size_t len = strlen(names[i]);
         if (len <= 4 || strcmp(names[i] + len - 4, ".tmp") != 0) continue;
-        char base[256], path[1200];
+        char base[256], tag[256], path[1200];
         snprintf(base, sizeof(base), "%.*s", (int)(len - 4), names[i]);
-        int ours = 0;  // (a checkpoint's .tmp: run_training removes it)
-        for (int k = 0; k < EVAL_SET_N && !ours; k++) {
-            size_t sl = strlen(EVAL_SET[k]), bl = strlen(base);
-            ours = bl > sl && strcmp(base + bl - sl, EVAL_SET[k]) == 0;
-        }
+        if (!eval_set_tag(dir, base, NULL, tag)) continue;  // not a set's (a checkpoint's: run_training removes it)
+        int left = 0;
+        for (int k = 0; k < n_broken; k++) left |= strcmp(broken[k], tag) == 0;
         snprintf(path, sizeof(path), "%.900s/%.255s", dir, names[i]);
-        if (ours && remove(path) == 0) printf("removed '%s', left by an interrupted run\n", path);
+        if (!left && remove(path) == 0) printf("removed '%s', left by an interrupted run\n", path);
     }
     free(names);
+    free(broken);
 }
 
 // A file the run reads (--init_from, --resume, --baseline, the data, the tokenizer, the
@@ -286,6 +340,17 @@ static inline int run_folder_lock(const char *dir, char *holder, size_t n) {
 }
 
 // Creates, locks and checks the run folder (both trainers, before anything is written).
+// An evaluation's tag whose journal the recovery left (not whole) is refused: its commit
+// would replace a file the project cannot prove it wrote.
+static inline void eval_journal_refuse(const Config *c) {
+    char journal[1200];
+    snprintf(journal, sizeof(journal), "%.900s/%.250s.commit", c->out_dir, c->eval_tag);
+    if (!c->generate && (c->eval_len || c->task_eval[0]) && access(journal, F_OK) == 0)
+        fail("'%s' is not a whole journal of an evaluation (see the warning above): this run's evaluation '%s' would "
+             "replace it; check the files of '%s' and remove it, or give this evaluation another --eval_tag",
+             journal, c->eval_tag, c->eval_tag);
+}
+
 static inline void run_folder_claim(Config *c) {
     char holder[32], found[512];
     if (c->out_dir_default && !c->overwrite && !c->resume[0]) {  // the first free runs/<model>_<pos>[_k]
@@ -300,11 +365,13 @@ static inline void run_folder_claim(Config *c) {
         }
         if (strcmp(base, c->out_dir) != 0) printf("'%s' holds an earlier run: this one writes to '%s'\n", base, c->out_dir);
         eval_sets_recover(c->out_dir);
+        eval_journal_refuse(c);
         return;
     }
     if (!run_folder_lock(c->out_dir, holder, sizeof(holder)))
         fail("'%s' is in use by another run (pid %s): wait for it to end, or choose another --out_dir", c->out_dir, holder);
     eval_sets_recover(c->out_dir);
+    eval_journal_refuse(c);
     // --resume DIR/checkpoint.bin in DIR continues that run; an evaluation writes next to
     // the checkpoint it reads
     const char *base = strrchr(c->resume, '/') ? strrchr(c->resume, '/') + 1 : c->resume;

@@ -43,6 +43,35 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void fail(const ch
     exit(1);
 }
 
+// s read as one whole integer (a sign, digits, nothing else): 1 and its value in *v; 0 when
+// it is not one; -1 when it is past 64 bits.
+static inline int text_int(const char *s, long long *v) {
+    char *end;
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    if (!*s || *end || (*s != '-' && *s != '+' && (*s < '0' || *s > '9'))) return 0;
+    return errno == ERANGE ? -1 : 1;
+}
+
+// A number a user typed (a flag's value, an environment variable: `what` names it), read
+// strictly: the whole text one number, in [lo, hi]; anything else is one line and exit 1.
+static inline long long parse_int_in(const char *what, const char *s, long long lo, long long hi) {
+    long long v;
+    int got = text_int(s, &v);
+    if (!got) fail("%s expects an integer, got '%s'", what, s);
+    if (got < 0 || v < lo || v > hi) fail("%s: %s is out of range (%lld to %lld)", what, s, lo, hi);
+    return v;
+}
+
+static inline double parse_number_in(const char *what, const char *s, double lo, double hi) {
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !isfinite(v) || (*s != '-' && *s != '+' && *s != '.' && (*s < '0' || *s > '9')))
+        fail("%s expects a number, got '%s'", what, s);
+    if (!(v >= lo && v <= hi)) fail("%s: %s is out of range (%g to %g)", what, s, lo, hi);
+    return v;
+}
+
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) fail("out of memory allocating %zu bytes", n);

@@ -5,8 +5,9 @@
 # classifier, the GRU's step kernels, and the small ones (RMSNorm forward, the naive
 # attention's softmax and ALiBi passes, SwiGLU, the embedding, the GRU's layout and bias
 # kernels, the gradient norm, the loss sum, AdamW); and the host functions around cuBLAS
-# (the matmuls, the naive attention) against emu.h's cuBLAS, their kernel launches
-# rewritten by transform.py. The kernels are compiled twice, as each build compiles them
+# (the matmuls, the naive attention, the LM head with the classifier in both variants)
+# against emu.h's cuBLAS, their kernel launches rewritten by transform.py. The kernels are
+# compiled twice, as each build compiles them
 # (floatX = float, and floatX = bf16 with emu.h's bf16, WMMA and mma.cuh's PTX): the bf16 build's
 # tensor-core flash attention (it exists in that build only) and the classifier also run
 # in bf16. They come from the trainer's own headers, llmc/cuda/*.cuh (nothing is copied or

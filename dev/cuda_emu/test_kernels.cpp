@@ -3,7 +3,7 @@
 // The launch shapes repeat the trainer's host functions (flash_forward_hd,
 // flash_backward_hd, rmsnorm_backward), or the host functions themselves run
 // (attention_forward_online, the tensor-core flash attention, the matmuls, the
-// embeddings' scatter). Outputs start as NaN, so an element no thread writes fails; the
+// embeddings' scatter, the LM head with the classifier). Outputs start as NaN, so an element no thread writes fails; the
 // tolerance is the fp32 one of test_gpt (norm-relative 1e-5), and TOL_BF16 for bf16
 // outputs (references computed from the bf16-rounded inputs).
 #include "../../llmc/config.h"
@@ -27,8 +27,10 @@ inline float to_x(float v) { return v; }
 #include "kernels.inc"
 }  // namespace fp32
 #undef ENABLE_FP32
-// the bf16 build: the same kernels compiled with floatX = __nv_bfloat16, and the tensor-core
-// flash attention, which exists in that build only
+// the bf16 build: the same kernels compiled with floatX = __nv_bfloat16 (cuBLAS told so), and
+// the tensor-core flash attention, which exists in that build only
+#undef CUDA_FX
+#define CUDA_FX CUDA_R_16BF
 namespace bf16 {
 typedef __nv_bfloat16 floatX;
 inline float to_f(float v) { return v; }
@@ -554,6 +556,101 @@ static void test_classifier(int N, int V, int Vp, int weighted, int bf16_build) 
     snprintf(what, sizeof(what), "classifier%s N %d V %d Vp %d%s", bf16_build ? " (bf16)" : "", N, V, Vp,
              weighted ? ", per-target weights" : "");
     report(what, names, errs, 4, tols);
+}
+
+// ---- the LM head with the classifier (classifier_forward, classifier_backward), its
+// variants: v1 all N rows at once, v2 `rows` rows at a time (a last chunk shorter). From x
+// (N,C) and the tied wte (Vp,C), its padded rows drawn too (they must not count): losses,
+// dx = dlogits wte, dwte += dlogits^T x (from a nonzero dwte: the gradient accumulates),
+// against double; the padded rows of dwte unchanged to the bit; v2's losses and dx the
+// bits of v1's (the emulated cuBLAS sums each element in one order), its dwte within
+// rounding (the chunks' partial sums). In the bf16 build the reference reads the logits as
+// the kernel does, rounded to bf16 ----
+static void test_lm_head(int N, int C, int V, int Vp, int rows, int weighted, int bf16_build) {
+    std::vector<float> x = randn((size_t)N * C), wte = randn((size_t)Vp * C, 3.0f / sqrtf((float)C)), w(N);
+    std::vector<float> dwte0 = randn((size_t)Vp * C, 0.01f);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : i == N - 1 ? 0 : (int)rng_below(&rng, (uint32_t)V);
+    for (int i = 0; i < N; i++) w[i] = 0.1f * (i % 3);  // loss masks: some targets weigh 0
+    if (bf16_build) round_bf16(x), round_bf16(wte);
+    float dloss = 1.0f / N;
+    std::vector<double> want_l(N), want_dx((size_t)N * C, 0), want_dw((size_t)Vp * C, 0), z(V);
+    for (int i = 0; i < N; i++) {
+        double m = -1e300, s = 0, d = weighted ? w[i] : dloss;
+        for (int c = 0; c < V; c++) {
+            double t = 0;
+            for (int k = 0; k < C; k++) t += (double)x[(size_t)i * C + k] * wte[(size_t)c * C + k];
+            z[c] = bf16_build ? (double)__bfloat162float(__float2bfloat16((float)t)) : (double)(float)t;  // as stored
+            m = std::max(m, z[c]);
+        }
+        for (int c = 0; c < V; c++) s += exp(z[c] - m);
+        double lse = m + log(s);
+        want_l[i] = lse - z[targets[i]];
+        for (int c = 0; c < V; c++) {
+            double g = (exp(z[c] - lse) - (c == targets[i])) * d;
+            for (int k = 0; k < C; k++) {
+                want_dx[(size_t)i * C + k] += g * wte[(size_t)c * C + k];
+                want_dw[(size_t)c * C + k] += g * x[(size_t)i * C + k];
+            }
+        }
+    }
+    struct Out { std::vector<float> fwd_losses, losses, dx, dwte; };
+    auto run = [&](int chunk) {  // chunk: the rows of logits at a time
+        Out o{std::vector<float>(N, NAN), std::vector<float>(N, NAN), std::vector<float>((size_t)N * C, NAN), dwte0};
+        const float *wt = weighted ? w.data() : NULL;
+        if (!bf16_build) {
+            std::vector<float> logits((size_t)chunk * Vp, NAN);
+            classifier_forward(o.fwd_losses.data(), logits.data(), x.data(), wte.data(), targets.data(), N, C, V, Vp, chunk);
+            classifier_backward(o.dx.data(), o.dwte.data(), o.losses.data(), logits.data(), x.data(), wte.data(),
+                                targets.data(), wt, N, C, V, Vp, dloss, chunk);
+            return o;
+        }
+        std::vector<__nv_bfloat16> xb = to_bf16(x), wb = to_bf16(wte), logits((size_t)chunk * Vp, BF16_NAN), dxb(o.dx.size(), BF16_NAN);
+        bf16::classifier_forward(o.fwd_losses.data(), logits.data(), xb.data(), wb.data(), targets.data(), N, C, V, Vp, chunk);
+        bf16::classifier_backward(dxb.data(), o.dwte.data(), o.losses.data(), logits.data(), xb.data(), wb.data(),
+                                  targets.data(), wt, N, C, V, Vp, dloss, chunk);
+        o.dx = from_bf16(dxb);
+        return o;
+    };
+    Out v1 = run(N), v2 = run(rows);
+    auto added = [&](const Out &o) {  // what the pass added to dwte
+        std::vector<float> d(o.dwte.size());
+        for (size_t i = 0; i < d.size(); i++) d[i] = (float)((double)o.dwte[i] - dwte0[i]);
+        return d;
+    };
+    auto padded_kept = [&](const Out &o) {  // dwte's padded rows V..Vp-1 as they were, bit for bit
+        return memcmp(&o.dwte[(size_t)V * C], &dwte0[(size_t)V * C], (size_t)(Vp - V) * C * sizeof(float)) ? INFINITY : 0.0;
+    };
+    auto same_bits = [](const std::vector<float> &a, const std::vector<float> &b) {
+        return memcmp(a.data(), b.data(), a.size() * sizeof(float)) ? INFINITY : 0.0;
+    };
+    double xt = bf16_build ? TOL_BF16 : 1e-5;  // dx is floatX, dwte fp32 from floatX dlogits
+    const char *names[7] = {"forward losses", "losses", "dx", "dwte added", "dwte padded rows changed",
+                            "(losses, dx) bits not v1's", "dwte vs v1's"};
+    double tols[7] = {1e-5, 1e-5, xt, xt, 1e-5, 1e-5, 1e-6};
+    for (int v = 1; v <= 2; v++) {
+        const Out &o = v == 1 ? v1 : v2;
+        double errs[7] = {rel(o.fwd_losses, want_l), rel(o.losses, want_l), rel(o.dx, want_dx), rel(added(o), want_dw),
+                          padded_kept(o),
+                          same_bits(o.losses, v1.losses) + same_bits(o.fwd_losses, v1.fwd_losses) + same_bits(o.dx, v1.dx),
+                          rel(o.dwte, std::vector<double>(v1.dwte.begin(), v1.dwte.end()))};
+        char what[160];
+        snprintf(what, sizeof(what), "LM head + classifier v%d%s N %d C %d V %d Vp %d, %d rows at a time%s", v,
+                 bf16_build ? " (bf16)" : "", N, C, V, Vp, v == 1 ? N : rows, weighted ? ", per-target weights" : "");
+        report(what, names, errs, v == 1 ? 5 : 7, tols);
+    }
+}
+
+// ---- which classifier variant runs: v2 only when its chunks split the rows; its logits buffer ----
+static void test_classifier_variants() {
+    int C2 = CLASSIFIER_CHUNK;
+    const char *names[1] = {"wrong choices"};
+    double bad = (classifier_variant_for(1, 10 * C2) != 1) + (classifier_variant_for(2, C2) != 1) +
+                 (classifier_variant_for(2, C2 + 1) != 2) + (classifier_rows(1, 10 * C2) != 10 * C2) +
+                 (classifier_rows(2, 7) != 7) + (classifier_rows(2, 3 * C2 + 5) != C2);
+    double errs[1] = {bad}, tols[1] = {0.5};
+    report("classifier_variant_for, classifier_rows: v1 all rows, v2 chunks of CLASSIFIER_CHUNK when they split", names,
+           errs, 1, tols);
 }
 
 // ---- the GRU's step: the forward against torch.nn.GRU's equations in double, the backward
@@ -1117,6 +1214,11 @@ int main() {
     test_classifier(2, 50277, 50304, 0, 0);  // the GPT-2/NeoX vocabulary, V ending mid-pack
     test_classifier(3, 257, 384, 1, 1);      // bf16: packs of 8
     test_classifier(2, 50277, 50304, 0, 1);
+    test_lm_head(13, 32, 257, 384, 5, 1, 0);  // chunks of 5, 5, 3; loss masks
+    test_lm_head(12, 16, 1000, 1024, 4, 0, 0);  // chunks that divide the rows
+    test_lm_head(3, 16, 50277, 50304, 2, 0, 0);  // the GPT-2/NeoX vocabulary: 27 padded rows
+    test_lm_head(9, 32, 257, 384, 4, 1, 1);  // bf16: chunks of 4, 4, 1
+    test_classifier_variants();
     test_gru(3, 40);
     test_small();
     test_matmuls(7, 5, 3);

@@ -1,6 +1,8 @@
-// llmc/cuda/classifier.cuh: the fused classifier: softmax, loss and dlogits in one kernel per row.
+// llmc/cuda/classifier.cuh: the fused classifier: softmax, loss and dlogits in one kernel per row;
+// the LM head's products around it, over all rows at once or in chunks of rows.
 #pragma once
 #include "cuda_utils.cuh"
+#include "matmul.cuh"
 
 // fused classifier, one block of 1024 per row, two passes over the row in 128-bit packs
 // (Vp is a multiple of 128, so rows are 16-byte aligned): the max and the sum of
@@ -86,5 +88,54 @@ __global__ void __launch_bounds__(1024) classifier_kernel(floatX *logits, float 
             o.v[e] = to_x(c < V ? (expf(to_f(p.v[e]) - lse) - (c == target ? 1.0f : 0.0f)) * dloss : 0.0f);
         }
         store128(l + (size_t)i * XVEC, o);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The LM head (tied: logits = x . wte^T, wte (Vp,C)) with the classifier, a family of two
+// variants (CLASSIFIER_VARIANT below picks the trainer's). Both run the same three cuBLAS
+// products and the kernel above on a block of rows; they differ in how many rows at once:
+//   v1  all N rows: the (N,Vp) logits exist at once (824 MB in bf16 at N 8192, Vp 50304)
+//   v2  chunks of CLASSIFIER_CHUNK rows, one after another, into one (CLASSIFIER_CHUNK,Vp)
+//       buffer: the chunk's logits, its dlogits written over them, its rows of dx, and its
+//       share of dwte added by cuBLAS with beta = 1, the chunks in order (no atomics: the
+//       same bits on every run). Every chunk reads wte twice and reads and writes the fp32
+//       dwte, which v1 does once, so v2 moves more bytes than v1 unless a chunk's logits
+//       stay in L2 (doc/cuda.md counts them); it saves the memory.
+// A pass of N <= CLASSIFIER_CHUNK rows is one chunk: v1 (classifier_variant_for).
+#define CLASSIFIER_VARIANT 1
+#define CLASSIFIER_CHUNK 2048
+
+// the variant that runs when v is asked for over N rows
+static inline int classifier_variant_for(int v, int N) { return v >= 2 && N > CLASSIFIER_CHUNK ? 2 : 1; }
+// the rows of logits variant v keeps at once over N rows: the logits buffer's
+static inline int classifier_rows(int v, int N) { return classifier_variant_for(v, N) == 2 ? CLASSIFIER_CHUNK : N; }
+
+// losses (N) of the rows x (N,C) against targets (N), no backward, `rows` rows of logits
+// at a time in logits (rows,Vp).                   mirrors head_forward's logits and losses
+static void classifier_forward(float *losses, floatX *logits, const floatX *x, const floatX *wte, const int *targets,
+                               int N, int C, int V, int Vp, int rows) {
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        int n = N - r0 < rows ? N - r0 : rows;
+        matmul_forward(logits, x + (size_t)r0 * C, wte, n, C, Vp);
+        classifier_kernel<<<n, 1024>>>(logits, losses + r0, targets + r0, NULL, n, V, Vp, 0.0f, 0);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// The forward and backward of the same: losses (N), dx (N,C) = dlogits . wte, dwte (Vp,C)
+// fp32 += dlogits^T . x, each row's dloss as in classifier_kernel (weights (N) or dloss),
+// `rows` rows of logits at a time in logits (rows,Vp).  mirrors head_backward's classifier and products
+static void classifier_backward(floatX *dx, float *dwte, float *losses, floatX *logits, const floatX *x,
+                                const floatX *wte, const int *targets, const float *weights, int N, int C, int V,
+                                int Vp, float dloss, int rows) {
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        int n = N - r0 < rows ? N - r0 : rows;
+        const floatX *xc = x + (size_t)r0 * C;
+        matmul_forward(logits, xc, wte, n, C, Vp);
+        classifier_kernel<<<n, 1024>>>(logits, losses + r0, targets + r0, weights ? weights + r0 : NULL, n, V, Vp,
+                                       dloss, 1);
+        cudaCheck(cudaGetLastError());
+        matmul_backward(dx + (size_t)r0 * C, dwte, logits, xc, wte, n, C, Vp, 0);
     }
 }
