@@ -204,7 +204,7 @@ static void fire_kinks_between(GPT *g, const PosStep *ps) {
     float *x = (float *)xmalloc((size_t)T * T * sizeof(float)), D;
     BiasPass bp = attn_bias_pass(ps, g->cfg.L, g->cfg.NH, T);
     for (int l = 0; l < g->cfg.L; l++) {
-        g->params[P_FIRE_L_MULT][l] = ps->alpha[l] * (T / 2 + 0.5f) / (float)T;  // L = m T
+        g->params[P_FIRE_L_MULT][l] = ps->alpha[l] * (T / 2 + 0.5f) / FIRE_LENGTH;  // L = m L0
         BiasFn f = bias_fn_layer(&bp, l, &g->cfg, g->shapes, (const float *const *)g->params, NULL);
         n = 0;
         for (int t = 0; t < T; t++)
@@ -312,6 +312,16 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
     gpt_free(&g);
 }
 
+// A small model of encoding pe at window T (C 16, 2 layers, 4 heads, 2 KV heads), allocated
+// for training and not initialized
+static void small_gpt(GPT *g, int pe, int T) {
+    Config c;
+    config_defaults(&c);
+    c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = T; c.B = 2; c.pe = pe;
+    round_vocab(&c);
+    gpt_alloc(g, &c, 1);
+}
+
 // The bounds of a tensor (PARAM_TABLE's [lo, hi] columns) on every encoding with a bounded
 // tensor: the init leaves no entry outside them, and one AdamW step moves every entry below
 // lo (set there by hand, no gradient) to lo and every entry above hi to hi, and leaves the
@@ -322,12 +332,8 @@ static void test_bounds(void) {
         int bounded = 0, n_lo = 0, n_hi = 0;
         for (int k = 0; k < BP_N; k++) bounded |= (pe_bias_tensors(pe) >> k & 1) && param_bounded(P_BIAS0 + k);
         if (!bounded || !wants(PE_NAMES[pe])) continue;
-        Config c;
-        config_defaults(&c);
-        c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
-        round_vocab(&c);
         GPT g;
-        gpt_alloc(&g, &c, 1);
+        small_gpt(&g, pe, 8);
         int init_ok = 1, moved_ok = 1, kept_ok = 1;
         for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
             gpt_init(&g, seed);
@@ -3096,43 +3102,32 @@ static void test_tupe_old_checkpoint(void) {
           "exit %d, %d of 3 refused", r0, refused);
 }
 
-// A copy of checkpoint src in an earlier form of one learned bias: every tensor <group>.<name>
-// stacked `layers` times (shape[0] = layers: one set per layer) and renamed <group>.<as>.
-static void copy_old_bias_form(const char *src, const char *dst, const char *name, int layers, const char *as) {
-    TensorFile tf;
-    tf_load(&tf, src, 0);
-    TensorWriter w;
-    tw_open(&w, dst, tf.kind, tf.n);
-    for (int i = 0; i < tf.n; i++) {
-        const TensorEntry *e = &tf.t[i];
-        const char *dot = strchr(e->name, '.');
-        if (!dot || strcmp(dot + 1, name) != 0) {
-            tw_add(&w, e->name, e->dtype, e->ndim, e->shape, e->data);
-            continue;
-        }
-        char renamed[TF_MAX_NAME];
-        snprintf(renamed, sizeof(renamed), "%.*s.%s", (int)(dot - e->name), e->name, as);
-        int shape[TF_MAX_NDIM];
-        memcpy(shape, e->shape, sizeof(shape));
-        shape[0] *= layers;
-        float *d = (float *)xmalloc(e->numel * layers * sizeof(float));
-        for (int l = 0; l < layers; l++) memcpy(d + (size_t)l * e->numel, e->data, e->numel * sizeof(float));
-        tw_add(&w, renamed, e->dtype, e->ndim, shape, d);
-        free(d);
+// A copy of checkpoint src in an earlier form of one learned bias: tensor <group>.<name> of each
+// group (the weights, both moments) renamed <group>.<as>, at `shape` (ndim 0: its own; the rows
+// added are zeros: the loader refuses the form by name and shape before it reads a value).
+static void copy_old_bias_form(const char *src, const char *dst, const char *name, const char *as, int ndim, const int *shape) {
+    const char *groups[3] = {"param", "adam_m", "adam_v"};
+    char from[TF_MAX_NAME], to[TF_MAX_NAME];
+    for (int g = 0; g < 3; g++) {
+        snprintf(from, sizeof(from), "%s.%s", groups[g], name);
+        snprintf(to, sizeof(to), "%s.%s", groups[g], as);
+        TensorEdit ed = {from, to, 0, ndim, shape, 0, 0.0f, 0};
+        rewrite_with(g ? dst : src, dst, ed);
     }
-    tw_close(&w);
-    tf_free(&tf);
 }
 
-// A checkpoint of an earlier form of a learned bias is refused by the name of its tensor, for
-// --resume, evaluation and --init_from (into the same encoding or another) alike, with no run
-// folder made: KERPLE's r1, r2 one set per layer (before they were shared by the layers),
-// FIRE's threshold learned as L itself (fire_thresh, before fire_l_mult).
+// A trainer's checkpoint holds each learned bias in its form (KERPLE's r1, r2 (1, NH), one set
+// for the 2 layers of SMALL_FLAGS' model; FIRE's multiplier (L)), and a checkpoint of an
+// earlier form is refused by the name of its tensor, for --resume, evaluation and --init_from
+// (into the same encoding or another) alike, with no run folder made: KERPLE's r1, r2 one set
+// per layer (before they were shared by the layers), FIRE's threshold learned as L itself
+// (fire_thresh, before fire_l_mult).
 static void test_bias_old_checkpoints(void) {
-    struct { const char *pe, *tensor, *as, *said; int layers; } cases[] = {
-        {"kerple", "kerple_r1", "kerple_r1", "with one kerple_r1 per layer (2 of them)", 2},
-        {"kerple-power", "kerple_pow_r2", "kerple_pow_r2", "with one kerple_pow_r2 per layer (2 of them)", 2},
-        {"fire", "fire_l_mult", "fire_thresh", "it has no fire_l_mult", 1},
+    static const int per_layer[2] = {2, 4};  // (L, NH): one set per layer
+    struct { const char *pe, *tensor, *as, *said; int rows, cols, old_ndim; } cases[] = {
+        {"kerple", "kerple_r1", "kerple_r1", "with one kerple_r1 per layer (2 of them)", 1, 4, 2},
+        {"kerple-power", "kerple_pow_r2", "kerple_pow_r2", "with one kerple_pow_r2 per layer (2 of them)", 1, 4, 2},
+        {"fire", "fire_l_mult", "fire_thresh", "it has no fire_l_mult", 2, 0, 0},
     };
     char cmd[4096], out[16384], dir[512], ck[600], old[600];
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -3143,7 +3138,24 @@ static void test_bias_old_checkpoints(void) {
         int r0 = run_cmd(cmd, out, sizeof(out));
         snprintf(ck, sizeof(ck), "%s/new/checkpoint.bin", dir);
         snprintf(old, sizeof(old), "%s/old.bin", dir);
-        if (r0 == 0) copy_old_bias_form(ck, old, cases[k].tensor, cases[k].layers, cases[k].as);
+        if (r0 == 0) copy_old_bias_form(ck, old, cases[k].tensor, cases[k].as, cases[k].old_ndim, per_layer);
+        int shaped = 0, want_dims = cases[k].cols ? 2 : 1;
+        if (r0 == 0) {
+            TensorFile tf;
+            tf_load(&tf, ck, TF_KIND_CHECKPOINT);
+            char name[TF_MAX_NAME];
+            for (int g = 0; g < 3; g++) {  // the weights and both moments
+                const char *pre[3] = {"param", "adam_m", "adam_v"};
+                snprintf(name, sizeof(name), "%s.%s", pre[g], cases[k].tensor);
+                const TensorEntry *e = tf_find(&tf, name);
+                shaped += e && e->ndim == want_dims && e->shape[0] == cases[k].rows && (want_dims == 1 || e->shape[1] == cases[k].cols);
+            }
+            tf_free(&tf);
+        }
+        char slabel[160];
+        snprintf(slabel, sizeof(slabel), "--pe %s: the trainer's checkpoint holds %s as (%d%s%.0d)", cases[k].pe,
+                 cases[k].tensor, cases[k].rows, cases[k].cols ? ", " : "", cases[k].cols);
+        check(shaped == 3, slabel, "%d of 3 (param, adam_m, adam_v) of that shape", shaped);
         const char *how[4] = {"--resume %s --steps 3", "--resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
                               "--init_from %s --pe %s --steps 3 --eval_len 0", "--init_from %s --pe alibi --steps 3 --eval_len 0"};
         int refused = 0;
@@ -3159,6 +3171,47 @@ static void test_bias_old_checkpoints(void) {
         snprintf(label, sizeof(label), "--pe %s: a checkpoint with %s of the earlier form is refused by name (--resume, "
                  "--eval_only, --init_from into it and into ALiBi), no folder made", cases[k].pe, cases[k].as);
         check(r0 == 0 && refused == 4, label, "exit %d, %d of 4 refused: %.300s", r0, refused, out);
+    }
+}
+
+// The learned biases' starts as their released code (FIRE: its PyTorch port) has them: TUPE's
+// relative-bias table drawn N(0, 0.02), as BERT's init draws every embedding (eRPE's table
+// stays 0); FIRE's threshold m L0 at m = 1 and L0 = 512 whatever the window, so a query at
+// position 100 of a window of 128 normalizes the distance 50 by psi(512): x = ln(0.1 * 50 + 1) /
+// ln(0.1 * 512 + 1) = ln 6 / ln 52.2 (with L at the window it would be ln 6 / ln 13.8).
+static void test_bias_inits(void) {
+    if (wants("tupe") || wants("erpe")) {
+        double sum[2] = {0, 0}, sq[2] = {0, 0};
+        size_t n[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            GPT g;
+            small_gpt(&g, k ? PE_ERPE : PE_TUPE, 8);
+            for (uint64_t seed = 1; seed <= 8; seed++) {  // 8 x 128 TUPE draws: the std within 5% (2 s.e.)
+                gpt_init(&g, seed);
+                for (size_t j = 0; j < g.shapes[P_ATTN_BIAS].numel; j++, n[k]++)
+                    sum[k] += g.params[P_ATTN_BIAS][j], sq[k] += (double)g.params[P_ATTN_BIAS][j] * g.params[P_ATTN_BIAS][j];
+            }
+            gpt_free(&g);
+        }
+        double mean = sum[0] / n[0], sd = sqrt(sq[0] / n[0] - mean * mean);
+        check(n[0] == 8 * 128 && fabs(sd - 0.02) < 0.001 && fabs(mean) < 0.0015 && sq[1] == 0,
+              "--pe tupe's relative-bias table starts N(0, 0.02) as its code's BERT init; eRPE's at 0",
+              "TUPE over %zu draws: mean %.5f, std %.5f; eRPE's sum of squares %g", n[0], mean, sd, sq[1]);
+    }
+    if (wants("fire")) {
+        GPT g;
+        small_gpt(&g, PE_FIRE, 128);
+        gpt_init(&g, 1);
+        BiasFn f;
+        memset(&f, 0, sizeof(f));
+        f.w[BP_FIRE_C] = g.params[P_FIRE_C];
+        f.w[BP_FIRE_L_MULT] = g.params[P_FIRE_L_MULT];
+        float D, x = fire_input(&f, 100.0f, 50.0f, &D), want = (float)(log(6.0) / log(52.2));
+        check(g.params[P_FIRE_L_MULT][0] == 1.0f && g.params[P_FIRE_L_MULT][1] == 1.0f && fabsf(x - want) < 1e-6f * want,
+              "--pe fire: L = m * 512 from m = 1 at a window of 128 (the port's init_L): query 100, distance 50 at "
+              "ln 6 / ln 52.2", "m %g %g, x %.7f against %.7f", g.params[P_FIRE_L_MULT][0], g.params[P_FIRE_L_MULT][1], x,
+              want);
+        gpt_free(&g);
     }
 }
 
@@ -3695,6 +3748,7 @@ int main(int argc, char **argv) {
     if (wants("checkpoints sinusoidal tape")) test_embed_scale();
     if (wants("checkpoints tupe")) test_tupe_old_checkpoint();
     if (wants("checkpoints kerple kerple-power fire")) test_bias_old_checkpoints();
+    test_bias_inits();  // each part by its encoding
     if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

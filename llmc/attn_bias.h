@@ -150,15 +150,17 @@ AB_HOST_DEVICE static inline void kerple_power_grad(const BiasFn *f, int h, floa
 // FIRE (Li et al. 2023): b_h(i, j) = f_h(x), x = psi(i - j) / psi(max(L, i)), psi(u) = ln(c u + 1),
 // i the query's position, f = w2 relu(w1 x + b1) an MLP with FIRE_HIDDEN units and an output
 // per head (no output bias: a constant per head moves no softmax), c and the threshold L per
-// layer. L = m L0, a learned multiplier m of a fixed length L0, the training window (rs.window),
-// as FIRE's PyTorch code learns it (|m| * 512 there): Adam then moves L by about lr L0 a step.
-// c and m are kept at or above FIRE_EPS. The MLP starts as nn.Linear's default,
-// U(-1/sqrt(fan in), 1/sqrt(fan in)); c at 0.1, m at 1. x lies in [0, 1] at every length (j <= i).
+// layer. L = m L0, a learned multiplier m of the fixed length L0 = FIRE_LENGTH, as FIRE's
+// PyTorch port learns it (|m| * init_L, init_L = 512, whatever the window): Adam then moves L
+// by about lr L0 a step. c and m are kept at or above FIRE_EPS. The MLP starts as nn.Linear's
+// default, U(-1/sqrt(fan in), 1/sqrt(fan in)); c at 0.1, m at 1. x lies in [0, 1] at every
+// length (j <= i).
 #define FIRE_HIDDEN 32
 #define FIRE_W2_INIT 0.17677669529663688f  // 1 / sqrt(FIRE_HIDDEN)
 #define FIRE_EPS 1e-2f
+#define FIRE_LENGTH 512.0f  // L0
 // the threshold L = m L0 (one fp32 product)
-AB_HOST_DEVICE static inline float fire_threshold(const BiasFn *f) { return f->w[BP_FIRE_L_MULT][0] * (float)f->rs.window; }
+AB_HOST_DEVICE static inline float fire_threshold(const BiasFn *f) { return f->w[BP_FIRE_L_MULT][0] * FIRE_LENGTH; }
 // the MLP's input x at a query position and distance, with D = psi(max(L, i)) into *D
 AB_HOST_DEVICE static inline float fire_input(const BiasFn *f, float qpos, float dist, float *D) {
     float c = f->w[BP_FIRE_C][0], thresh = fire_threshold(f), m = thresh > qpos ? thresh : qpos;
@@ -189,7 +191,7 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
         dx += dz * w1[j];
     }
     g[BP_FIRE_C][0] += dx * (dist / (c * dist + 1.0f) - x * n / (c * n + 1.0f)) / D;
-    if (thresh > qpos) g[BP_FIRE_L_MULT][0] += dx * (-x * c * (float)f->rs.window / ((c * n + 1.0f) * D));
+    if (thresh > qpos) g[BP_FIRE_L_MULT][0] += dx * (-x * c * FIRE_LENGTH / ((c * n + 1.0f) * D));
 }
 
 // The encodings of this kind, one row each: PE_*, its term and gradient, whether the term

@@ -414,9 +414,9 @@ static inline float run_position_reach(const Config *c) {
     return fmaxf(reach, (float)((int)strlen(c->prompt) + c->generate - 1));
 }
 
-// the learned relative encodings' buckets from the flags, and FIRE's fixed length
+// the learned relative encodings' buckets from the flags
 static inline RelShape rel_shape_of(const Config *c) {
-    RelShape rs = {rel_clip_of(c), c->t5_buckets, c->t5_max_distance, c->T};
+    RelShape rs = {rel_clip_of(c), c->t5_buckets, c->t5_max_distance};
     return rs;
 }
 
@@ -759,7 +759,7 @@ static inline const char *ck_range(double lo, double hi) {
     X("meta.state data_sample", h->state[4], v <= INT32_MAX, "below 2^31", 0)                                                \
     X("meta.embed_scale", h->embed_scale, v == 1 || v == sqrtf((float)h->ci[CKI_C]),                                         \
       ck_text("1 or sqrt(C) = %.9g", sqrtf((float)h->ci[CKI_C])), 0)                                                      \
-    X("meta.pose_scaling", h->pose_scaling, v >= 0 && v < SCALE_N, ck_range(0, SCALE_N - 1), v >= SCALE_N)
+    X("meta.pose_scaling", h->pose_scaling, v >= 0 && v < (int)SCALE_N, ck_range(0, SCALE_N - 1), v >= (int)SCALE_N)
 
 // A value as a message shows it: an integer whole, anything else to float precision
 static inline const char *ck_value(double v) {

@@ -164,7 +164,6 @@ typedef struct {
     int clip;        // eRPE, Shaw: distances from this one on share one bias or key (--rel_clip)
     int t5_buckets;  // T5: buckets per head (--t5_buckets)
     int t5_max;      // T5: the distance its log-spaced buckets reach (--t5_max_distance)
-    int window;      // FIRE: the fixed length L0 its threshold is a multiple of (the training window)
 } RelShape;
 
 typedef struct {
@@ -195,8 +194,9 @@ typedef struct {
     float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset; ALiBi: distances times alpha[l]
     float offset;
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
-    float mscale;                   // attention factor on cos and sin: YaRN's (--scaling yarn, revised-yarn,
-                                    //   and every pass, training too, of --pose_scaling yarn), else 1
+    float mscale;                   // attention factor on cos and sin: 1, or YaRN's 0.1 ln s + 1 under
+                                    //   --scaling yarn, revised-yarn and, in training too, --pose_scaling
+                                    //   yarn (1.208 at s = 8)
     int pe;                         // PE_*: what the kernels do with the positions
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe has PEF_SLOPES
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL:
