@@ -204,7 +204,7 @@ static void fire_kinks_between(GPT *g, const PosStep *ps) {
     float *x = (float *)xmalloc((size_t)T * T * sizeof(float)), D;
     BiasPass bp = attn_bias_pass(ps, g->cfg.L, g->cfg.NH, T);
     for (int l = 0; l < g->cfg.L; l++) {
-        g->params[P_FIRE_THRESH][l] = ps->alpha[l] * (T / 2 + 0.5f);
+        g->params[P_FIRE_L_MULT][l] = ps->alpha[l] * (T / 2 + 0.5f) / FIRE_LENGTH;  // L = m L0
         BiasFn f = bias_fn_layer(&bp, l, &g->cfg, g->shapes, (const float *const *)g->params, NULL);
         n = 0;
         for (int t = 0; t < T; t++)
@@ -251,6 +251,8 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
     for (int i = 0; i < NP; i++)
         if (PARAM_DECAY[i])
             for (size_t j = 0; j < g.shapes[i].numel; j++) g.params[i][j] *= 10.0f;  // larger signal
+    for (size_t j = 0; j < g.shapes[P_ATTN_BIAS].numel; j++)  // a table away from zero (eRPE's and T5's start there)
+        g.params[P_ATTN_BIAS][j] = 1.0f + 0.3f * rng_normal(&r);
     if (pe == PE_TUPE) {  // an untied term of order 1 (about 0.05 after the line above), as in the PyTorch file
         int boost[3] = {P_WPE, P_TUPE_UQ, P_TUPE_UK};
         for (int k = 0; k < 3; k++)
@@ -310,6 +312,16 @@ static void test_finite_differences(int arch, int pe, int qk_norm, int positions
     gpt_free(&g);
 }
 
+// A small model of encoding pe at window T (C 16, 2 layers, 4 heads, 2 KV heads), allocated
+// for training and not initialized
+static void small_gpt(GPT *g, int pe, int T) {
+    Config c;
+    config_defaults(&c);
+    c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = T; c.B = 2; c.pe = pe;
+    round_vocab(&c);
+    gpt_alloc(g, &c, 1);
+}
+
 // The bounds of a tensor (PARAM_TABLE's [lo, hi] columns) on every encoding with a bounded
 // tensor: the init leaves no entry outside them, and one AdamW step moves every entry below
 // lo (set there by hand, no gradient) to lo and every entry above hi to hi, and leaves the
@@ -320,12 +332,8 @@ static void test_bounds(void) {
         int bounded = 0, n_lo = 0, n_hi = 0;
         for (int k = 0; k < BP_N; k++) bounded |= (pe_bias_tensors(pe) >> k & 1) && param_bounded(P_BIAS0 + k);
         if (!bounded || !wants(PE_NAMES[pe])) continue;
-        Config c;
-        config_defaults(&c);
-        c.V = 50; c.C = 16; c.L = 2; c.NH = 4; c.NKV = 2; c.F = 24; c.T = 8; c.B = 2; c.pe = pe;
-        round_vocab(&c);
         GPT g;
-        gpt_alloc(&g, &c, 1);
+        small_gpt(&g, pe, 8);
         int init_ok = 1, moved_ok = 1, kept_ok = 1;
         for (uint64_t seed = 1; seed <= 50; seed++) {  // U(0, 2)-like draws reach below a floor of 0.01
             gpt_init(&g, seed);
@@ -573,6 +581,25 @@ static void test_pose_scaling(const PosConfig *base) {
                  "--scale_factor L_t / T", POSE_SCALING_NAMES[m], SCALE_NAMES[POSE_SCALING_METHOD[m]]);
         check(ok && scaled, label, "mscale %g / %g", st.mscale, want.mscale);
     }
+    // --pose_scaling yarn is PoSE's revised YaRN (its modeling file's revised_yarn): at the tiny
+    // model (hd 32, B 1e4, w 128) and s = 8 the ramp is j / 6 (low 0, high 6), theta'_j = theta_j /
+    // (8 r_j + 1 - r_j) = theta_j / (1 + 7 j / 6): pair 3 at theta_3 / 4.5 (YaRN's own blend: 0.5625
+    // theta_3), pairs from 6 on at theta_j / 8, pair 0 at theta_0; YaRN's factor 0.1 ln 8 + 1
+    pc.head_dim = 32;
+    pc.rope_base = 10000.0f;
+    pc.seq_len = 128;
+    pc.pose_target = 1024;
+    pc.pose_scaling = 3;
+    PosStep ry = pos_standard(&pc);
+    double worst = 0;
+    for (int j = 0; j < 16; j++) {
+        double theta = pow(10000.0, -2.0 * j / 32), r = j < 6 ? j / 6.0 : 1.0;
+        worst = fmax(worst, fabs(ry.inv_freq[j] - theta / (8 * r + 1 - r)) / (theta / (8 * r + 1 - r)));
+    }
+    double pair3 = ry.inv_freq[3] / pow(10000.0, -6.0 / 32);
+    check(worst < 1e-6 && fabs(pair3 - 1 / 4.5) < 1e-6 && ry.mscale == (float)(0.1 * log(8.0) + 1.0),
+          "--pose_scaling yarn is PoSE's revised YaRN: theta_j / (r_j s + 1 - r_j), pair 3 at theta / 4.5 (hd 32, w 128, s 8)",
+          "worst rel err %.2e, pair 3 at %.4f theta", worst, pair3);
 }
 
 // T5's buckets, worked by hand from its formula (16 exact, then 16 + floor(ln(n/16) / ln 8 * 16)):
@@ -1912,24 +1939,23 @@ static void test_checkpoint_models(void) {
 // evaluation-time scaling test_scaling and dev/test_hf.py check against Hugging Face), and not
 // as they do without it; the checkpoint keeps the flag; an added --scaling is refused.
 static void test_pose_scaling_runs(void) {
-    const char *evals[POSE_SCALING_N] = {"", "pi", "ntk", "yarn"};
     char flags[512], cmd[2048], out[8192], a[512], b[512], c0[512];
     snprintf(flags, sizeof(flags), "--n_embd 32 --n_layer 2 --seq_len 32 --batch_size 2 --total_batch 4 --eval_len 128 "
              "--eval_n 2 --indist_start 8 --threads %d", THREADS > 1 ? THREADS : 2);
     for (int m = 1; m < POSE_SCALING_N; m++) {
-        const char *name = POSE_SCALING_NAMES[m];
+        const char *name = POSE_SCALING_NAMES[m], *eval = SCALE_NAMES[POSE_SCALING_METHOD[m]];
         snprintf(cmd, sizeof(cmd), "%s --pos pose --pose_target 256 --pose_scaling %s --steps 3 --warmup 1 %s --out_dir %s/pose_%s",
                  TRAINER, name, flags, TMP, name);
         int r1 = run_cmd(cmd, out, sizeof(out));
         int shown = strstr(out, "x8, train and evaluation") != NULL;
         snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 --scaling %s --scale_factor 8 %s "
-                 "--out_dir %s/pose_%s_as_scaling", TRAINER, TMP, name, evals[m], flags, TMP, name);
+                 "--out_dir %s/pose_%s_as_scaling", TRAINER, TMP, name, eval, flags, TMP, name);
         int r2 = run_cmd(cmd, out, sizeof(out));
         snprintf(cmd, sizeof(cmd), "%s --init_from %s/pose_%s/checkpoint.bin --steps 0 %s --out_dir %s/pose_%s_unscaled",
                  TRAINER, TMP, name, flags, TMP, name);
         int r3 = run_cmd(cmd, out, sizeof(out));
         snprintf(a, sizeof(a), "%s/pose_%s/eval_L128.csv", TMP, name);
-        snprintf(b, sizeof(b), "%s/pose_%s_as_scaling/eval_L128_%s.csv", TMP, name, evals[m]);
+        snprintf(b, sizeof(b), "%s/pose_%s_as_scaling/eval_L128_%s.csv", TMP, name, eval);
         snprintf(c0, sizeof(c0), "%s/pose_%s_unscaled/eval_L128.csv", TMP, name);
         snprintf(cmd, sizeof(cmd), "%s/pose_%s/eval_L128.json", TMP, name);
         char json[4096] = "", want[64];
@@ -1941,7 +1967,7 @@ static void test_pose_scaling_runs(void) {
         snprintf(want, sizeof(want), "\"pose_scaling\": \"%s\"", name);
         char label[160];
         snprintf(label, sizeof(label), "--pose_scaling %s: its evaluation equals its weights under --scaling %s "
-                 "--scale_factor 8, not unscaled; recorded in the JSON", name, evals[m]);
+                 "--scale_factor 8, not unscaled; recorded in the JSON", name, eval);
         check(r1 == 0 && r2 == 0 && r3 == 0 && shown && files_equal(a, b) && !files_equal(a, c0) && strstr(json, want),
               label, "exit %d %d %d, header %d, equal %d, unscaled differs %d", r1, r2, r3, shown, files_equal(a, b),
               !files_equal(a, c0));
@@ -1952,6 +1978,32 @@ static void test_pose_scaling_runs(void) {
     snprintf(a, sizeof(a), "%s/pose_yarn/refused.json", TMP);
     check(r4 != 0 && strstr(out, "--pose_scaling yarn") && strstr(out, "without --scaling") && access(a, F_OK) != 0,
           "--eval_only --scaling on a --pose_scaling checkpoint is refused, naming both flags", "exit %d: %.300s", r4, out);
+    // a checkpoint from before meta.pose_scaling: its --pose_scaling yarn was YaRN's own blend, refused for
+    // evaluation and --resume; its linear is today's and evaluates as before
+    int refused = 0, r5 = -1;
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof(a), "%s/pose_yarn/checkpoint.bin", TMP);
+        snprintf(b, sizeof(b), "%s/pose_yarn_old.bin", TMP);
+        copy_without(a, b, "meta.pose_scaling");
+        snprintf(cmd, sizeof(cmd), i ? "%s --resume %s --steps 4 %s --out_dir %s/pose_yarn_old_run"
+                                     : "%s --eval_only --resume %s %s --eval_tag old --out_dir %s/pose_yarn_old_run",
+                 TRAINER, b, flags, TMP);
+        int r = run_cmd(cmd, out, sizeof(out));
+        snprintf(c0, sizeof(c0), "%s/pose_yarn_old_run", TMP);
+        refused += r == 1 && strstr(out, "as --scaling yarn (before --pose_scaling yarn became PoSE's revised YaRN)") &&
+                   access(c0, F_OK) != 0;
+    }
+    snprintf(a, sizeof(a), "%s/pose_linear/checkpoint.bin", TMP);
+    snprintf(b, sizeof(b), "%s/pose_linear_old.bin", TMP);
+    copy_without(a, b, "meta.pose_scaling");
+    snprintf(cmd, sizeof(cmd), "%s --eval_only --resume %s %s --eval_tag old --out_dir %s/pose_linear_old_run", TRAINER, b,
+             flags, TMP);
+    r5 = run_cmd(cmd, out, sizeof(out));
+    snprintf(a, sizeof(a), "%s/pose_linear/eval_L128.csv", TMP);
+    snprintf(c0, sizeof(c0), "%s/pose_linear_old_run/old.csv", TMP);
+    check(refused == 2 && r5 == 0 && files_equal(a, c0),
+          "a --pose_scaling yarn checkpoint made before PoSE's revised YaRN (no meta.pose_scaling) is refused, naming the "
+          "change (--eval_only, --resume); an old linear one evaluates as before", "%d of 2 refused, linear exit %d", refused, r5);
 }
 
 // --arch gru through the trainer: bit-exact resume, the same losses on 1 and 2 threads, an
@@ -3050,6 +3102,119 @@ static void test_tupe_old_checkpoint(void) {
           "exit %d, %d of 3 refused", r0, refused);
 }
 
+// A copy of checkpoint src in an earlier form of one learned bias: tensor <group>.<name> of each
+// group (the weights, both moments) renamed <group>.<as>, at `shape` (ndim 0: its own; the rows
+// added are zeros: the loader refuses the form by name and shape before it reads a value).
+static void copy_old_bias_form(const char *src, const char *dst, const char *name, const char *as, int ndim, const int *shape) {
+    const char *groups[3] = {"param", "adam_m", "adam_v"};
+    char from[TF_MAX_NAME], to[TF_MAX_NAME];
+    for (int g = 0; g < 3; g++) {
+        snprintf(from, sizeof(from), "%s.%s", groups[g], name);
+        snprintf(to, sizeof(to), "%s.%s", groups[g], as);
+        TensorEdit ed = {from, to, 0, ndim, shape, 0, 0.0f, 0};
+        rewrite_with(g ? dst : src, dst, ed);
+    }
+}
+
+// A trainer's checkpoint holds each learned bias in its form (KERPLE's r1, r2 (1, NH), one set
+// for the 2 layers of SMALL_FLAGS' model; FIRE's multiplier (L)), and a checkpoint of an
+// earlier form is refused by the name of its tensor, for --resume, evaluation and --init_from
+// (into the same encoding or another) alike, with no run folder made: KERPLE's r1, r2 one set
+// per layer (before they were shared by the layers), FIRE's threshold learned as L itself
+// (fire_thresh, before fire_l_mult).
+static void test_bias_old_checkpoints(void) {
+    static const int per_layer[2] = {2, 4};  // (L, NH): one set per layer
+    struct { const char *pe, *tensor, *as, *said; int rows, cols, old_ndim; } cases[] = {
+        {"kerple", "kerple_r1", "kerple_r1", "with one kerple_r1 per layer (2 of them)", 1, 4, 2},
+        {"kerple-power", "kerple_pow_r2", "kerple_pow_r2", "with one kerple_pow_r2 per layer (2 of them)", 1, 4, 2},
+        {"fire", "fire_l_mult", "fire_thresh", "it has no fire_l_mult", 2, 0, 0},
+    };
+    char cmd[4096], out[16384], dir[512], ck[600], old[600];
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        if (!wants(cases[k].pe) && !wants("checkpoints")) continue;
+        snprintf(dir, sizeof(dir), "%s/bias_old_%s", TMP, cases[k].pe);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s && %s --steps 2 --eval_len 0 --val_every 0 --pe %s --out_dir %s/new",
+                 dir, dir, SMALL, cases[k].pe, dir);
+        int r0 = run_cmd(cmd, out, sizeof(out));
+        snprintf(ck, sizeof(ck), "%s/new/checkpoint.bin", dir);
+        snprintf(old, sizeof(old), "%s/old.bin", dir);
+        if (r0 == 0) copy_old_bias_form(ck, old, cases[k].tensor, cases[k].as, cases[k].old_ndim, per_layer);
+        int shaped = 0, want_dims = cases[k].cols ? 2 : 1;
+        if (r0 == 0) {
+            TensorFile tf;
+            tf_load(&tf, ck, TF_KIND_CHECKPOINT);
+            char name[TF_MAX_NAME];
+            for (int g = 0; g < 3; g++) {  // the weights and both moments
+                const char *pre[3] = {"param", "adam_m", "adam_v"};
+                snprintf(name, sizeof(name), "%s.%s", pre[g], cases[k].tensor);
+                const TensorEntry *e = tf_find(&tf, name);
+                shaped += e && e->ndim == want_dims && e->shape[0] == cases[k].rows && (want_dims == 1 || e->shape[1] == cases[k].cols);
+            }
+            tf_free(&tf);
+        }
+        char slabel[160];
+        snprintf(slabel, sizeof(slabel), "--pe %s: the trainer's checkpoint holds %s as (%d%s%.0d)", cases[k].pe,
+                 cases[k].tensor, cases[k].rows, cases[k].cols ? ", " : "", cases[k].cols);
+        check(shaped == 3, slabel, "%d of 3 (param, adam_m, adam_v) of that shape", shaped);
+        const char *how[4] = {"--resume %s --steps 3", "--resume %s --eval_only --eval_len 64 --eval_n 1 --indist_start 8",
+                              "--init_from %s --pe %s --steps 3 --eval_len 0", "--init_from %s --pe alibi --steps 3 --eval_len 0"};
+        int refused = 0;
+        for (int i = 0; i < 4; i++) {
+            char flags[800], run[600];
+            snprintf(flags, sizeof(flags), how[i], old, cases[k].pe);
+            snprintf(run, sizeof(run), "%s/run%d", dir, i);
+            snprintf(cmd, sizeof(cmd), "%s %s --threads %d --out_dir %s", TRAINER, flags, THREADS, run);
+            int r = run_cmd(cmd, out, sizeof(out));
+            refused += r == 1 && strstr(out, cases[k].said) && strstr(out, "train it again") && access(run, F_OK) != 0;
+        }
+        char label[200];
+        snprintf(label, sizeof(label), "--pe %s: a checkpoint with %s of the earlier form is refused by name (--resume, "
+                 "--eval_only, --init_from into it and into ALiBi), no folder made", cases[k].pe, cases[k].as);
+        check(r0 == 0 && refused == 4, label, "exit %d, %d of 4 refused: %.300s", r0, refused, out);
+    }
+}
+
+// The learned biases' starts as their released code (FIRE: its PyTorch port) has them: TUPE's
+// relative-bias table drawn N(0, 0.02), as BERT's init draws every embedding (eRPE's table
+// stays 0); FIRE's threshold m L0 at m = 1 and L0 = 512 whatever the window, so a query at
+// position 100 of a window of 128 normalizes the distance 50 by psi(512): x = ln(0.1 * 50 + 1) /
+// ln(0.1 * 512 + 1) = ln 6 / ln 52.2 (with L at the window it would be ln 6 / ln 13.8).
+static void test_bias_inits(void) {
+    if (wants("tupe") || wants("erpe")) {
+        double sum[2] = {0, 0}, sq[2] = {0, 0};
+        size_t n[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            GPT g;
+            small_gpt(&g, k ? PE_ERPE : PE_TUPE, 8);
+            for (uint64_t seed = 1; seed <= 8; seed++) {  // 8 x 128 TUPE draws: the std within 5% (2 s.e.)
+                gpt_init(&g, seed);
+                for (size_t j = 0; j < g.shapes[P_ATTN_BIAS].numel; j++, n[k]++)
+                    sum[k] += g.params[P_ATTN_BIAS][j], sq[k] += (double)g.params[P_ATTN_BIAS][j] * g.params[P_ATTN_BIAS][j];
+            }
+            gpt_free(&g);
+        }
+        double mean = sum[0] / n[0], sd = sqrt(sq[0] / n[0] - mean * mean);
+        check(n[0] == 8 * 128 && fabs(sd - 0.02) < 0.001 && fabs(mean) < 0.0015 && sq[1] == 0,
+              "--pe tupe's relative-bias table starts N(0, 0.02) as its code's BERT init; eRPE's at 0",
+              "TUPE over %zu draws: mean %.5f, std %.5f; eRPE's sum of squares %g", n[0], mean, sd, sq[1]);
+    }
+    if (wants("fire")) {
+        GPT g;
+        small_gpt(&g, PE_FIRE, 128);
+        gpt_init(&g, 1);
+        BiasFn f;
+        memset(&f, 0, sizeof(f));
+        f.w[BP_FIRE_C] = g.params[P_FIRE_C];
+        f.w[BP_FIRE_L_MULT] = g.params[P_FIRE_L_MULT];
+        float D, x = fire_input(&f, 100.0f, 50.0f, &D), want = (float)(log(6.0) / log(52.2));
+        check(g.params[P_FIRE_L_MULT][0] == 1.0f && g.params[P_FIRE_L_MULT][1] == 1.0f && fabsf(x - want) < 1e-6f * want,
+              "--pe fire: L = m * 512 from m = 1 at a window of 128 (the port's init_L): query 100, distance 50 at "
+              "ln 6 / ln 52.2", "m %g %g, x %.7f against %.7f", g.params[P_FIRE_L_MULT][0], g.params[P_FIRE_L_MULT][1], x,
+              want);
+        gpt_free(&g);
+    }
+}
+
 static void test_yarn_bounds(const char *ref_path) {
     TensorFile tf;
     tf_load(&tf, ref_path, TF_KIND_REFERENCE);
@@ -3640,6 +3805,8 @@ int main(int argc, char **argv) {
     if (wants("checkpoints")) test_checkpoint_adoption();
     if (wants("checkpoints sinusoidal tape")) test_embed_scale();
     if (wants("checkpoints tupe")) test_tupe_old_checkpoint();
+    if (wants("checkpoints kerple kerple-power fire")) test_bias_old_checkpoints();
+    test_bias_inits();  // each part by its encoding
     if (wants("scaling")) test_yarn_bounds("dev/scaling_reference.bin");
     test_gpu(ref);  // each case by its names
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

@@ -155,6 +155,7 @@ TABLES = {
             row("tape", "tAPE (sinusoidal, f x C/w)", ["--pe", "tape"]),
             row("alibi", "ALiBi", ["--pe", "alibi"]),
             row("kerple", "KERPLE (log variant)", ["--pe", "kerple"]),
+            row("kerple_power", "KERPLE (power variant)", ["--pe", "kerple-power"]),
             row("fire", "FIRE (an MLP of the normalized distance)", ["--pe", "fire"]),
             row("nope", "NoPE", ["--pe", "nope"]),
             row("posaug", "RoPE+PosAug [1/8, 8]", POSAUG),
@@ -189,7 +190,7 @@ TABLES = {
                     note="PoSE's regime: a short fine-tune of a trained model, skips with linear interpolation s = 8"),
                 row("pose_ft_yarn", "Baseline fine-tuned with PoSE 8w + YaRN (10%)",
                     ["--pos", "pose", "--pose_target", W(8), "--pose_scaling", "yarn"], init="rope",
-                    note="as above with YaRN (s = 8)"),
+                    note="as above with PoSE's revised YaRN (s = 8)"),
             ]),
     7: dict(title="Table 7. Lower-bound isolation (10.6M, ablation family, eval at 8K)",
             eval_w=4, gain_w=4, rows=[

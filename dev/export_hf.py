@@ -18,8 +18,10 @@ parameters: pi -> linear, dynamic-ntk -> dynamic, ntk-by-parts -> yarn with
 attention_factor 1, yarn -> yarn (attention_factor 0.1 ln s + 1, or sqrt(1 + 0.1 ln s)
 with --yarn_temperature paper), ntk -> rope_theta B * s^(hd/(hd-2)). The window HF's
 scalings start from is max_position_embeddings, our training window T. A model trained
-with --pos pose --pose_scaling linear, ntk or yarn is exported with that scaling (pi, ntk,
-yarn) and s = --pose_target / T, as the trainer evaluates it; --scaling is refused there.
+with --pos pose --pose_scaling linear or ntk is exported with that scaling (pi, ntk) and
+s = --pose_target / T, as the trainer evaluates it; --scaling is refused there. --pose_scaling
+yarn (PoSE's revised YaRN, theta / (r s + 1 - r)) is refused: HF's yarn is YaRN's own blend
+(theta / s r + theta (1 - r)), another model.
 
 A token embedding scaled by s (meta.embed_scale: sqrt(C), a model trained with the
 sinusoids and continued with --pe rope) is folded into the weights, embed_tokens x s and
@@ -143,24 +145,26 @@ def check_exportable(ci):
 
 
 # --pose_scaling's interpolations as the evaluation-time scalings they equal (llmc/schedule.h)
-POSE_SCALINGS = {"linear": "pi", "ntk": "ntk", "yarn": "yarn"}
+POSE_SCALINGS = {"linear": "pi", "ntk": "ntk"}
+NO_HF_POSE_SCALING = {"yarn": "PoSE's revised YaRN (theta_j / (r_j s + 1 - r_j)) has no Hugging Face rope type: HF's "
+                              "yarn is YaRN's own blend (theta_j / s r_j + theta_j (1 - r_j)), which differs on the "
+                              "ramp's frequencies; evaluate the model with the trainer"}
 
 
-def pose_scaling(flags, T, scaling, scale_factor, yarn=("hf", 32.0, 1.0)):
+def pose_scaling(flags, T, scaling, scale_factor):
     """(scaling, scale_factor) of the export: a model trained with --pose_scaling carries its
     interpolation, factor --pose_target / T (the trainer evaluates it so); another --scaling
     on top is refused, as the trainer refuses it."""
     ps = flags.get("--pose_scaling", "none")
     if ps == "none":
         return scaling, scale_factor
+    if ps in NO_HF_POSE_SCALING:
+        raise Refused(f"--pose_scaling {ps} cannot be exported: {NO_HF_POSE_SCALING[ps]}")
     if ps not in POSE_SCALINGS:
         raise Refused(f"--pose_scaling {ps} is not one this exporter knows (a checkpoint of a newer build?)")
     if scaling != "none":
         raise Refused(f"--scaling {scaling}: the checkpoint was trained with --pose_scaling {ps}, which its export "
                       "carries already (factor --pose_target / --seq_len); export it without --scaling")
-    if ps == "yarn" and tuple(yarn) != ("hf", 32.0, 1.0):
-        raise Refused("--yarn_temperature and --yarn_beta_*: the checkpoint was trained with --pose_scaling yarn at "
-                      "YaRN's defaults (hf, 32, 1), which its export carries; export it without them")
     target = int(flags.get("--pose_target", "0")) or 8 * T
     return POSE_SCALINGS[ps], target / T
 
@@ -212,8 +216,7 @@ def export(ckpt, out_dir, scaling="none", scale_factor=None, yarn_temperature="h
     folded = fold_embed_scale(ckpt, C, params)
     if not (math.isfinite(yarn_beta_fast) and yarn_beta_fast > yarn_beta_slow > 0):
         raise Refused(f"need --yarn_beta_fast > --yarn_beta_slow > 0, got {yarn_beta_fast:g} and {yarn_beta_slow:g}")
-    scaling, scale_factor = pose_scaling(hl.checkpoint_flags(ckpt), T, scaling, scale_factor,
-                                         (yarn_temperature, yarn_beta_fast, yarn_beta_slow))
+    scaling, scale_factor = pose_scaling(hl.checkpoint_flags(ckpt), T, scaling, scale_factor)
     if scaling != "none" and not (scale_factor and 1 <= scale_factor < math.inf):
         raise Refused(f"--scaling {scaling} needs --scale_factor s >= 1, finite (our evaluation's default is L_eval / T)")
     if tokenizer_json:

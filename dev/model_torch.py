@@ -35,15 +35,15 @@ and after them, only when present (EXTRA_NAMES):
     tupe_ln_b  (C)              pos_kind "tupe": its bias
     tupe_bq    (NH*hd)          pos_kind "tupe": U^Q's bias (U^K's would add a constant per
                                 query row, which the softmax ignores: none)
-    kerple_r1  (L, NH)          pos_kind "kerple"
-    kerple_r2  (L, NH)          pos_kind "kerple"
+    kerple_r1  (1, NH)          pos_kind "kerple": one set for every layer
+    kerple_r2  (1, NH)          pos_kind "kerple"
     fire_w1    (L, 32)          pos_kind "fire" (FIRE_HIDDEN = 32)
     fire_b1    (L, 32)          pos_kind "fire"
     fire_w2    (L, NH, 32)      pos_kind "fire"
     fire_c     (L)              pos_kind "fire"
-    fire_thresh (L)             pos_kind "fire"
-    kerple_pow_r1 (L, NH)       pos_kind "kerple-power"
-    kerple_pow_r2 (L, NH)       pos_kind "kerple-power"
+    fire_l_mult (L)             pos_kind "fire": the threshold's multiplier m, L = m * FIRE_LENGTH
+    kerple_pow_r1 (1, NH)       pos_kind "kerple-power": one set for every layer
+    kerple_pow_r2 (1, NH)       pos_kind "kerple-power"
     q_norm     (L, NH*hd)       qk_norm
     k_norm     (L, NKV*hd)      qk_norm
 
@@ -90,24 +90,26 @@ PE_TABLE order; the integer is the `pos_kind` tensor of the reference files):
                shared by the layers, as TUPE's released code; integer positions (alpha is
                ignored, as for "learned").
     11 "kerple" KERPLE's log variant (Chi et al. 2022): no rotation; the scaled logit of query
-               i and key j <= i gets -kerple_r1[l, h] * ln(1 + kerple_r2[l, h] * alpha_l (i - j)),
-               r1, r2 (L, NH) learned and held at or above 0.01 after every step (BOUNDS, as
-               KERPLE's code clamps them; no weight decay), the distance in float32 as the C
-               code forms it.
+               i and key j <= i gets -kerple_r1[0, h] * ln(1 + kerple_r2[0, h] * alpha_l (i - j)),
+               r1, r2 (1, NH) learned, one set shared by the layers as KERPLE's code shares its
+               module, and held at or above 0.01 after every step (BOUNDS, as KERPLE's code
+               clamps them; no weight decay), the distance in float32 as the C code forms it.
     12 "fire"  FIRE (Li et al. 2023): no rotation; the scaled logit of query i and key j <= i
                gets f_h(x), x = psi(alpha_l (i - j)) / psi(max(L_l, alpha_l i)), psi(u) =
                ln(c_l u + 1), f = fire_w2[l] relu(fire_w1[l] x + fire_b1[l]) (32 units, an output
-               per head, no output bias), c = fire_c, L = fire_thresh held at or above 0.01 (BOUNDS);
-               the distance and the query's position in float32 as the C code forms them.
+               per head, no output bias), c = fire_c, L = fire_l_mult * FIRE_LENGTH (512, as FIRE's
+               PyTorch port learns L: a multiplier of a fixed length), c and the multiplier held at
+               or above 0.01 (BOUNDS); the distance and the query's position in float32 as the C
+               code forms them.
     13 "xpos"  xPos (Sun et al. 2023, torchscale's XPOS): the RoPE rotation above, with each
                pair j of a query at position n scaled by zeta_j^(n' / 512) and of a key at m by
                zeta_j^(-m' / 512), zeta_j = (2j + 0.4 hd) / (1.4 hd), n', m' the positions
                centred on the sequence's middle as torchscale centres them (xpos_scales); no
                parameters.
     14 "kerple-power" KERPLE's power variant: the scaled logit of query i and key j <= i gets
-               -kerple_pow_r1[l, h] * (alpha_l (i - j))^kerple_pow_r2[l, h], r1 >= 0.01 and
-               r2 in [0.01, 2] held after every step (BOUNDS, as KERPLE's code clamps them;
-               r1 drawn U(0, 1), r2 U(0, 2)); no weight decay.
+               -kerple_pow_r1[0, h] * (alpha_l (i - j))^kerple_pow_r2[0, h] (one set shared by the
+               layers), r1 >= 0.01 and r2 in [0.01, 2] held after every step (BOUNDS, as KERPLE's
+               code clamps them; r1 drawn U(0, 1), r2 U(0, 2)); no weight decay.
 
 QK-norm (`qk_norm=True`, composes with any kind): in every layer, right after the
 projections (before RoPE and the split into heads), q = RMSNorm(wq n1) * q_norm[l]
@@ -169,6 +171,7 @@ class Config:
 T5_BUCKETS, T5_MAX_DISTANCE = 32, 128
 TPE_HIDDEN = 32
 FIRE_HIDDEN = 32
+FIRE_LENGTH = 512.0  # the fixed length FIRE's threshold is a multiple of (init_L of its PyTorch port)
 
 
 def t5_bucket(n, num_buckets=T5_BUCKETS, max_distance=T5_MAX_DISTANCE):
@@ -376,23 +379,23 @@ def tupe_tables(m, T, alphas, offset):
 
 
 def kerple_tables(m, T, alphas, offset):
-    """-r1 ln(1 + r2 dist) per layer and head"""
-    return {"bias": torch.stack([-m.kerple_r1[l][:, None, None]
-                                 * torch.log(1 + m.kerple_r2[l][:, None, None] * distances(T, a).to(m.wte.dtype))
-                                 for l, a in enumerate(alphas)])}
+    """-r1 ln(1 + r2 dist) per head, r1 and r2 shared by the layers"""
+    return {"bias": torch.stack([-m.kerple_r1[0][:, None, None]
+                                 * torch.log(1 + m.kerple_r2[0][:, None, None] * distances(T, a).to(m.wte.dtype))
+                                 for a in alphas])}
 
 
 def kerple_power_tables(m, T, alphas, offset):
-    """-r1 dist^r2 per layer and head (torch's pow takes d(0^r2)/dr2 as 0)"""
-    return {"bias": torch.stack([-m.kerple_pow_r1[l][:, None, None]
-                                 * distances(T, a).to(m.wte.dtype) ** m.kerple_pow_r2[l][:, None, None]
-                                 for l, a in enumerate(alphas)])}
+    """-r1 dist^r2 per head, r1 and r2 shared by the layers (torch's pow takes d(0^r2)/dr2 as 0)"""
+    return {"bias": torch.stack([-m.kerple_pow_r1[0][:, None, None]
+                                 * distances(T, a).to(m.wte.dtype) ** m.kerple_pow_r2[0][:, None, None]
+                                 for a in alphas])}
 
 
 def kerple_power_reference(m, gen):
-    """layer 0's powers at their ceiling 2 (the trainer's too: AdamW's steps push some above it, where the
-    bound holds them: a path that ignores it fails the file's final weights)"""
-    m.kerple_pow_r2[0].fill_(2.0)
+    """half the heads' powers at their ceiling 2 (the trainer's too: AdamW's steps push some above it, where
+    the bound holds them: a path that ignores it fails the file's final weights)"""
+    m.kerple_pow_r2[0, :m.cfg.NH // 2].fill_(2.0)
 
 
 def set_attn_bias(m, gen):
@@ -421,12 +424,13 @@ def tupe_reference(m, gen):
 
 
 def fire_reference(m, gen):
-    """L between positions: the alphas' query positions a * t never equal it"""
-    m.fire_thresh.fill_(m.cfg.T - 1.5)
+    """L = m * 512 between positions (T - 1.5, exact: 512 is a power of two): the alphas' query positions
+    a * t never equal it"""
+    m.fire_l_mult.fill_((m.cfg.T - 1.5) / FIRE_LENGTH)
 
 
 KERPLE_EPS = 0.01  # the least r1, r2 (KERPLE's code clamps to it)
-LAYERS_NH = lambda cfg, m: (cfg.L, cfg.NH)  # noqa: E731
+SHARED_NH = lambda cfg, m: (1, cfg.NH)  # noqa: E731  (one set for every layer)
 ENCODINGS = {
     "rope": Encoding(rope_tables),
     "nope": Encoding(lambda m, T, alphas, offset: {}),
@@ -449,7 +453,7 @@ ENCODINGS = {
                     decay=frozenset({"tpe_w2"}), reference=tpe_reference),
     "tupe": Encoding(tupe_tables,
                      (("wpe", lambda cfg, m: (cfg.T, cfg.C), normal(0.02)),
-                      ("attn_bias", lambda cfg, m: (1, cfg.NH, T5_BUCKETS), const(0.0)),  # one table for every layer
+                      ("attn_bias", lambda cfg, m: (1, cfg.NH, T5_BUCKETS), normal(0.02)),  # one table, BERT's init
                       ("tupe_uq", lambda cfg, m: (cfg.NH * cfg.hd, cfg.C), normal(0.02)),
                       ("tupe_uk", lambda cfg, m: (cfg.NH * cfg.hd, cfg.C), normal(0.02)),
                       ("tupe_ln_w", lambda cfg, m: (cfg.C,), const(1.0)),
@@ -457,19 +461,20 @@ ENCODINGS = {
                       ("tupe_bq", lambda cfg, m: (cfg.NH * cfg.hd,), const(0.0))),
                      decay=frozenset({"wpe", "tupe_uq", "tupe_uk"}), reference=tupe_reference),
     "kerple": Encoding(kerple_tables,
-                       (("kerple_r1", LAYERS_NH, uniform_to(2.0)), ("kerple_r2", LAYERS_NH, uniform_to(1.0))),
-                       bounds={"kerple_r1": (KERPLE_EPS, math.inf), "kerple_r2": (KERPLE_EPS, math.inf)}),
+                       (("kerple_r1", SHARED_NH, uniform_to(2.0)), ("kerple_r2", SHARED_NH, uniform_to(1.0))),
+                       bounds={"kerple_r1": (KERPLE_EPS, math.inf), "kerple_r2": (KERPLE_EPS, math.inf)},
+                       fd_step=1e-4),  # a shared r2 moves every layer's bias: at 1e-3 the stencil's O(h^4) reaches 1e-5
     "fire": Encoding(lambda m, T, alphas, offset: {"bias": torch.stack([m.fire_bias(l, T, a) for l, a in enumerate(alphas)])},
                      (("fire_w1", lambda cfg, m: (cfg.L, FIRE_HIDDEN), uniform_sym(1.0)),
                       ("fire_b1", lambda cfg, m: (cfg.L, FIRE_HIDDEN), uniform_sym(1.0)),
                       ("fire_w2", lambda cfg, m: (cfg.L, cfg.NH, FIRE_HIDDEN), uniform_sym(1.0 / math.sqrt(FIRE_HIDDEN))),
                       ("fire_c", lambda cfg, m: (cfg.L,), const_after_draw(0.1)),
-                      ("fire_thresh", lambda cfg, m: (cfg.L,), const_after_draw(lambda cfg: cfg.T))),
-                     bounds={"fire_c": (0.01, math.inf), "fire_thresh": (0.01, math.inf)},
+                      ("fire_l_mult", lambda cfg, m: (cfg.L,), const_after_draw(1.0))),
+                     bounds={"fire_c": (0.01, math.inf), "fire_l_mult": (0.01, math.inf)},
                      reference=fire_reference, fd_step=1e-4),  # its ReLU kinks: a step of 1e-3 crosses some
     "xpos": Encoding(xpos_tables),
     "kerple-power": Encoding(kerple_power_tables,
-                             (("kerple_pow_r1", LAYERS_NH, uniform_to(1.0)), ("kerple_pow_r2", LAYERS_NH, uniform_to(2.0))),
+                             (("kerple_pow_r1", SHARED_NH, uniform_to(1.0)), ("kerple_pow_r2", SHARED_NH, uniform_to(2.0))),
                              bounds={"kerple_pow_r1": (KERPLE_EPS, math.inf), "kerple_pow_r2": (KERPLE_EPS, 2.0)},
                              reference=kerple_power_reference),
 }
@@ -587,7 +592,7 @@ class LlamaRoPE(nn.Module):
         dt = self.wte.dtype
         dist = distances(T, alpha).to(dt)                                           # (T, T)
         qpos = (torch.tensor(alpha, dtype=torch.float32) * torch.arange(T, dtype=torch.float32)).to(dt)
-        c, thresh = self.fire_c[l], self.fire_thresh[l]
+        c, thresh = self.fire_c[l], self.fire_l_mult[l] * FIRE_LENGTH
         m = torch.where(thresh > qpos, thresh, qpos)  # max(L, i); its derivative goes to L only where L > i
         x = torch.log(c * dist + 1) / torch.log(c * m[:, None] + 1)
         hidden = torch.relu(x[..., None] * self.fire_w1[l] + self.fire_b1[l])      # (T, T, 32)

@@ -426,7 +426,8 @@ def export_refuses_scaling_without_factor():
 def export_carries_pose_scaling():
     """A --pos pose --pose_scaling model exports with its interpolation at s = --pose_target / T:
     the config equals the export of the same weights with that --scaling (whose losses
-    losses_match_transformers_* compare with transformers); --scaling on top is refused."""
+    losses_match_transformers_* compare with transformers); --scaling on top is refused, and so
+    is --pose_scaling yarn (PoSE's revised YaRN, which HF's yarn is not)."""
     for ps, sc in export_hf.POSE_SCALINGS.items():
         ck = small_checkpoint("pose_" + ps, "--steps", 2, "--pos", "pose", "--pose_target", 256, "--pose_scaling", ps)
         with open(os.path.join(export_hf_dir(ck, "pose_" + ps + "_hf"), "config.json")) as f:
@@ -438,8 +439,10 @@ def export_carries_pose_scaling():
         assert got == want and (got["rope_scaling"] or got["rope_theta"] != 10000.0), (ps, got["rope_scaling"])
         refused(lambda: export_hf.export(ck, folder("pose_refused"), scaling="pi", scale_factor=8.0),
                 "--pose_scaling " + ps, "without --scaling")
-    refused(lambda: export_hf.export(ck, folder("pose_refused_t"), yarn_temperature="paper"), "--pose_scaling yarn")
-    return "linear, ntk, yarn at s = 8: the configs of --scaling pi, ntk, yarn"
+    ck = small_checkpoint("pose_yarn", "--steps", 2, "--pos", "pose", "--pose_target", 256, "--pose_scaling", "yarn")
+    refused(lambda: export_hf.export(ck, folder("pose_refused_yarn")), "--pose_scaling yarn cannot be exported",
+            "revised YaRN")
+    return "linear, ntk at s = 8: the configs of --scaling pi, ntk; PoSE's revised YaRN refused"
 
 
 def scaled_embedding_checkpoint(name, C):

@@ -52,18 +52,20 @@ AB_HOST_DEVICE static inline int clip_bucket(float dist, int clip) { return dist
 // bias b_h(i, j) added to the logits. Their tensors, one row each in llmc/checkpoint.h's
 // PARAM_TABLE format (appended to it): name, ndim, shape in terms of the config c, the layer
 // count L and nb (the encoding's buckets, BIAS_FN_TABLE), the init (NORMAL std, UNIFORM lo
-// hi, CONST value), AdamW weight decay, and its bounds [lo, hi]: the values the init and
-// AdamW keep it in (a constraint; NO_LO, NO_HI for none). A tensor exists when the run's encoding reads it (the last
-// column of BIAS_FN_TABLE). Append rows: the init draws in table order.
+// hi, CONST value; attn_bias is N(0, 0.02) for TUPE, as its released code's BERT init draws
+// every embedding, zeros for eRPE and T5), AdamW weight decay, and its bounds [lo, hi]: the
+// values the init and AdamW keep it in (a constraint; NO_LO, NO_HI for none). A tensor exists
+// when the run's encoding reads it (the last column of BIAS_FN_TABLE). Append rows: the init
+// draws in table order.
 #define BIAS_PARAM_TABLE(X)                                                                                  \
-    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_CONST, 0.0f, 0.0f, 0, NO_LO, NO_HI)                          \
+    X(ATTN_BIAS, "attn_bias", 3, L, c->NH, nb, INIT_NORMAL, pe_is(c->pe, PEF_UNTIED) ? 0.02f : 0.0f, 0, 0, NO_LO, NO_HI) \
     X(KERPLE_R1, "kerple_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS, NO_HI)                        \
     X(KERPLE_R2, "kerple_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS, NO_HI)                        \
     X(FIRE_W1, "fire_w1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
     X(FIRE_B1, "fire_b1", 2, L, FIRE_HIDDEN, 0, INIT_UNIFORM, -1.0f, 1.0f, 0, NO_LO, NO_HI)                        \
     X(FIRE_W2, "fire_w2", 3, L, c->NH, FIRE_HIDDEN, INIT_UNIFORM, -FIRE_W2_INIT, FIRE_W2_INIT, 0, NO_LO, NO_HI)    \
     X(FIRE_C, "fire_c", 1, L, 0, 0, INIT_CONST, 0.1f, 0.0f, 0, FIRE_EPS, NO_HI)                                       \
-    X(FIRE_THRESH, "fire_thresh", 1, L, 0, 0, INIT_CONST, (float)c->T, 0.0f, 0, FIRE_EPS, NO_HI) \
+    X(FIRE_L_MULT, "fire_l_mult", 1, L, 0, 0, INIT_CONST, 1.0f, 0.0f, 0, FIRE_EPS, NO_HI)                             \
     X(KERPLE_POW_R1, "kerple_pow_r1", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 1.0f, 0, KERPLE_EPS, NO_HI)         \
     X(KERPLE_POW_R2, "kerple_pow_r2", 2, L, c->NH, 0, INIT_UNIFORM, 0.0f, 2.0f, 0, KERPLE_EPS, KERPLE_MAX_POWER)
 #define BP_ENUM(e, ...) BP_##e,
@@ -113,9 +115,9 @@ AB_HOST_DEVICE static inline void t5_grad(const BiasFn *f, int h, float qpos, fl
     g[BP_ATTN_BIAS][h * f->NB + t5_bucket_of(f, dist)] += dy;
 }
 
-// KERPLE, log variant (Chi et al. 2022): b_h = -r1_h ln(1 + r2_h dist), r1 and r2 per layer
-// and head, drawn U(0, 2) and U(0, 1) and kept at or above KERPLE_EPS (the paper's code draws
-// and clamps them so). d/dr1 = -ln(1 + r2 dist), d/dr2 = -r1 dist / (1 + r2 dist).
+// KERPLE, log variant (Chi et al. 2022): b_h = -r1_h ln(1 + r2_h dist), r1 and r2 per head,
+// one set for every layer (shared), drawn U(0, 2) and U(0, 1) and kept at or above KERPLE_EPS
+// (the paper's code builds one such module for all layers, draws and clamps them so). d/dr1 = -ln(1 + r2 dist), d/dr2 = -r1 dist / (1 + r2 dist).
 #define KERPLE_EPS 1e-2f
 AB_HOST_DEVICE static inline float kerple_term(const BiasFn *f, int h, float qpos, float dist) {
     (void)qpos;
@@ -129,7 +131,7 @@ AB_HOST_DEVICE static inline void kerple_grad(const BiasFn *f, int h, float qpos
 }
 
 // KERPLE, power variant (Chi et al. 2022): b_h = -r1_h dist^r2_h, r1 > 0 and 0 < r2 <= 2 per
-// layer and head (a conditionally positive definite kernel only for r2 in (0, 2]), drawn
+// head, shared by the layers (a conditionally positive definite kernel only for r2 in (0, 2]), drawn
 // U(0, 1) and U(0, 2) and held in [KERPLE_EPS, inf) and [KERPLE_EPS, 2], as the paper's code
 // clamps them. d/dr1 = -dist^r2, d/dr2 = -r1 dist^r2 ln(dist) (0 at distance 0).
 #define KERPLE_MAX_POWER 2.0f
@@ -147,15 +149,21 @@ AB_HOST_DEVICE static inline void kerple_power_grad(const BiasFn *f, int h, floa
 
 // FIRE (Li et al. 2023): b_h(i, j) = f_h(x), x = psi(i - j) / psi(max(L, i)), psi(u) = ln(c u + 1),
 // i the query's position, f = w2 relu(w1 x + b1) an MLP with FIRE_HIDDEN units and an output
-// per head (no output bias: a constant per head moves no softmax), c and L per layer, kept at
-// or above FIRE_EPS. The MLP starts as nn.Linear's default, U(-1/sqrt(fan in), 1/sqrt(fan in));
-// c at 0.1, L at the training window. x lies in [0, 1] at every length (j <= i).
+// per head (no output bias: a constant per head moves no softmax), c and the threshold L per
+// layer. L = m L0, a learned multiplier m of the fixed length L0 = FIRE_LENGTH, as FIRE's
+// PyTorch port learns it (|m| * init_L, init_L = 512, whatever the window): Adam then moves L
+// by about lr L0 a step. c and m are kept at or above FIRE_EPS. The MLP starts as nn.Linear's
+// default, U(-1/sqrt(fan in), 1/sqrt(fan in)); c at 0.1, m at 1. x lies in [0, 1] at every
+// length (j <= i).
 #define FIRE_HIDDEN 32
 #define FIRE_W2_INIT 0.17677669529663688f  // 1 / sqrt(FIRE_HIDDEN)
 #define FIRE_EPS 1e-2f
+#define FIRE_LENGTH 512.0f  // L0
+// the threshold L = m L0 (one fp32 product)
+AB_HOST_DEVICE static inline float fire_threshold(const BiasFn *f) { return f->w[BP_FIRE_L_MULT][0] * FIRE_LENGTH; }
 // the MLP's input x at a query position and distance, with D = psi(max(L, i)) into *D
 AB_HOST_DEVICE static inline float fire_input(const BiasFn *f, float qpos, float dist, float *D) {
-    float c = f->w[BP_FIRE_C][0], thresh = f->w[BP_FIRE_THRESH][0], m = thresh > qpos ? thresh : qpos;
+    float c = f->w[BP_FIRE_C][0], thresh = fire_threshold(f), m = thresh > qpos ? thresh : qpos;
     *D = logf(c * m + 1.0f);
     return logf(c * dist + 1.0f) / *D;
 }
@@ -167,10 +175,10 @@ AB_HOST_DEVICE static inline float fire_term(const BiasFn *f, int h, float qpos,
 }
 // With z_j = w1_j x + b1_j: dw2_hj = dy relu(z_j); through each active unit dz_j = dy w2_hj
 // into dw1_j (dz_j x), db1_j (dz_j) and dx (dz_j w1_j); x = A / D with A = ln(c dist + 1),
-// D = ln(c m + 1), m = max(L, i): dx/dc = (dist / (c dist + 1) - x m / (c m + 1)) / D, and
-// dx/dL = -x c / ((c m + 1) D) where L > i (else 0).
+// D = ln(c n + 1), n = max(L, i): dx/dc = (dist / (c dist + 1) - x n / (c n + 1)) / D, and
+// dx/dm = L0 dx/dL = -x c L0 / ((c n + 1) D) where L > i (else 0).
 AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, float dist, float dy, float *const *g) {
-    float c = f->w[BP_FIRE_C][0], thresh = f->w[BP_FIRE_THRESH][0], m = thresh > qpos ? thresh : qpos;
+    float c = f->w[BP_FIRE_C][0], thresh = fire_threshold(f), n = thresh > qpos ? thresh : qpos;
     float D, x = fire_input(f, qpos, dist, &D), dx = 0.0f;
     const float *w1 = f->w[BP_FIRE_W1], *b1 = f->w[BP_FIRE_B1], *w2 = f->w[BP_FIRE_W2] + h * FIRE_HIDDEN;
     for (int j = 0; j < FIRE_HIDDEN; j++) {
@@ -182,8 +190,8 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
         g[BP_FIRE_B1][j] += dz;
         dx += dz * w1[j];
     }
-    g[BP_FIRE_C][0] += dx * (dist / (c * dist + 1.0f) - x * m / (c * m + 1.0f)) / D;
-    if (thresh > qpos) g[BP_FIRE_THRESH][0] += dx * (-x * c / ((c * m + 1.0f) * D));
+    g[BP_FIRE_C][0] += dx * (dist / (c * dist + 1.0f) - x * n / (c * n + 1.0f)) / D;
+    if (thresh > qpos) g[BP_FIRE_L_MULT][0] += dx * (-x * c * FIRE_LENGTH / ((c * n + 1.0f) * D));
 }
 
 // The encodings of this kind, one row each: PE_*, its term and gradient, whether the term
@@ -195,10 +203,10 @@ AB_HOST_DEVICE static inline void fire_grad(const BiasFn *f, int h, float qpos, 
     X(PE_ERPE, erpe_term, erpe_grad, 0, 0, rs.clip + 1, BP_BIT(ATTN_BIAS))                                   \
     X(PE_T5, t5_term, t5_grad, 0, 0, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                       \
     X(PE_TUPE, t5_term, t5_grad, 0, 1, rs.t5_buckets, BP_BIT(ATTN_BIAS))                                     \
-    X(PE_KERPLE, kerple_term, kerple_grad, 0, 0, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                   \
+    X(PE_KERPLE, kerple_term, kerple_grad, 0, 1, 0, BP_BIT(KERPLE_R1) | BP_BIT(KERPLE_R2))                   \
     X(PE_FIRE, fire_term, fire_grad, 1, 0, 0,                                                                 \
-      BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_THRESH))             \
-    X(PE_KERPLE_POWER, kerple_power_term, kerple_power_grad, 0, 0, 0, BP_BIT(KERPLE_POW_R1) | BP_BIT(KERPLE_POW_R2))
+      BP_BIT(FIRE_W1) | BP_BIT(FIRE_B1) | BP_BIT(FIRE_W2) | BP_BIT(FIRE_C) | BP_BIT(FIRE_L_MULT))             \
+    X(PE_KERPLE_POWER, kerple_power_term, kerple_power_grad, 0, 1, 0, BP_BIT(KERPLE_POW_R1) | BP_BIT(KERPLE_POW_R2))
 
 // Encoding pe's row (per_query, tensors), or NULL without one; its table's buckets per head
 // (an expression of rs: 0 without a table)

@@ -8,6 +8,8 @@
 //                        per flag the run was given or adopted (llmc/config.h, ArgSpec.run)
 //   meta.embed_scale f32 [1] the token embedding's factor (embed_scale: sqrt(C) with the sinusoids;
 //                        a checkpoint without it was trained with 1)
+//   meta.pose_scaling int32 [1] the --scaling (SCALE_*) its --pose_scaling equals (SCALE_NONE without;
+//                        a checkpoint without it has --pose_scaling yarn as YaRN's own: config.h)
 //   param.<name>, adam_m.<name>, adam_v.<name>   f32, stacked shapes below (present tensors only)
 // Written to a temporary file, flushed, then renamed.
 #pragma once
@@ -33,7 +35,7 @@
 // changes the others); the learned biases' rows come last, from llmc/attn_bias.h.
 // The init: INIT_NORMAL, std (0.02 for matrices; 0.02 / sqrt(2L), proj, for the residual
 // projections; 1 for T-PE's input weights and biases: hidden units that span the distances'
-// range from the start); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
+// range from the start; 0: zeros, drawing nothing); INIT_UNIFORM, lo, hi (the GRU's U(-1/sqrt(C), 1/sqrt(C)),
 // torch.nn.GRU's default, k); INIT_CONST, value (norm gains 1).
 #define CORE_PARAM_TABLE(X)                                                                                     \
     X(WTE, "wte", 2, c->Vp, c->C, 0, INIT_NORMAL, 0.02f, 0, 1, NO_LO, NO_HI)                                       \
@@ -202,7 +204,7 @@ static inline void param_init(const Config *c, float *const *views, uint64_t see
         float *p = views[i], a = args[i][0], b = args[i][1], mid = (a + b) / 2, half = (b - a) / 2;
         for (size_t j = 0; j < shapes[i].numel; j++) {
             switch (PARAM_INITS[i]) {
-            case INIT_NORMAL: p[j] = a * rng_normal(&r); break;  // N(0, a^2)
+            case INIT_NORMAL: p[j] = a != 0.0f ? a * rng_normal(&r) : 0.0f; break;  // N(0, a^2); zeros, no draw, at a = 0
             case INIT_UNIFORM: p[j] = mid + half * (2.0f * rng_f32(&r) - 1.0f); break;  // U(a, b)
             default: p[j] = a; break;  // INIT_CONST
             }
@@ -255,7 +257,7 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     size_t nflags;
     int32_t *flags = flags_to_ints(c->run_flags, &nflags);
     TensorWriter w;
-    tw_open(&w, path, TF_KIND_CHECKPOINT, 5 + groups * present);
+    tw_open(&w, path, TF_KIND_CHECKPOINT, 6 + groups * present);
     tw_add1(&w, "meta.config_i", TF_I32, CKI_N, ci);
     tw_add1(&w, "meta.config_f", TF_F32, 5, cf);
     tw_add1(&w, "meta.state", TF_U64, 5, state);
@@ -263,6 +265,8 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
     free(flags);
     float es = embed_scale(c);
     tw_add1(&w, "meta.embed_scale", TF_F32, 1, &es);
+    int32_t pose_method = POSE_SCALING_METHOD[c->pose_scaling];
+    tw_add1(&w, "meta.pose_scaling", TF_I32, 1, &pose_method);
     char name[TF_MAX_NAME];
     for (int gi = 0; gi < groups; gi++)
         for (int i = 0; i < NP; i++) {
@@ -272,6 +276,28 @@ static inline void checkpoint_save(const Config *c, const TrainState *st, const 
         }
     tw_close(&w);
 }
+
+// A learned bias's tensors in a checkpoint of encoding pe as this version has them: each one
+// there, with one set for all layers where the encoding shares them. A checkpoint of an
+// earlier form of the encoding (KERPLE's per-layer r1, r2; FIRE's threshold learned as L
+// itself, before fire_l_mult) is refused for every use, naming the tensor.
+static inline void checkpoint_bias_form(const TensorFile *tf, int pe) {
+    char name[TF_MAX_NAME];
+    for (int k = 0; k < BP_N; k++) {
+        if (!(pe_bias_tensors(pe) >> k & 1)) continue;
+        snprintf(name, sizeof(name), "param.%s", PARAM_NAMES[P_BIAS0 + k]);
+        const TensorEntry *e = tf_find(tf, name);
+        if (!e)
+            fail("'%s' is a --pe %s model of an earlier form of the encoding: it has no %s (doc/schemes.md, --pe %s, "
+                 "says what changed); it cannot be loaded: train it again with this version", tf->path, PE_NAMES[pe],
+                 PARAM_NAMES[P_BIAS0 + k], PE_NAMES[pe]);
+        if (pe_bias_shared(pe) && e->ndim > 0 && e->shape[0] != 1)
+            fail("'%s' is a --pe %s model with one %s per layer (%d of them): this version shares one set across the "
+                 "layers, as the encoding's released code does; it cannot be loaded: train it again with this version",
+                 tf->path, PE_NAMES[pe], PARAM_NAMES[P_BIAS0 + k], e->shape[0]);
+    }
+}
+
 
 // The model a checkpoint's header and kept flags describe: its shape, encoding and table from
 // meta.config_i, the flags that size its relative encodings (--rel_clip, --t5_*) from
@@ -365,6 +391,7 @@ static inline void checkpoint_meta(const TensorFile *tf, int32_t ci[CKI_N], Trai
         fail("'%s' is a --pe tupe model made before TUPE followed its released code (a LayerNorm on the position "
              "table, a bias on its query projection, one relative bias for every layer): it cannot be loaded; train it "
              "again with this version", tf->path);
+    checkpoint_bias_form(tf, st->pe);
     checkpoint_tensors_check(tf, &h);
 }
 

@@ -185,7 +185,7 @@ static const ArgSpec ARGS[] = {
     CHOICE("--rpe_eval", rpe_eval, RPE_EVAL_NAMES, 2, "RPE at evaluation: standard positions p_t = t (default) or random sorted positions", RUN_TRAIN),
     CHOICE("--pose_scaling", pose_scaling, POSE_SCALING_NAMES, POSE_SCALING_N, "PoSE: the RoPE interpolation its skips "
            "train and evaluate with, factor --pose_target / --seq_len: none (default; this project's from-scratch "
-           "variant), linear, ntk, yarn (PoSE's three)", RUN_SCHEME),
+           "variant), linear, ntk, yarn (PoSE's three; its yarn is its revised YaRN, --scaling revised-yarn)", RUN_SCHEME),
     CHOICE("--pos_layers", pos_layers, POS_LAYERS_NAMES, LAYERS_N, "layers that get alpha: all (default), bottom, top, independent", RUN_SCHEME),
     CHOICE("--curriculum_dist", curriculum_dist, DIST_NAMES, 2, "curriculum schemes draw alpha uniform (default) or log-uniform", RUN_SCHEME),
     S("--batch_size", ARG_INT, B, "micro-batch size in sequences"),
@@ -213,7 +213,7 @@ static const ArgSpec ARGS[] = {
     S("--eval_n", ARG_INT, eval_n, "validation sequences in the evaluation (20)"),
     S("--indist_start", ARG_INT, indist_start, "first position of the in-distribution mean (64; T/2 for a window T <= 64)"),
     A("--eval_only", ARG_FLAG, eval_only, "evaluate --resume and exit"),
-    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn", RUN_TRAIN),
+    CHOICE("--scaling", scaling, SCALE_NAMES, SCALE_N, "evaluation-time RoPE scaling: none, pi, ntk, dynamic-ntk, ntk-by-parts, yarn, revised-yarn (PoSE's YaRN)", RUN_TRAIN),
     S("--scale_factor", ARG_FLOAT, scale_factor, "scaling factor s (default L_eval / seq_len)"),
     S("--yarn_beta_fast", ARG_FLOAT, yarn_beta_fast, "YaRN ramp beta_fast (32)"),
     S("--yarn_beta_slow", ARG_FLOAT, yarn_beta_slow, "YaRN ramp beta_slow (1)"),
@@ -650,6 +650,25 @@ static inline float checkpoint_embed_scale(const TensorFile *tf) {
     return e ? ((const float *)e->data)[0] : 1.0f;
 }
 
+// A kept --pose_scaling as this build computes it: the --scaling it equals (SCALE_*), which a
+// checkpoint keeps as meta.pose_scaling (checked by checkpoint_header_check), must be this
+// build's. One written before it kept it
+// trained --pose_scaling yarn as YaRN's own frequency blend (--scaling yarn), which is now
+// PoSE's revised YaRN (--scaling revised-yarn): refused, so that no model is evaluated or
+// resumed under an interpolation it was not trained with.
+static inline void check_kept_pose_scaling(const TensorFile *tf, const char *value) {
+    int now = SCALE_NONE;
+    for (int i = 0; i < POSE_SCALING_N; i++)
+        if (strcmp(POSE_SCALING_NAMES[i], value) == 0) now = POSE_SCALING_METHOD[i];
+    const TensorEntry *e = tf_find(tf, "meta.pose_scaling");
+    int then = e ? ((const int32_t *)e->data)[0] : now == SCALE_REVISED_YARN ? SCALE_YARN : now;
+    if (then != now)
+        fail("'%s' was trained with --pose_scaling %s as --scaling %s%s; this build's --pose_scaling %s is --scaling %s, so "
+             "the model cannot be evaluated or resumed as it was trained: train it again with this version", tf->path,
+             value, SCALE_NAMES[then], e ? "" : " (before --pose_scaling yarn became PoSE's revised YaRN)", value,
+             SCALE_NAMES[now]);
+}
+
 // The flags a checkpoint keeps (meta.flags: "name\tvalue\n" lines, one byte per int32) into
 // text. A checkpoint from before they were kept gets the scheme its header holds
 // (meta.config_i/f: --pos, --pe, --qk_norm, --alpha_range, --alpha); returns 0 then.
@@ -684,13 +703,14 @@ static const struct {
     int required;
 } CKPT_META[] = {
     {"meta.config_i", TF_I32, CKI_QK, CKI_N, 1}, {"meta.config_f", TF_F32, 5, 5, 1}, {"meta.state", TF_U64, 5, 5, 1},
-    {"meta.flags", TF_I32, 0, SIZE_MAX, 0},       {"meta.embed_scale", TF_F32, 1, 1, 0},
+    {"meta.flags", TF_I32, 0, SIZE_MAX, 0},       {"meta.embed_scale", TF_F32, 1, 1, 0}, {"meta.pose_scaling", TF_I32, 1, 1, 0},
 };
 #define CKPT_META_N (int)(sizeof(CKPT_META) / sizeof(CKPT_META[0]))
 
 typedef struct {
     int32_t ci[CKI_N];     // meta.config_i, padded as checkpoint_config_i pads an old one
     float cf[5], embed_scale;  // meta.config_f; meta.embed_scale (1 when absent)
+    int32_t pose_scaling;  // meta.pose_scaling (SCALE_NONE when absent)
     uint64_t state[5];     // meta.state
 } CkptHeader;
 
@@ -738,7 +758,8 @@ static inline const char *ck_range(double lo, double hi) {
     X("meta.state data_shard", h->state[3], v <= INT32_MAX, "below 2^31", 0)                                                 \
     X("meta.state data_sample", h->state[4], v <= INT32_MAX, "below 2^31", 0)                                                \
     X("meta.embed_scale", h->embed_scale, v == 1 || v == sqrtf((float)h->ci[CKI_C]),                                         \
-      ck_text("1 or sqrt(C) = %.9g", sqrtf((float)h->ci[CKI_C])), 0)
+      ck_text("1 or sqrt(C) = %.9g", sqrtf((float)h->ci[CKI_C])), 0)                                                      \
+    X("meta.pose_scaling", h->pose_scaling, v >= 0 && v < (int)SCALE_N, ck_range(0, SCALE_N - 1), v >= (int)SCALE_N)
 
 // A value as a message shows it: an integer whole, anything else to float precision
 static inline const char *ck_value(double v) {
@@ -822,6 +843,8 @@ static inline void checkpoint_header_check(const TensorFile *tf, CkptHeader *h_o
     memcpy(h->state, tf_find(tf, "meta.state")->data, sizeof(h->state));
     const TensorEntry *es = tf_find(tf, "meta.embed_scale");
     h->embed_scale = es ? ((const float *)es->data)[0] : 1.0f;
+    const TensorEntry *ps = tf_find(tf, "meta.pose_scaling");
+    h->pose_scaling = ps ? ((const int32_t *)ps->data)[0] : SCALE_NONE;
 #define CKPT_FIELD_CHECK(name, value, cond, what, newer)                                                                  \
     {                                                                                                                      \
         double v = (double)(value);                                                                                        \
@@ -924,6 +947,7 @@ static inline int kept_flags(Config *c, const TensorFile *tf, const char *const 
             printf("note: checkpoint flag %s is not one this build keeps; ignored\n", line);
             continue;
         }
+        if (strcmp(a->name, "--pose_scaling") == 0) check_kept_pose_scaling(tf, value);
         const char *now = cli[a - ARGS];
         // an evaluation takes the run's scheme, and its validation data unless given another
         int val = strcmp(a->name, "--val_data") == 0;

@@ -194,7 +194,9 @@ typedef struct {
     float alpha[MAX_LAYERS];        // p_t = alpha[l] * t + offset; ALiBi: distances times alpha[l]
     float offset;
     float inv_freq[MAX_HALF_HD];    // theta_j, fp32
-    float mscale;                   // attention factor: multiplies cos and sin (1 in training)
+    float mscale;                   // attention factor on cos and sin: 1, or YaRN's 0.1 ln s + 1 under
+                                    //   --scaling yarn, revised-yarn and, in training too, --pose_scaling
+                                    //   yarn (1.208 at s = 8)
     int pe;                         // PE_*: what the kernels do with the positions
     float alibi_slope[MAX_HEADS];   // m_h per query head; all 0 unless pe has PEF_SLOPES
     const float *positions;         // explicit positions p_t (RPE, RFS; host memory), or NULL:
@@ -448,17 +450,20 @@ static inline int pe_at_step(const PosConfig *pc, long step) { return pe_after_d
 //   NTK-by-parts  theta'_j = (theta_j/s) * ramp_j + theta_j * (1 - ramp_j)
 //   YaRN          NTK-by-parts plus an attention factor m on cos and sin: m = 0.1 ln s + 1
 //                 (YaRN / Hugging Face) or m = sqrt(1 + 0.1 ln s) (the PosAug paper's text)
+//   revised YaRN  PoSE's (its modeling file's revised_yarn): theta'_j = theta_j / (ramp_j s + 1 - ramp_j),
+//                 the factor on the frequency ramped instead of the frequency, YaRN's m
 // ramp_j = clamp((j - low) / (high - low), 0, 1), low = max(floor(d(beta_fast)), 0),
 // high = min(ceil(d(beta_slow)), hd - 1), d(r) = hd * ln(w / (2 pi r)) / (2 ln B).
-enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_N };
-static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn"};
+enum { SCALE_NONE = 0, SCALE_PI, SCALE_NTK, SCALE_DYN_NTK, SCALE_NTK_PARTS, SCALE_YARN, SCALE_REVISED_YARN, SCALE_N };
+static const char *SCALE_NAMES[SCALE_N] = {"none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn", "revised-yarn"};
 
-// PoSE's pairing (--pose_scaling): the interpolation PoSE's scripts train and evaluate with,
-// factor s = L_t / w (--pose_target / --seq_len), the same at every step and at evaluation.
-// A checkpoint stores the index: append, never reorder.
+// PoSE's pairing (--pose_scaling): the interpolation PoSE's scripts train and evaluate with
+// (its modeling file's linear, vanilla_ntk and yarn, which is its revised YaRN), factor s = L_t / w
+// (--pose_target / --seq_len), the same at every step and at evaluation. A checkpoint keeps the
+// name and the --scaling it equals (meta.pose_scaling): append, never reorder.
 #define POSE_SCALING_N 4
 static const char *POSE_SCALING_NAMES[POSE_SCALING_N] = {"none", "linear", "ntk", "yarn"};
-static const int POSE_SCALING_METHOD[POSE_SCALING_N] = {SCALE_NONE, SCALE_PI, SCALE_NTK, SCALE_YARN};
+static const int POSE_SCALING_METHOD[POSE_SCALING_N] = {SCALE_NONE, SCALE_PI, SCALE_NTK, SCALE_REVISED_YARN};
 
 // Evaluation-time scaling needs what it scales: PI the positions (not NoPE), the others
 // RoPE's frequencies; a model trained with --pose_scaling has its own.
@@ -508,16 +513,18 @@ static inline void scaling_apply(PosStep *ps, const PosConfig *pc, const EvalSca
         if (seq_len > es->train_window) pos_inv_freq(ps->inv_freq, hd, B * pow(s * seq_len / es->train_window - (s - 1), expo));
         break;
     case SCALE_NTK_PARTS:
-    case SCALE_YARN: {
+    case SCALE_YARN:
+    case SCALE_REVISED_YARN: {
         int low, high;
         yarn_low_high(hd, B, es->train_window, es->beta_fast, es->beta_slow, &low, &high);
         double span = high != low ? high - low : 0.001;  // as Hugging Face: avoid 0/0
         for (int j = 0; j < hd / 2; j++) {
             double ramp = (j - low) / span, theta = pow(B, -2.0 * j / hd);
             ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-            ps->inv_freq[j] = (float)(theta / s * ramp + theta * (1 - ramp));
+            ps->inv_freq[j] = (float)(es->method == SCALE_REVISED_YARN ? theta / (ramp * s + 1 - ramp)
+                                                                        : theta / s * ramp + theta * (1 - ramp));
         }
-        if (es->method == SCALE_YARN && s > 1) {
+        if (es->method != SCALE_NTK_PARTS && s > 1) {
             double m = 0.1 * log(s) + 1.0;
             ps->mscale = (float)(es->temperature == YARN_TEMP_PAPER ? sqrt(m) : m);
         }

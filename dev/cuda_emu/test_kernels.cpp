@@ -1123,9 +1123,11 @@ static void test_bias_fn(int pe, int NH, int n, int Tq, int q_offset, float alph
     for (int i = 0; i < NP; i++) w[i].resize(shapes[i].numel + 1), dw[i].assign(shapes[i].numel + 1, 0.0f);
     for (int i = 0; i < NP; i++) wp[i] = w[i].data(), dwp[i] = dw[i].data();
     param_init(&c, (float *const *)wp, 5);
-    for (int k = 0; k < BP_N; k++)  // a tensor that starts at 0 (a table) drawn N(0, 1)
-        if (PARAM_INITS[P_BIAS0 + k] == INIT_CONST && shapes[P_BIAS0 + k].numel && w[P_BIAS0 + k][0] == 0.0f)
+    for (int k = 0; k < BP_N; k++)  // a tensor that starts at 0 (eRPE's, T5's table) drawn N(0, 1)
+        if (shapes[P_BIAS0 + k].numel && w[P_BIAS0 + k][0] == 0.0f)
             for (float &x : w[P_BIAS0 + k]) x = rng_normal(&rng);
+    if (pe == PE_FIRE)  // L = m * 512 among the queries' positions (not on one), so both sides of max(L, i) run
+        w[P_FIRE_L_MULT][0] = alpha * (q_offset + Tq / 2 + 0.25f) / FIRE_LENGTH;
     BiasPass bp;
     memset(&bp, 0, sizeof(bp));
     bp.pe = pe, bp.fn = 1, bp.rs = rel_shape_of(&c), bp.alpha[0] = alpha;
@@ -1234,8 +1236,8 @@ int main() {
     test_bias_fn(PE_ERPE, 4, 150, 150, 0, 1.5f, 2);  // a table's buckets: several chunks, a part one
     test_bias_fn(PE_T5, 3, 70, 10, 60, 2.0f, 3);      // T5's log buckets, 10 queries after 60 keys
     test_bias_fn(PE_KERPLE, 4, 130, 130, 0, 2.5f, 2);  // learned scalars per head
-    test_bias_fn(PE_FIRE, 3, 40, 40, 0, 1.5f, 1);      // per query and key: training's shape, L = 40 inside the positions
-    test_bias_fn(PE_FIRE, 2, 50, 8, 42, 1.0f, 1);      // the term of 8 queries after 42 keys
+    test_bias_fn(PE_FIRE, 3, 40, 40, 0, 1.5f, 1);      // per query and key: training's shape, L = 30.375 among the queries
+    test_bias_fn(PE_FIRE, 2, 50, 8, 42, 1.0f, 1);      // the term of 8 queries after 42 keys, L = 46.25 among them
     printf("%d passed, %d failed, 0 skipped\n", n_pass, n_fail);
     return n_fail != 0;
 }
