@@ -668,6 +668,12 @@ struct FmmaSmem {
                   "diagonal tiles; pairs of 16-wide k chunks");
 };
 
+// The grid of every v2 kernel: (heads, B, tiles). The tile index varies slowest, so the
+// GPU hands out all (head, batch) blocks of one tile before the next tile's: the order the
+// kernels pick (longest rows first) then holds across the whole grid, not only inside one
+// (head, batch), and the last wave is made of the shortest blocks.
+static inline dim3 fmma_grid(int heads, int B, int T) { return dim3(heads, B, ceil_div(T, FMMA_ROWS)); }
+
 // rows r0 .. r0 + FMMA_TILE - 1 of head h of a (B,T,H,HD) tensor into dst (FMMA_TILE, HD + 8)
 // by cp.async (the caller commits), zeros past T
 template <int HD>
@@ -774,7 +780,7 @@ __device__ void flash_mma_store(floatX *dst, floatX *stage, const float (&acc)[H
 }
 
 // Forward v2. y (B,T,NH,HD), lse (B,NH,T); q (B,T,NH,HD), k, v (B,T,NKV,HD). Grid
-// (T/FMMA_ROWS, NH, B). Q in registers once; per key tile S = Q K^T, the online softmax, O
+// fmma_grid(NH, B, T). Q in registers once; per key tile S = Q K^T, the online softmax, O
 // += P V, all in registers. What v1 spends per warp and tile and this does not: S through
 // fp32 shared memory (written, read twice), P through bf16 shared memory, O loaded,
 // rescaled and stored in fp32 shared memory, a synchronous tile load.
@@ -786,8 +792,8 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(float
     extern __shared__ __align__(128) unsigned char smem[];
     floatX *Qs = (floatX *)smem;                                      // (FMMA_ROWS, LD)
     floatX *Ks = Qs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;  // two (FMMA_TILE, LD) each
-    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int tile = gridDim.z - 1 - blockIdx.z;  // the longest rows first
+    int h = blockIdx.x, b = blockIdx.y, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's rows tr, tr + 8
     float sc = FLASH_LOG2E / sqrtf((float)HD);
     AttnBiasHead hb = attn_bias_head(ab, h);
@@ -858,7 +864,7 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_forward_kernel_v2(float
     flash_mma_store<HD>(y, Qs + warp * 16 * LD, o, inv, b, t0 + warp * 16, T, NH, h);
 }
 
-// Backward v2, dK/dV. dk, dv (B,T,NKV,HD), overwritten. Grid (T/FMMA_ROWS, NKV, B): a block
+// Backward v2, dK/dV. dk, dv (B,T,NKV,HD), overwritten. Grid fmma_grid(NKV, B, T): a block
 // owns FMMA_ROWS keys (their K, V rows in shared memory) and walks the query tiles from its
 // diagonal on, of every head of its group, as one sequence of tiles (the prefetch crosses
 // heads). Per tile and FMMA_CHUNK queries, per warp: S^T = K_w Q^T and dP^T = V_w dY^T,
@@ -875,8 +881,8 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_kv_kernel_v2(f
     floatX *Ks = (floatX *)smem, *Vs = Ks + FMMA_TILE * LD;                      // own keys (FMMA_ROWS, LD)
     floatX *Qs = Vs + FMMA_TILE * LD, *dYs = Qs + 2 * FMMA_TILE * LD;            // two (FMMA_TILE, LD) each
     float *lses = (float *)(dYs + 2 * FMMA_TILE * LD), *Ds = lses + 2 * FMMA_TILE;  // two (FMMA_TILE) each
-    int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int s0 = blockIdx.x * FMMA_ROWS, sr = s0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's keys sr, sr + 8
+    int kvh = blockIdx.x, b = blockIdx.y, group = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int s0 = blockIdx.z * FMMA_ROWS, sr = s0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's keys sr, sr + 8
     int nqt = (T - s0 + FMMA_TILE - 1) / FMMA_TILE, n = group * nqt;  // query tiles per head; tiles in all
     float scale = 1.0f / sqrtf((float)HD), sc = scale * FLASH_LOG2E;
     // tile i: head kvh * group + i / nqt, queries from s0 + (i % nqt) * FMMA_TILE
@@ -945,7 +951,7 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_kv_kernel_v2(f
     flash_mma_store<HD>(dv, Vs + warp * 16 * LD, dva, one, b, s0 + warp * 16, T, NKV, kvh);
 }
 
-// Backward v2, dQ. dq (B,T,NH,HD), overwritten. Grid (T/FMMA_ROWS, NH, B): a block owns
+// Backward v2, dQ. dq (B,T,NH,HD), overwritten. Grid fmma_grid(NH, B, T): a block owns
 // FMMA_ROWS queries (Q and dY in registers) and walks the key tiles up to its diagonal. Per
 // tile and FMMA_CHUNK keys, per warp: S = Q_w K^T and dP = dY_w V^T, P and dS as in dK/dV,
 // dQ += dS K.
@@ -958,8 +964,8 @@ __global__ void __launch_bounds__(FMMA_THREADS) flash_tc_backward_q_kernel_v2(fl
     extern __shared__ __align__(128) unsigned char smem[];
     floatX *Qs = (floatX *)smem, *dYs = Qs + FMMA_TILE * LD;                // own queries (FMMA_ROWS, LD)
     floatX *Ks = dYs + FMMA_TILE * LD, *Vs = Ks + 2 * FMMA_TILE * LD;       // two (FMMA_TILE, LD) each
-    int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int tile = gridDim.z - 1 - blockIdx.z;  // the longest rows first
+    int h = blockIdx.x, b = blockIdx.y, kvh = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int t0 = tile * FMMA_ROWS, tr = t0 + warp * 16 + lane / 4, c2 = lane % 4 * 2;  // the lane's queries tr, tr + 8
     float scale = 1.0f / sqrtf((float)HD), sc = scale * FLASH_LOG2E;
     AttnBiasHead hb = attn_bias_head(ab, h);
@@ -1056,7 +1062,7 @@ static void flash_mma_forward_hd(floatX *y, float *lse, const floatX *q, const f
                                        (int)FmmaSmem<HD>::fwd));
         opted = true;
     }
-    flash_tc_forward_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::fwd>>>(
+    flash_tc_forward_kernel_v2<HD><<<fmma_grid(NH, B, T), FMMA_THREADS, FmmaSmem<HD>::fwd>>>(
         y, lse, q, k, v, T, NH, NKV, ab);
     cudaCheck(cudaGetLastError());
 }
@@ -1101,10 +1107,10 @@ static void flash_mma_backward_hd(floatX *dq, floatX *dk, floatX *dv, const floa
                                        (int)FmmaSmem<HD>::bwd));
         opted = true;
     }
-    flash_tc_backward_kv_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NKV, B), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
+    flash_tc_backward_kv_kernel_v2<HD><<<fmma_grid(NKV, B, T), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
         dk, dv, dy, lse, D, q, k, v, T, NH, NKV, ab);
     cudaCheck(cudaGetLastError());
-    flash_tc_backward_q_kernel_v2<HD><<<dim3(ceil_div(T, FMMA_ROWS), NH, B), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
+    flash_tc_backward_q_kernel_v2<HD><<<fmma_grid(NH, B, T), FMMA_THREADS, FmmaSmem<HD>::bwd>>>(
         dq, dy, lse, D, q, k, v, T, NH, NKV, ab);
     cudaCheck(cudaGetLastError());
 }
