@@ -135,13 +135,13 @@ enum {
       "sqrt(2 hd) + T5's bias: untied absolute positions through their own projections, shared by the layers",         \
       PEF_POSITIONS | PEF_UNTIED | PEF_T5, 0)                                                                          \
     X(PE_KERPLE, "kerple", "KERPLE (Chi et al.), log variant: logits get -r1_h ln(1 + r2_h (p_i - p_j)), r1, r2 > 0 "  \
-      "learned per layer and head", PEF_POSITIONS, 0)                                                                  \
+      "learned per head, shared by the layers", PEF_POSITIONS, 0)                                                      \
     X(PE_FIRE, "fire", "FIRE (Li et al.): logits get f_h(psi(p_i - p_j) / psi(max(L, p_i))), psi(x) = ln(c x + 1), "   \
-      "f an MLP (32 ReLU units) with an output per head, c and L learned, per layer", PEF_POSITIONS, 0)                \
+      "f an MLP (32 ReLU units) with an output per head, c and L = 512 m learned, per layer", PEF_POSITIONS, 0)        \
     X(PE_XPOS, "xpos", "xPos (Sun et al.): RoPE with q scaled by zeta_j^(p_t / 512) and k by zeta_j^(-p_t / 512), "    \
       "zeta_j = (2j + 0.4 hd) / (1.4 hd): logits decay with the distance", PEF_ROTARY_DEFAULTS, 0)                     \
     X(PE_KERPLE_POWER, "kerple-power", "KERPLE (Chi et al.), power variant: logits get -r1_h (p_i - p_j)^r2_h, "       \
-      "r1 > 0 and 0 < r2 <= 2 learned per layer and head", PEF_POSITIONS, 0)
+      "r1 > 0 and 0 < r2 <= 2 learned per head, shared by the layers", PEF_POSITIONS, 0)
 #define PE_ENUM(e, name, what, props, clip) e,
 #define PE_NAME(e, name, what, props, clip) name,
 #define PE_WHAT_OF(e, name, what, props, clip) what,
