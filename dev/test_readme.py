@@ -8,9 +8,10 @@ nothing else; and every relative link reaches its file (and heading). Then every
 ```sh block of the README, in order, in one fresh copy of the repository (the files
 `git ls-files` lists, tracked and untracked but not ignored: what a clone of this tree
 holds), each command as written (continued lines joined), checking exit 0. A plain ```
-block after a ```sh block is what those commands print: its lines must appear in their
-output in order, consecutive except where the block has a `...` line (blank lines aside;
-an evaluation's seconds, `, 3.7s)`, are the one field not compared).
+block after a ```sh block is what those commands print on stdout (stderr's progress lines
+come when a clock says so): its lines must appear there in order, consecutive except where
+the block has a `...` line (blank lines aside; an evaluation's seconds, `, 3.7s)`, are the
+one field not compared).
 
 A block that cannot run here (a GPU, a download, a cluster, an hour of CPU) has the line
 `<!-- not run by dev/test_readme.py: REASON -->` just before its fence, and each of its
@@ -33,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SKIP_MARK = re.compile(r"^<!-- not run by dev/test_readme\.py: (.+?) -->$")
 SECONDS = re.compile(r", [0-9.]+s\)")  # an evaluation's wall time: "(rope, ..., 20 sequences, 3.7s)"
-TIMEOUT_S = 900  # one command
+TIMEOUT_S = 3600  # one command: a quick-start run takes about a minute on 2 idle cores
 
 
 # ---- the README -----------------------------------------------------------------------
@@ -211,12 +212,11 @@ def output_mismatch(expected, printed):
     for part in filter(None, parts):
         found = next((k for k in range(at, len(out) - len(part) + 1) if out[k:k + len(part)] == part), None)
         if found is None:
-            near = [k for k in range(at, len(out)) if out[k] == part[0]]
-            where = ("; the line before it matched at printed line %d, then %r against %r" %
-                     (near[0] + 1, next((p for p, o in zip(part, out[near[0]:]) if p != o), ""),
-                      next((o for p, o in zip(part, out[near[0]:]) if p != o), ""))
-                     if near else "; the first line is not printed")
-            return "not printed in order: %r%s" % (part[0], where)
+            near = next((k for k in range(at, len(out)) if out[k] == part[0]), None)
+            if near is None:
+                return "%r is not printed%s" % (part[0], " after the lines shown before it" if at else "")
+            shown, printed = next((p, o) for p, o in zip(part, out[near:] + [""] * len(part)) if p != o)
+            return "%r is printed (line %d), but then %r where the README shows %r" % (part[0], near + 1, printed, shown)
         at = found + len(part)
     return None
 
@@ -226,7 +226,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"), help="the file to read (default README.md)")
     ap.add_argument("-x", action="store_true", help="stop at the first failure")
-    ap.add_argument("--keep", action="store_true", help="keep the fresh copy and print its path")
+    ap.add_argument("--keep", action="store_true", help="keep the fresh copy and each command's output (printed_line<N>.txt beside it)")
     args = ap.parse_args()
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
 
@@ -288,16 +288,20 @@ def main():
                 continue
             t0 = time.time()
             try:
-                r = subprocess.run(["bash", "-c", cmd], cwd=copy, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S)
-                rc, printed = r.returncode, r.stdout
+                r = subprocess.run(["bash", "-c", cmd], cwd=copy, env=env, capture_output=True, text=True,
+                                   timeout=TIMEOUT_S)
+                rc, printed, err = r.returncode, r.stdout, r.stderr
             except subprocess.TimeoutExpired as e:
-                rc, printed = "timeout after %d s" % TIMEOUT_S, (e.stdout or b"").decode(errors="replace")
+                rc, printed = "timeout after %d s" % TIMEOUT_S, ""
+                err = b"".join(x for x in (e.stdout, e.stderr) if x).decode(errors="replace")
             b.printed = getattr(b, "printed", "") + printed
+            if args.keep:
+                with open(os.path.join(tmp, "printed_line%d.txt" % line), "w") as f:
+                    f.write(printed + err)
             if rc == 0:
                 report("PASS", "README line %d: %s (%.0f s)" % (line, short, time.time() - t0))
             else:
-                tail = "\n    ".join(printed.rstrip().splitlines()[-8:])
+                tail = "\n    ".join((printed + err).rstrip().splitlines()[-8:])
                 report("FAIL", "README line %d: %s: exit %s\n    %s" % (line, short, rc, tail))
         if b.expected is None:
             continue
@@ -307,7 +311,7 @@ def main():
             continue
         why = output_mismatch(text, b.printed)
         if why:
-            why += "\n    printed:\n    " + "\n    ".join(b.printed.rstrip().splitlines()[-40:])
+            why += "\n    printed:\n    " + "\n    ".join(b.printed.rstrip().splitlines()[-20:])
         report("FAIL" if why else "PASS", "README line %d: the output shown (%d lines)%s" % (
             line, len([l for l in text.splitlines() if l.strip()]), ": " + why if why else ", printed"))
     finish()
