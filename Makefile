@@ -1,5 +1,5 @@
 # make            the CPU trainer, the test program and the built-in corpus (seconds)
-# make test       every test suite (list and time: README); the first run sets up .venv
+# make test       every test suite (list: dev/README.md; time: README); the first run sets up .venv
 # make cuda       the CUDA trainers (bf16 train_gpt, fp32 train_gpt_fp32) and dev/cuda's
 #                 kernel variants (about 75 s on 2 cores; needs nvcc)
 # WERROR=-Werror  warnings as errors, as make test and CI build (a user's make only warns,

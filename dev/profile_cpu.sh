@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make profile: where the tiny model's training step goes on this CPU (`perf record`, the
-# bench's tiny case: 30 steps, THREADS threads (default 2)), in the rows of the README's
+# bench's tiny case: 30 steps, THREADS threads (default 2)), in the rows of doc/benchmarks.md's
 # profile table, so that the two CPUs' profiles sit side by side. Needs perf (Debian's
 # linux-perf) and a kernel that lets this user sample (perf_event_paranoid); make profile
 # builds the trainer and the corpus first.
@@ -26,7 +26,7 @@ source dev/cpu_machine.sh
 echo "profile of the tiny step at commit $(git rev-parse --short HEAD), $THREADS threads, $STEPS steps, $(cpu_machine)"
 out=$(python3 - "$tmp/report.txt" <<'PY'
 import re, sys
-# each sample's share, by what the README's table calls it (first match wins)
+# each sample's share, by what doc/benchmarks.md's table calls it (first match wins)
 rows = [("the packed products (the linear layers)", lambda d, s: s.startswith("gemm._omp") or s.startswith("gemm_tall")),
         ("attention's products", lambda d, s: s.startswith("gemm_tile") or s.startswith("gemm_serial")),
         ("the rest of attention", lambda d, s: s.startswith(("attention_", "rel_key", "transpose_rows"))),

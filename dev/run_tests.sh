@@ -72,6 +72,7 @@ run bench-smoke-avx2 env SMOKE=1 MARCH=x86-64-v3 bash dev/bench_cpu.sh  # ... bu
 run profile-smoke env SMOKE=1 bash dev/profile_cpu.sh  # make profile runs through (skipped without perf)
 run data "$PY" data/test_data.py
 run eval-scripts "$PY" dev/test_eval_scripts.py
+run readme "$PY" dev/test_readme.py  # the README's commands as written on a fresh copy, its outputs, its lists against --help
 run ablate "$PY" dev/test_ablate.py  # dev/ablate.py: --jobs, --gpus, --slurm on a real Slurm it starts (installs it as root)
 run hf "$PY" dev/test_hf.py
 run crash-safety "$PY" dev/test_crash_safety.py
