@@ -743,11 +743,11 @@ def ablate_pe_survey_plan():
     lines = out.splitlines()
     trains = [l for l in lines if l.startswith("./train_gpt_cpu") and "--eval_only" not in l]
     evals = [l for l in lines if "--eval_only" in l]
-    check(len(trains) == 15 and len(evals) == 15, "%d trainings, %d evaluations" % (len(trains), len(evals)))
+    check(len(trains) == 16 and len(evals) == 16, "%d trainings, %d evaluations" % (len(trains), len(evals)))
     check(all("--eval_len 0" in t for t in trains) and all("--eval_len 2560 --eval_tag eval_20x" in e for e in evals),
           "the tiny model (w 128) trains without evaluation, then evaluates at 20w: %s" % evals[:1])
     for flags in ("--pe sinusoidal", "--pe learned --wpe_rows 2560", "--pe shaw", "--pe tpe", "--pe tupe --wpe_rows 2560", "--pe erpe", "--pe t5", "--pe tape",
-                  "--pe alibi", "--pe kerple", "--pe fire", "--pe nope", "--pos posaug", "--pos pose --pose_target 2560"):
+                  "--pe alibi", "--pe kerple", "--pe kerple-power", "--pe fire", "--pe nope", "--pos posaug", "--pos pose --pose_target 2560"):
         check(any(flags in t for t in trains), "no row trains with %s" % flags)
     rc, out, err = run_py("dev/ablate.py", "--table", "pe-survey", "--dry_run", "--trainer", "./no_such_trainer",
                           "--out", os.path.join(TMP, "pes_gpu"))
