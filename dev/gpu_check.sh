@@ -437,7 +437,10 @@ san_results() {
         # memcheck and synccheck end with "ERROR SUMMARY: N errors", racecheck with
         # "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": N counts both
         errs=$(grep -oE 'ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+' "$base.log" | tail -n1 | grep -oE '[0-9]+$')
-        if grep -qiE "$unsupported" "$base.log"; then
+        if [ -n "$DRY" ]; then  # nothing ran: the run's verdict is its command's checks
+            [ "$rc" = 0 ] && { echo "$label: dry run, its command checked" | detail; continue; }
+            echo "$label: dry run, its command failed its checks" | detail
+        elif grep -qiE "$unsupported" "$base.log"; then
             why=""
             # shellcheck disable=SC2053  # the label pattern, matched as a glob
             for e in "${NO_VERDICT_EXPECTED[@]}"; do [[ $label == ${e%%|*} ]] && why=${e#*|}; done
