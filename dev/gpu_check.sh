@@ -742,6 +742,12 @@ step_i() {  # GPU memory at micro-batch 16, both attention paths
     step_end $rc "micro-batch 16${mem}"
 }
 
+# not_started LETTER: the step fails, the budget spent before it could start
+not_started() {
+    echo "FAILED $1: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
+    failed+=" $1"
+}
+
 # the correctness steps b, c, d and v time nothing: they run side by side, each as a child
 # invocation of this script (GPU_CHECK_CHILD) writing its log and summary lines into DIR
 # as it goes, for at most PAR_BUDGET seconds; a child that ends without its summary lines
@@ -751,10 +757,7 @@ run_side_by_side() {
     [ -n "$DRY" ] && limit=$PAR_BUDGET  # the dry run times nothing (its build may take long)
     ((limit > PAR_BUDGET)) && limit=$PAR_BUDGET
     if ((limit < 10)); then  # a child takes PAR_BUDGET of at least 10 s
-        for ((i = 0; i < ${#steps}; i++)); do
-            echo "FAILED ${steps:i:1}: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
-            failed+=" ${steps:i:1}"
-        done
+        for ((i = 0; i < ${#steps}; i++)); do not_started "${steps:i:1}"; done
         return
     fi
     local -A pid
@@ -788,8 +791,7 @@ for ((k = 0; k < ${#STEP_ORDER}; k++)); do
     s=${STEP_ORDER:k:1}
     [[ $STEPS == *$s* ]] || continue
     if [ -z "$DRY" ] && ((BUDGET - SECONDS < 20)); then  # the dry run times nothing: STEP_S is its budget
-        echo "FAILED $s: not started, the time budget ($BUDGET s) is spent" | tee -a "$SUM"
-        failed+=" $s"
+        not_started "$s"
         continue
     fi
     if [[ -n $par && $par == *$s* ]]; then

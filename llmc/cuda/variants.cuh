@@ -12,17 +12,17 @@ enum { VF_FLASH_FWD, VF_FLASH_BWD, VF_RMSNORM_BWD, VF_SWIGLU, VF_ROPE, VF_ADAMW,
 
 typedef struct {
     const char *name;      // the family, as log.jsonl names it
-    int asked, last;       // the variant the last launch asked for, and the one it ran
+    int last;              // the variant the last launch ran
     const char *last_why;  // why the last launch fell back (NULL: it ran what it asked for)
     unsigned ran;          // bit v: some launch ran variant v
     const char *why;       // the first fallback's reason (NULL: none yet)
 } VariantUse;
 
 static inline VariantUse *variant_uses(void) {
-    static VariantUse u[VF_N] = {{"flash_forward", 0, 0, NULL, 0, NULL}, {"flash_backward", 0, 0, NULL, 0, NULL},
-                                 {"rmsnorm_backward", 0, 0, NULL, 0, NULL}, {"swiglu", 0, 0, NULL, 0, NULL},
-                                 {"rope", 0, 0, NULL, 0, NULL}, {"adamw", 0, 0, NULL, 0, NULL},
-                                 {"classifier", 0, 0, NULL, 0, NULL}};
+    static VariantUse u[VF_N] = {{"flash_forward", 0, NULL, 0, NULL}, {"flash_backward", 0, NULL, 0, NULL},
+                                 {"rmsnorm_backward", 0, NULL, 0, NULL}, {"swiglu", 0, NULL, 0, NULL},
+                                 {"rope", 0, NULL, 0, NULL}, {"adamw", 0, NULL, 0, NULL},
+                                 {"classifier", 0, NULL, 0, NULL}};
     return u;
 }
 
@@ -36,7 +36,6 @@ static inline int variant_fallback(const char **why, const char *reason, int v) 
 // differ); returns ran
 static inline int variant_note(int f, int asked, int ran, const char *why) {
     VariantUse *u = &variant_uses()[f];
-    u->asked = asked;
     u->last = ran;
     u->last_why = ran != asked ? (why ? why : "no reason given") : NULL;
     u->ran |= 1u << ran;
