@@ -2725,6 +2725,12 @@ static void test_bad_inputs(void) {
     for (int k = 0; k < n_left; k++)
         snprintf(which + strlen(which), sizeof(which) - strlen(which), "%s'%s'", k ? ", " : "", cases[left[k]].name);
     check(n_left == 0, "bad input: every refusal comes before the run folder is made", "%d left one: %s", n_left, which);
+    // a value given twice: the last counts (here a bad one, so the run stops at once), and a note says so
+    snprintf(cmd, sizeof(cmd), "%s --out_dir %s/twice --lr 1e-3 --lr fast", SMALL, TMP);
+    int rc = run_cmd(cmd, out, sizeof(out));
+    check(rc == 1 && strstr(out, "note: --lr is given twice; the last value counts (fast, not 1e-3)") &&
+              strstr(out, "--lr expects a number"),
+          "bad input: a flag given twice is noted, and its last value is the one taken", "exit %d", rc);
     // a good checkpoint was never replaced by a damaged one: the last save left no .tmp
     snprintf(p, sizeof(p), "%s/full/checkpoint.bin.tmp", TMP);
     f = fopen(p, "rb");

@@ -13,25 +13,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
 from array import array
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "dev"))
 import builtin_corpus  # noqa: E402
 import prepare  # noqa: E402
 import shards  # noqa: E402
+from testkit import Skip, Suite  # noqa: E402
 
-TESTS = []
-
-
-class Skip(Exception):
-    pass
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+SUITE = Suite()
+test = SUITE.test
 
 
 def tmpdir():
@@ -474,21 +467,7 @@ def shards_cli_summary_random_and_bad_input():
 
 
 def main():
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-    for fn in TESTS:
-        try:
-            fn()
-            status, why = "PASS", ""
-        except Skip as e:
-            status, why = "SKIP", str(e)
-        except Exception as e:  # noqa: BLE001
-            status, why = "FAIL", "%s: %s" % (type(e).__name__, e)
-            if os.environ.get("VERBOSE"):
-                traceback.print_exc()
-        counts[status] += 1
-        print("%s: %s%s" % (status, fn.__name__, ": " + why if why else ""), flush=True)
-    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
-    sys.exit(1 if counts["FAIL"] else 0)
+    sys.exit(SUITE.run())
 
 
 if __name__ == "__main__":

@@ -458,6 +458,10 @@ san_results() {
     done
 }
 
+clean_count() {  # N BAD: "K of N runs clean", or in the dry run "K of N commands checked (dry run: none ran)"
+    if [ -n "$DRY" ]; then echo "$(($1 - $2)) of $1 commands checked (dry run: none ran)"; else echo "$(($1 - $2)) of $1 runs clean"; fi
+}
+
 step_c() {
     step_start c
     local san san_bad
@@ -477,7 +481,7 @@ step_c() {
     done < dev/memcheck_runs.txt
     wait
     san_results "${labels[@]}"
-    step_end $((san_bad > 0)) "$((n - san_bad)) of $n runs clean (exit 0, ERROR SUMMARY: 0 errors)"
+    step_end $((san_bad > 0)) "$(clean_count $n $san_bad) (exit 0, ERROR SUMMARY: 0 errors)"
 }
 
 step_R() { step_r full; }  # step r with the two slow racecheck runs (about 150 s)
@@ -512,7 +516,7 @@ step_r() {  # racecheck (shared memory hazards) and synccheck (barriers) on the 
     done
     wait
     san_results "${labels[@]}"
-    step_end $((san_bad > 0)) "$((n - san_bad)) of $n runs clean (racecheck on the attention and RMSNorm kernels through dev/cuda, synccheck on both trainer paths; both builds)"
+    step_end $((san_bad > 0)) "$(clean_count $n $san_bad) (racecheck on the attention and RMSNorm kernels through dev/cuda, synccheck on both trainer paths; both builds)"
 }
 
 step_o() {  # the CUDA trainer's host code: run folders, resume, bad input, Ctrl-C, crash safety

@@ -26,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+from testkit import Skip, Suite, check  # noqa: E402 (dev/, this file's folder)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -35,21 +36,8 @@ TRAINER = os.path.join(ROOT, "train_gpt_cpu")
 TABLE = ["--table", "6", "--cpu", "--rows", "rope,posaug_ft", "--seeds", "42,7"]
 RUNS = ["rope_seed42", "rope_seed7", "posaug_ft_seed42", "posaug_ft_seed7"]
 TINY = "--steps 2 --warmup 1 --eval_n 1 --gain_window 0 --total_batch 4 --batch_size 4"
-TESTS = []
-
-
-class Skip(Exception):
-    pass
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
+SUITE = Suite()
+test = SUITE.test
 
 
 # ---- the stand-in trainer and the runs it records ---------------------------------------
@@ -518,30 +506,15 @@ def main():
         print("FAIL: %s is not built (make)" % TRAINER)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = skipped = 0
-    t_all = time.time()
     try:
-        for fn in [fn for fn in TESTS if not sys.argv[1:] or any(a in fn.__name__ for a in sys.argv[1:])]:
-            t0 = time.time()
-            try:
-                note = fn()
-                print("PASS: %s (%.1f s)%s" % (fn.__name__, time.time() - t0, ": " + note if note else ""), flush=True)
-                passed += 1
-            except Skip as e:
-                print("SKIP: %s: %s" % (fn.__name__, e), flush=True)
-                skipped += 1
-            except Exception:
-                print("FAIL: %s\n%s" % (fn.__name__, traceback.format_exc()), flush=True)
-                if "c" in CLUSTER:
-                    print(CLUSTER["c"].logs())
-                failed += 1
+        status = SUITE.run(names=sys.argv[1:], timed=True,
+                           on_fail=lambda: print(CLUSTER["c"].logs()) if "c" in CLUSTER else None)
     finally:
         if "c" in CLUSTER:
             CLUSTER["c"].stop()
-    print("%d passed, %d failed, %d skipped (%.0f s)" % (passed, failed, skipped, time.time() - t_all))
-    if failed == 0:
+    if status == 0:
         shutil.rmtree(TMP, ignore_errors=True)
-    return 1 if failed else 0
+    return status
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import traceback
-from contextlib import redirect_stdout
 
 try:
     import numpy as np
@@ -35,23 +33,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "data"))
 import eval_table  # noqa: E402
 import tensorfile  # noqa: E402
+from testkit import Skip, Suite, check  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="test_eval_scripts_")
-TESTS = []
-
-
-class Skip(Exception):
-    pass
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
+SUITE = Suite()
+test = SUITE.test
 
 
 def close(a, b, tol=1e-9):
@@ -876,25 +862,10 @@ def scaling_reference_file():
 
 
 def main():
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     try:
-        for fn in TESTS:
-            try:
-                with redirect_stdout(io.StringIO()):
-                    fn()
-                status, why = "PASS", ""
-            except Skip as e:
-                status, why = "SKIP", str(e)
-            except Exception as e:  # noqa: BLE001
-                status, why = "FAIL", "%s: %s" % (type(e).__name__, e)
-                if not isinstance(e, AssertionError):
-                    why += "\n" + traceback.format_exc()
-            counts[status] += 1
-            print("%s: %s%s" % (status, fn.__name__, ": " + why if why else ""))
+        return SUITE.run(quiet=True)
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
-    return 1 if counts["FAIL"] else 0
 
 
 if __name__ == "__main__":

@@ -24,12 +24,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "data"))
+from testkit import Skip, Suite  # noqa: E402
 try:
     import numpy as np
     import export_hf
@@ -46,16 +46,8 @@ TOL = 1e-4  # |loss difference| at any position; about 1e-5 measured (fp32 C aga
 MAPPINGS = ["none", "pi", "ntk", "dynamic-ntk", "ntk-by-parts", "yarn", "yarn-paper"]  # dev/hf_reference.py's
 SMALL = ("--n_embd 32 --n_layer 2 --n_head 4 --n_kv_head 2 --ffn_hidden 64 --seq_len 32 --batch_size 2 "
          "--total_batch 4 --warmup 1 --eval_len 0 --val_every 0").split()
-TESTS = []
-
-
-class Skip(Exception):
-    pass
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+SUITE = Suite()
+test = SUITE.test
 
 
 _tmp = []
@@ -868,23 +860,7 @@ def live_import_non_preset_posaug():
 
 
 def main():
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-    for fn in TESTS:
-        try:
-            if np is None:
-                raise Skip(f"needs numpy ({MISSING})")
-            why = fn() or ""
-            status = "PASS"
-        except Skip as e:
-            status, why = "SKIP", str(e)
-        except Exception as e:  # noqa: BLE001
-            status, why = "FAIL", f"{type(e).__name__}: {e}"
-            if os.environ.get("VERBOSE"):
-                traceback.print_exc()
-        counts[status] += 1
-        print(f"{status}: {fn.__name__}{': ' + why if why else ''}", flush=True)
-    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
-    sys.exit(1 if counts["FAIL"] else 0)
+    sys.exit(SUITE.run(skip_all=None if np is not None else f"needs numpy ({MISSING})"))
 
 
 if __name__ == "__main__":

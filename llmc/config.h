@@ -248,7 +248,8 @@ static const ArgSpec ARGS[] = {
 
 static inline void print_help(const char *prog) {
     printf("usage: %s [flags]\n\nTrains a Llama-style GPT with hand-written forward and backward passes,\n"
-           "then evaluates per-position loss past the training window (the cliff).\n\n", prog);
+           "then evaluates per-position loss past the training window (the cliff). A flag given\n"
+           "twice takes its last value (a note names it).\n\n", prog);
     for (int i = 0; i < N_ARGS; i++) {
         printf("  %-16s %s\n", ARGS[i].name, ARGS[i].help);
         for (int k = 0; ARGS[i].choice_help && k < ARGS[i].n_choices; k++)
@@ -886,8 +887,8 @@ static inline int same_flag_value(const ArgSpec *a, const char *x, const char *y
 }
 
 // What the command line itself gives: each flag's last value ("" for a switch), NULL when
-// absent. Values are skipped, so a value is never taken for a flag ("--prompt -h"); --help
-// is answered here.
+// absent; a value given twice is printed, since only the last counts. Values are skipped,
+// so a value is never taken for a flag ("--prompt -h"); --help is answered here.
 static inline void command_line_values(int argc, char **argv, const char *cli[N_ARGS]) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -896,6 +897,8 @@ static inline void command_line_values(int argc, char **argv, const char *cli[N_
         }
         const ArgSpec *a = find_arg(argv[i]);
         if (!a) continue;  // refused by parse_args
+        if (cli[a - ARGS] && a->type != ARG_FLAG && i + 1 < argc && strcmp(cli[a - ARGS], argv[i + 1]) != 0)
+            printf("note: %s is given twice; the last value counts (%s, not %s)\n", a->name, argv[i + 1], cli[a - ARGS]);
         if (a->type == ARG_FLAG) cli[a - ARGS] = "";
         else if (i + 1 < argc) cli[a - ARGS] = argv[++i];
     }

@@ -17,17 +17,13 @@ static int small_config(Config *c, const int32_t *ci, const TrainState *st, floa
     for (int i = 0; i < 6; i++)
         if (dims[i] < 1 || dims[i] > MAX_DIM) return 0;
     if (ci[CKI_V] < 1 || ci[CKI_V] > MAX_DIM) return 0;
-    if (st->pos_scheme == POS_RPE && (st->wpe_rows < 1 || st->wpe_rows > MAX_DIM)) return 0;
+    if (st->wpe_rows > MAX_DIM) return 0;
     config_defaults(c);
     c->V = ci[CKI_V];
     round_vocab(c);
     c->C = ci[CKI_C]; c->L = ci[CKI_L]; c->NH = ci[CKI_NH]; c->NKV = ci[CKI_NKV]; c->F = ci[CKI_F]; c->T = ci[CKI_T];
-    c->pos_scheme = st->pos_scheme;
-    c->pe = st->pe;
-    c->qk_norm = st->qk_norm != 0;
-    c->rpe_max = st->pos_scheme == POS_RPE ? st->wpe_rows : 8 * c->T;
+    adopt_checkpoint_scheme(c, st);  // as evaluating it does: the scheme, QK-norm, the table's rows
     c->rope_base = rope_base;
-    c->seed = st->seed;
     param_shapes(c, s);
     *total = 0;
     for (int i = 0; i < NP; i++) *total += s[i].numel;
