@@ -1665,7 +1665,7 @@ int main(int argc, char **argv) {
     if (train && st.step < cfg.steps) {
         acts_alloc(&g.acts, &cfg, cfg.B, cfg.T, 1);
         char where[32];
-        snprintf(where, sizeof(where), "%d threads", nthreads);
+        snprintf(where, sizeof(where), "%d thread%s", nthreads, nthreads == 1 ? "" : "s");
         TrainModel m = {&g, cpu_gradients, cpu_update, cpu_val_loss, cpu_save, model_flops_per_token(&cfg), 0.0, NULL};
         int finished = run_training(&cfg, &st, &m, where);
         free(g.acts.mem);  // the evaluation allocates its own

@@ -34,7 +34,7 @@ for refused in "-fopenmp" "-fopenmp -march=native"; do
         --val_data data/builtin/val.bin --out_dir "$tmp/run" 2>&1)
     rc=$?
     echo "$run" | grep -E "step +3/3" | cut -c1-100
-    echo "$run" | grep -q " 1 threads " && [ $rc -eq 0 ] && [ -f "$tmp/run/checkpoint.bin" ]
+    echo "$run" | grep -q " 1 thread " && [ $rc -eq 0 ] && [ -f "$tmp/run/checkpoint.bin" ]
     check "that trainer runs 3 steps on one thread and saves its checkpoint" $?
 done
 echo "$p passed, $f failed"
