@@ -2531,7 +2531,7 @@ static void test_bad_inputs(void) {
     }
     // a checkpoint's every field checked for what it can be: damaged values (valid checksums)
     // refused as corrupt naming the field; a newer build's values naming the checkpoint
-    enum { N_DAMAGED = 17 };
+    enum { N_DAMAGED = 18 };
     char dmg[N_DAMAGED][600], a_dmg[N_DAMAGED][700];
     for (int k = 0; k < N_DAMAGED; k++) {
         snprintf(dmg[k], sizeof(dmg[k]), "%s/damaged%d.bin", TMP, k);
@@ -2561,6 +2561,7 @@ static void test_bad_inputs(void) {
     snprintf(a_dmg[15], sizeof(a_dmg[15]), "--resume %.600s --steps 8", dmg[15]);
     rewrite_flags(good, dmg[16], "--pos\tposaug\n", "--pos\tposaug\n--rel_clip\t2147483647\n");
     snprintf(a_dmg[16], sizeof(a_dmg[16]), "--init_from %.600s --steps 8", dmg[16]);  // (--resume adopts the flag: refused as given)
+    rewrite_tensor(good, dmg[17], "meta.pose_scaling", 0, 0, (uint64_t)-1);
     char ck_w[600], a_w[700];
     snprintf(ck_w, sizeof(ck_w), "%s/weights_only.bin", TMP);
     write_weights_only(good, ck_w);
@@ -2681,6 +2682,7 @@ static void test_bad_inputs(void) {
         {"a header of a newer build", a_dmg[14], "was made by a newer build of this project (its meta.config_i has 14 values"},
         {"a learned table's rows without one", a_dmg[15], "is corrupt: meta.config_i wpe_rows is 64; it can be 0 without a learned table"},
         {"a kept clip distance past the positions", a_dmg[16], "is corrupt: meta.flags sizes its relative encoding past 16777216"},
+        {"a negative PoSE interpolation", a_dmg[17], "is corrupt: meta.pose_scaling is -1; it can be in [0, "},
         {"a clip distance past the positions", "--pe erpe --rel_clip 2147483647", "--rel_clip must lie in [0, 16777216]"},
         {"a folder as the checkpoint", a_dir, "is not a regular file"},
         {"a weights-only checkpoint resumed", a_w, "holds weights only (no AdamW moments"},
@@ -3112,11 +3114,10 @@ static void test_tupe_old_checkpoint(void) {
 // group (the weights, both moments) renamed <group>.<as>, at `shape` (ndim 0: its own; the rows
 // added are zeros: the loader refuses the form by name and shape before it reads a value).
 static void copy_old_bias_form(const char *src, const char *dst, const char *name, const char *as, int ndim, const int *shape) {
-    const char *groups[3] = {"param", "adam_m", "adam_v"};
     char from[TF_MAX_NAME], to[TF_MAX_NAME];
     for (int g = 0; g < 3; g++) {
-        snprintf(from, sizeof(from), "%s.%s", groups[g], name);
-        snprintf(to, sizeof(to), "%s.%s", groups[g], as);
+        snprintf(from, sizeof(from), "%s.%s", CK_GROUPS[g], name);
+        snprintf(to, sizeof(to), "%s.%s", CK_GROUPS[g], as);
         TensorEdit ed = {from, to, 0, ndim, shape, 0, 0.0f, 0};
         rewrite_with(g ? dst : src, dst, ed);
     }
@@ -3151,8 +3152,7 @@ static void test_bias_old_checkpoints(void) {
             tf_load(&tf, ck, TF_KIND_CHECKPOINT);
             char name[TF_MAX_NAME];
             for (int g = 0; g < 3; g++) {  // the weights and both moments
-                const char *pre[3] = {"param", "adam_m", "adam_v"};
-                snprintf(name, sizeof(name), "%s.%s", pre[g], cases[k].tensor);
+                snprintf(name, sizeof(name), "%s.%s", CK_GROUPS[g], cases[k].tensor);
                 const TensorEntry *e = tf_find(&tf, name);
                 shaped += e && e->ndim == want_dims && e->shape[0] == cases[k].rows && (want_dims == 1 || e->shape[1] == cases[k].cols);
             }

@@ -117,7 +117,8 @@ AB_HOST_DEVICE static inline void t5_grad(const BiasFn *f, int h, float qpos, fl
 
 // KERPLE, log variant (Chi et al. 2022): b_h = -r1_h ln(1 + r2_h dist), r1 and r2 per head,
 // one set for every layer (shared), drawn U(0, 2) and U(0, 1) and kept at or above KERPLE_EPS
-// (the paper's code builds one such module for all layers, draws and clamps them so). d/dr1 = -ln(1 + r2 dist), d/dr2 = -r1 dist / (1 + r2 dist).
+// (the paper's code builds one such module for all layers, draws and clamps them so).
+// d/dr1 = -ln(1 + r2 dist), d/dr2 = -r1 dist / (1 + r2 dist).
 #define KERPLE_EPS 1e-2f
 AB_HOST_DEVICE static inline float kerple_term(const BiasFn *f, int h, float qpos, float dist) {
     (void)qpos;

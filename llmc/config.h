@@ -651,22 +651,27 @@ static inline float checkpoint_embed_scale(const TensorFile *tf) {
     return e ? ((const float *)e->data)[0] : 1.0f;
 }
 
-// A kept --pose_scaling as this build computes it: the --scaling it equals (SCALE_*), which a
-// checkpoint keeps as meta.pose_scaling (checked by checkpoint_header_check), must be this
-// build's. One written before it kept it
-// trained --pose_scaling yarn as YaRN's own frequency blend (--scaling yarn), which is now
-// PoSE's revised YaRN (--scaling revised-yarn): refused, so that no model is evaluated or
-// resumed under an interpolation it was not trained with.
+// The --scaling a checkpoint's --pose_scaling was trained as (meta.pose_scaling, SCALE_*,
+// checked by checkpoint_header_check), or `absent` when it has none (written before it was kept)
+static inline int checkpoint_pose_scaling(const TensorFile *tf, int absent) {
+    const TensorEntry *e = tf_find(tf, "meta.pose_scaling");
+    return e ? ((const int32_t *)e->data)[0] : absent;
+}
+
+// A kept --pose_scaling as this build computes it must be what the checkpoint was trained
+// as. One written before meta.pose_scaling trained --pose_scaling yarn as YaRN's own
+// frequency blend (--scaling yarn), which is now PoSE's revised YaRN (--scaling
+// revised-yarn): refused, so that no model is evaluated or resumed under an interpolation it
+// was not trained with.
 static inline void check_kept_pose_scaling(const TensorFile *tf, const char *value) {
     int now = SCALE_NONE;
     for (int i = 0; i < POSE_SCALING_N; i++)
         if (strcmp(POSE_SCALING_NAMES[i], value) == 0) now = POSE_SCALING_METHOD[i];
-    const TensorEntry *e = tf_find(tf, "meta.pose_scaling");
-    int then = e ? ((const int32_t *)e->data)[0] : now == SCALE_REVISED_YARN ? SCALE_YARN : now;
+    int kept = checkpoint_pose_scaling(tf, -1), then = kept >= 0 ? kept : now == SCALE_REVISED_YARN ? SCALE_YARN : now;
     if (then != now)
         fail("'%s' was trained with --pose_scaling %s as --scaling %s%s; this build's --pose_scaling %s is --scaling %s, so "
              "the model cannot be evaluated or resumed as it was trained: train it again with this version", tf->path,
-             value, SCALE_NAMES[then], e ? "" : " (before --pose_scaling yarn became PoSE's revised YaRN)", value,
+             value, SCALE_NAMES[then], kept >= 0 ? "" : " (before --pose_scaling yarn became PoSE's revised YaRN)", value,
              SCALE_NAMES[now]);
 }
 
@@ -842,10 +847,8 @@ static inline void checkpoint_header_check(const TensorFile *tf, CkptHeader *h_o
     checkpoint_config_i(tf, h->ci);
     memcpy(h->cf, tf_find(tf, "meta.config_f")->data, sizeof(h->cf));
     memcpy(h->state, tf_find(tf, "meta.state")->data, sizeof(h->state));
-    const TensorEntry *es = tf_find(tf, "meta.embed_scale");
-    h->embed_scale = es ? ((const float *)es->data)[0] : 1.0f;
-    const TensorEntry *ps = tf_find(tf, "meta.pose_scaling");
-    h->pose_scaling = ps ? ((const int32_t *)ps->data)[0] : SCALE_NONE;
+    h->embed_scale = checkpoint_embed_scale(tf);
+    h->pose_scaling = checkpoint_pose_scaling(tf, SCALE_NONE);
 #define CKPT_FIELD_CHECK(name, value, cond, what, newer)                                                                  \
     {                                                                                                                      \
         double v = (double)(value);                                                                                        \
